@@ -1,0 +1,100 @@
+"""The ``fxfuzz`` command line. Exit status: 0 nothing found, 1 findings, 2 bad usage."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from strategies.case import DOMAINS
+
+from .passes import PassSpecError, load_pass
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="fxfuzz", description="Fuzz PyTorch FX graph passes against semantic oracles.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="run a fuzz campaign against a pass")
+    run.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered name, pkg.module:fn or file.py:fn")
+    run.add_argument("--budget", type=_positive_float, default=60.0, help="seconds to fuzz (default 60)")
+    run.add_argument("--max-examples", type=_positive_int, default=1_000_000, help="stop after this many examples")
+    run.add_argument("--seed", type=_int, default=0, help="campaign seed (same seed, same graphs)")
+    run.add_argument("--domain", choices=DOMAINS, default="export", help="input space to draw from")
+    run.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
+    return parser
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .campaign import run_campaign
+    from .progress import ProgressPrinter
+    from .report import default_report_dir, write_report
+    from .summary import print_summary
+
+    pass_fn = load_pass(args.pass_spec)
+    report_dir = args.report_dir or default_report_dir()
+    progress = ProgressPrinter(args.budget, args.max_examples)
+    result = run_campaign(
+        pass_fn,
+        budget_s=args.budget,
+        max_examples=args.max_examples,
+        seed_=args.seed,
+        domain=args.domain,
+        progress=progress,
+    )
+    progress.close()
+    meta = {"pass": args.pass_spec, "domain": args.domain, "seed": args.seed, "workers": 1}
+    path = write_report(result, meta, report_dir)
+    print_summary(result, path)
+    return 1 if result.buckets else 0
+
+
+COMMANDS = {"run": _cmd_run}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except (UsageError, PassSpecError) as e:
+        print(f"fxfuzz: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

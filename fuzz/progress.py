@@ -1,0 +1,39 @@
+"""A one-line progress display on stderr, redrawn in place on a terminal."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from .campaign import CampaignResult
+
+
+class ProgressPrinter:
+    """Prints elapsed time, examples, rate and buckets at most once per ``every_s`` seconds
+    (every 0.5 s on a terminal, every 10 s into a log)."""
+
+    def __init__(self, budget_s: float, max_examples: int, stream=sys.stderr) -> None:
+        self.budget_s, self.max_examples, self.stream = budget_s, max_examples, stream
+        self.tty = stream.isatty()
+        self.every_s = 0.5 if self.tty else 10.0
+        self.last = -1e9
+        self.drawn = False
+
+    def __call__(self, result: CampaignResult, elapsed: float) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        rate = result.examples / elapsed if elapsed > 0 else 0.0
+        line = (
+            f"[{elapsed:5.0f}s/{self.budget_s:.0f}s] {result.examples} examples, "
+            f"{rate:.1f}/s, {len(result.buckets)} finding bucket(s)"
+        )
+        self.stream.write(("\r" + line + "\x1b[K") if self.tty else line + "\n")
+        self.stream.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.tty and self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()

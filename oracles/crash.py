@@ -1,0 +1,31 @@
+"""Turn an exception raised by the pass into a bucketable finding."""
+
+from __future__ import annotations
+
+import os
+import traceback
+
+from .finding import Finding
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OWN = tuple(os.path.join(_ROOT, pkg) + os.sep for pkg in ("fuzz", "strategies", "oracles"))
+
+
+def innermost_pass_frame(exc: BaseException) -> str:
+    """``file:line:function`` of the innermost frame outside fxfuzz itself, with the path
+    shortened to the part after site-packages, so buckets agree across machines."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not os.path.abspath(f.filename).startswith(_OWN)]
+    if not frames:
+        return "<unknown>"
+    f = frames[-1]
+    path = f.filename.split("site-packages" + os.sep)[-1]
+    return f"{path}:{f.lineno}:{f.name}"
+
+
+def crash_finding(exc: BaseException) -> Finding:
+    return Finding(
+        "crash",
+        "pass_raised",
+        f"the pass raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+        {"exception": type(exc).__name__, "frame": innermost_pass_frame(exc)},
+    )

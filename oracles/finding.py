@@ -1,0 +1,28 @@
+"""Finding: one failed check, as plain data that can be saved, printed and bucketed."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ORACLES = ("crash", "structure", "signature", "equivalence", "gradients", "idempotence")
+
+
+@dataclass
+class Finding:
+    """What an oracle saw: ``oracle`` is one of ORACLES, ``kind`` a short stable code."""
+
+    oracle: str
+    kind: str
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.oracle not in ORACLES:
+            raise ValueError(f"unknown oracle {self.oracle!r}; expected one of {ORACLES}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return f"[{self.oracle}/{self.kind}] {self.message}"
