@@ -12,13 +12,15 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky
 
 from oracles import Finding, verify
-from strategies import GraphCase, graph_cases
+from strategies import graph_cases
 
 from .passes import PassFn
 
@@ -33,13 +35,28 @@ def bucket_id(f: Finding) -> str:
     return f"{f.oracle}-{f.kind}-{digest}"
 
 
+class Example(Protocol):
+    """What a campaign needs of a generated example (a GraphCase, or a program at program level)."""
+
+    ambient_grad: bool
+    domain: str
+    features: dict[str, object]
+
+    def code(self) -> str: ...
+
+    def compute_nodes(self) -> int: ...
+
+
+Check = Callable[[Any, PassFn], "list[Finding]"]
+
+
 @dataclass
 class Bucket:
-    """All findings that share a bucket id, with the smallest case that showed them."""
+    """All findings that share a bucket id, with the smallest example that showed them."""
 
     id: str
     finding: Finding
-    case: GraphCase
+    case: Example
     count: int = 0
 
     @property
@@ -91,12 +108,18 @@ def run_campaign(
     domain: str = "export",
     database: ExampleDatabase | None = None,
     progress: Progress | None = None,
+    strategy: st.SearchStrategy[Example] | None = None,
+    check: Check = verify,
 ) -> CampaignResult:
-    """Fuzz ``pass_fn`` until ``budget_s`` seconds or ``max_examples`` examples are spent."""
+    """Fuzz ``pass_fn`` until ``budget_s`` seconds or ``max_examples`` examples are spent.
+
+    ``strategy`` draws the examples (graph cases of ``domain`` by default) and ``check``
+    judges one example against the pass (``oracles.verify`` by default).
+    """
     result = CampaignResult()
     start = time.monotonic()
     deadline = start + budget_s
-    strategy = graph_cases(domain=domain)
+    strategy = strategy if strategy is not None else graph_cases(domain=domain)
 
     for round_ in range(10_000):
         remaining = max_examples - result.examples
@@ -116,11 +139,11 @@ def run_campaign(
         )
         @seed(seed_ * 1_000_003 + round_)
         @given(strategy)
-        def body(case: GraphCase) -> None:
+        def body(case: Example) -> None:
             now = time.monotonic()
             if now >= deadline:
                 raise _Stop
-            findings = verify(case, pass_fn)
+            findings = check(case, pass_fn)
             ids = {bucket_id(f): f for f in findings}
             if shrinking:
                 # Shrink attempts: keep the smallest case of the bucket being minimized.
