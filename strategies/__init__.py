@@ -1,6 +1,8 @@
-"""Strategies: Hypothesis strategies that build GraphCases. Entry point: ``graph_cases``."""
+"""Strategies: Hypothesis strategies that build GraphCases. Entry points: ``graph_cases``
+(random cases) and ``from_module`` (the case torch.export hands the pass for a module)."""
 
+from .capture import from_module
 from .case import GraphCase
 from .graphs import graph_cases
 
-__all__ = ["GraphCase", "graph_cases"]
+__all__ = ["GraphCase", "from_module", "graph_cases"]
