@@ -97,6 +97,14 @@ def _bug_class(bid: str) -> type[_FoundBug]:
 
 
 Progress = Callable[[CampaignResult, float], None]
+BucketHook = Callable[[Bucket], None]
+
+
+def database_key(pass_fn: PassFn, domain: str) -> bytes:
+    """Where a campaign's examples live in the database: one entry per pass and domain, so a
+    failure replays first on the next campaign against the same pass."""
+    name = f"{getattr(pass_fn, '__module__', '')}:{getattr(pass_fn, '__qualname__', repr(pass_fn))}"
+    return hashlib.sha384(f"fxfuzz|{name}|{domain}".encode()).digest()
 
 
 def run_campaign(
@@ -110,11 +118,16 @@ def run_campaign(
     progress: Progress | None = None,
     strategy: st.SearchStrategy[Example] | None = None,
     check: Check = verify,
+    stop: Callable[[], bool] | None = None,
+    on_bucket: BucketHook | None = None,
 ) -> CampaignResult:
-    """Fuzz ``pass_fn`` until ``budget_s`` seconds or ``max_examples`` examples are spent.
+    """Fuzz ``pass_fn`` until ``budget_s`` seconds or ``max_examples`` examples are spent,
+    or ``stop()`` turns true.
 
     ``strategy`` draws the examples (graph cases of ``domain`` by default) and ``check``
-    judges one example against the pass (``oracles.verify`` by default).
+    judges one example against the pass (``oracles.verify`` by default). ``on_bucket`` is
+    called when a bucket appears and whenever its example shrinks, so a caller can keep
+    the smallest example of each bucket even if this process dies later.
     """
     result = CampaignResult()
     start = time.monotonic()
@@ -141,7 +154,7 @@ def run_campaign(
         @given(strategy)
         def body(case: Example) -> None:
             now = time.monotonic()
-            if now >= deadline:
+            if now >= deadline or (stop is not None and stop()):
                 raise _Stop
             findings = check(case, pass_fn)
             ids = {bucket_id(f): f for f in findings}
@@ -151,6 +164,8 @@ def run_campaign(
                 if shrinking[0] in ids:
                     if case.compute_nodes() <= b.graph_nodes:
                         b.case, b.finding = case, ids[shrinking[0]]
+                        if on_bucket:
+                            on_bucket(b)
                     raise _bug_class(shrinking[0])(str(ids[shrinking[0]]))
                 return
             result.examples += 1
@@ -164,16 +179,19 @@ def run_campaign(
                 else:
                     result.buckets[bid] = Bucket(bid, f, case, 1)
                     new = new or bid
+                    if on_bucket:
+                        on_bucket(result.buckets[bid])
             if progress:
                 progress(result, now - start)
             if new:
                 shrinking.append(new)
                 raise _bug_class(new)(str(ids[new]))
 
+        body._hypothesis_internal_database_key = database_key(pass_fn, domain)  # type: ignore[attr-defined]
         try:
             body()
         except _Stop:
-            result.stopped_by = "budget"
+            result.stopped_by = "stopped" if stop is not None and stop() else "budget"
             break
         except (_FoundBug, Flaky):
             # Flaky: the pass misbehaved on a case once and not on replay; the bucket and its
