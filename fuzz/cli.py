@@ -57,6 +57,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=_int, default=0, help="campaign seed (same seed, same graphs)")
     run.add_argument("--domain", choices=DOMAINS, default="export", help="input space to draw from")
     run.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
+    gate = sub.add_parser("gate", help="fail when a candidate pass regresses against a baseline pass")
+    gate.add_argument("--candidate", required=True, help="the changed pass: registered name, pkg.module:fn or file.py:fn")
+    gate.add_argument("--baseline", default="set_grad", help="the pass it must not regress against (default set_grad)")
+    limit = gate.add_mutually_exclusive_group()
+    limit.add_argument("--budget", type=_positive_float, default=None, help="seconds in all, corpus included (default 60)")
+    limit.add_argument("--max-examples", type=_positive_int, default=None, help="fresh cases after the corpus")
+    gate.add_argument("--workers", type=_positive_int, default=1, help="processes for the fresh cases (default 1)")
+    gate.add_argument("--seed", type=_int, default=0, help="seed of the fresh cases")
+    gate.add_argument("--corpus", default=None, help="folder of saved .json cases/repros to replay first")
+    gate.add_argument("--known", default=None, help="JSON file of bucket ids that are not regressions")
+    gate.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
+    mutate = sub.add_parser("mutate", help="measure the gate's kill rate on mutants of a pass's source")
+    mutate.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered pass whose source to mutate")
+    mutate.add_argument("--budget-per-mutant", type=_positive_float, default=60.0, help="gate seconds per mutant")
+    mutate.add_argument("--only", default=None, help="comma-separated mutant ids (default: all)")
+    mutate.add_argument("--list", action="store_true", help="list the mutant ids and exit")
+    mutate.add_argument("--out", default=None, help="write the mutation report (JSON) here")
     return parser
 
 
@@ -84,7 +101,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 1 if result.buckets else 0
 
 
-COMMANDS = {"run": _cmd_run}
+def _cmd_gate(args: argparse.Namespace) -> int:
+    from .gate import gate_command
+
+    return gate_command(args)
+
+
+def _cmd_mutate(args: argparse.Namespace) -> int:
+    from .mutate import mutate_command
+
+    return mutate_command(args)
+
+
+COMMANDS = {"run": _cmd_run, "gate": _cmd_gate, "mutate": _cmd_mutate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,4 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module's main, not __main__'s: subcommands raise fuzz.cli.UsageError,
+    # which __main__'s copy of the class would not catch.
+    from fuzz.cli import main as _main
+
+    sys.exit(_main())

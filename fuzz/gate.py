@@ -1,0 +1,321 @@
+"""Gate a pass change: run a candidate pass and a baseline pass on the same cases, and report
+every regression.
+
+A regression on a case is, per oracle family: the baseline passes the oracle and the candidate
+fails it; or both fail it and the two transformed graphs disagree with each other (run on the
+same inputs and compared like the equivalence and gradient oracles compare). A candidate that
+passes an oracle the baseline fails is a fix, never a regression.
+
+The cases are, in order: the regression corpus (saved cases of earlier campaigns, then the
+built-in modules of ``strategies.corpus``), then fresh Hypothesis cases for the budget, each
+judged under both ambient grad modes so that a regression shrinks like any campaign finding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from hypothesis.database import ExampleDatabase
+from torch import fx
+
+from oracles import Finding, verify
+from oracles.equivalence import check_equivalence
+from oracles.execute import run_graph
+from oracles.gradients import check_gradients
+from strategies.case import GraphCase, copy_graph_module
+
+from .campaign import Bucket, CampaignResult, Progress, bucket_id, run_campaign
+from .passes import PassFn
+
+# The oracles whose checks compare two executions, and so can compare two transformed graphs.
+_RUN_ORACLES = ("equivalence", "gradients")
+
+
+@dataclass
+class Judged:
+    """One pass on one case: its findings and, when it did not crash, what it returned."""
+
+    findings: list[Finding]
+    gm: object | None
+
+
+def judge(case: GraphCase, pass_fn: PassFn) -> Judged:
+    """``oracles.verify`` of ``pass_fn`` on ``case``, keeping the first graph the pass returned."""
+    outputs: list[tuple[object, object]] = []
+
+    def recording(gm: object, sig: object) -> tuple[object, object]:
+        out = pass_fn(gm, sig)
+        if not outputs and isinstance(out, tuple) and out and isinstance(out[0], fx.GraphModule):
+            # A copy: later checks (idempotence) may run passes on the graph verify holds.
+            outputs.append((copy_graph_module(out[0]), out[1]))
+        return out
+
+    for attr in ("fxfuzz_contract", "__name__", "__qualname__"):
+        if hasattr(pass_fn, attr):
+            setattr(recording, attr, getattr(pass_fn, attr))
+    findings = verify(case, recording)
+    return Judged(findings, outputs[0][0] if outputs else None)
+
+
+def disagreements(case: GraphCase, candidate_gm: object, baseline_gm: object) -> list[Finding]:
+    """The two transformed graphs run on the same inputs under the case's ambient mode, the
+    baseline's run taken as the reference."""
+    ref = run_graph(baseline_gm, case.inputs, case.ambient_grad)  # type: ignore[arg-type]
+    got = run_graph(candidate_gm, case.inputs, case.ambient_grad)  # type: ignore[arg-type]
+    return [
+        Finding(f.oracle, f"vs_baseline_{f.kind}", f"candidate and baseline disagree: {f.message}", f.details)
+        for f in check_equivalence(ref, got) + check_gradients(ref, got)
+    ]
+
+
+def regressions(case: GraphCase, candidate: PassFn, baseline: PassFn) -> list[Finding]:
+    """What the candidate breaks on ``case`` that the baseline does not (see the module doc)."""
+    cand, base = judge(case, candidate), judge(case, baseline)
+    failed_by_baseline = {f.oracle for f in base.findings}
+    failed_by_candidate = {f.oracle for f in cand.findings}
+    found = [f for f in cand.findings if f.oracle not in failed_by_baseline]
+    both_failed = failed_by_baseline & failed_by_candidate & set(_RUN_ORACLES)
+    if both_failed and cand.gm is not None and base.gm is not None:
+        found += [f for f in disagreements(case, cand.gm, base.gm) if f.oracle in both_failed]
+    return found
+
+
+def with_ambient(case: GraphCase, ambient: bool) -> GraphCase:
+    """The same case with the pass (and both graphs) run under ``ambient``."""
+    return case if case.ambient_grad == ambient else dataclasses.replace(case, ambient_grad=ambient)
+
+
+def regressions_both_modes(case: GraphCase, candidate: PassFn, baseline: PassFn) -> list[Finding]:
+    """``regressions`` under the case's ambient grad mode, then under the other one; each
+    finding's details say which mode showed it."""
+    found = []
+    for ambient in (case.ambient_grad, not case.ambient_grad):
+        for f in regressions(with_ambient(case, ambient), candidate, baseline):
+            found.append(dataclasses.replace(f, details={**f.details, "ambient_grad": ambient}))
+    return found
+
+
+def case_of(bucket: Bucket) -> GraphCase:
+    """The bucket's case under the ambient grad mode that showed its regression."""
+    ambient = bucket.finding.details.get("ambient_grad", bucket.case.ambient_grad)
+    return with_ambient(bucket.case, bool(ambient))  # type: ignore[arg-type]
+
+
+@dataclass
+class GateResult:
+    """Regressions found on the corpus and on fresh cases, bucketed like campaign findings."""
+
+    corpus_cases: int = 0
+    corpus_s: float = 0.0
+    campaign: CampaignResult = field(default_factory=CampaignResult)
+    # bucket id -> the corpus case name that showed it first
+    corpus_sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def buckets(self) -> dict[str, Bucket]:
+        return self.campaign.buckets
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.campaign.buckets)
+
+
+class StopGate(BaseException):
+    """Raised by ``on_regression`` to end the gate at once (mutation testing stops at the
+    first kill); BaseException so that neither the oracles nor Hypothesis swallow it."""
+
+
+def run_gate(
+    candidate: PassFn,
+    baseline: PassFn,
+    corpus: Iterable[tuple[str, GraphCase]],
+    *,
+    budget_s: float = 60.0,
+    max_examples: int = 1_000_000,
+    seed_: int = 0,
+    database: ExampleDatabase | None = None,
+    progress: Progress | None = None,
+    known: Callable[[str], bool] = lambda bid: False,
+    on_regression: Callable[[Bucket], None] | None = None,
+) -> GateResult:
+    """Judge ``candidate`` against ``baseline`` on every corpus case, then on fresh cases until
+    ``budget_s`` seconds (corpus time included) or ``max_examples`` fresh cases are spent.
+
+    ``known(bucket_id)`` marks regressions already accepted; they are left out of the result.
+    ``on_regression`` sees each new bucket as it appears (and may raise StopGate).
+    """
+    start = time.monotonic()
+    result = GateResult()
+    buckets = result.campaign.buckets
+    for name, case in corpus:
+        result.corpus_cases += 1
+        for f in regressions(case, candidate, baseline):
+            bid = bucket_id(f)
+            if known(bid):
+                continue
+            if bid in buckets:
+                buckets[bid].count += 1
+                continue
+            buckets[bid] = Bucket(bid, f, case, 1)
+            result.corpus_sources[bid] = name
+            if on_regression:
+                on_regression(buckets[bid])
+    result.corpus_s = time.monotonic() - start
+
+    def check(case: GraphCase, cand: PassFn) -> list[Finding]:
+        found = [f for f in regressions_both_modes(case, cand, baseline) if not known(bucket_id(f))]
+        if on_regression:
+            for f in found:
+                if bucket_id(f) not in buckets:
+                    on_regression(Bucket(bucket_id(f), f, case, 1))
+        return found
+
+    remaining = budget_s - result.corpus_s
+    if remaining > 0:
+        fresh = run_campaign(
+            candidate,
+            budget_s=remaining,
+            max_examples=max_examples,
+            seed_=seed_,
+            database=database,
+            progress=progress,
+            check=check,
+        )
+        for bid, b in fresh.buckets.items():
+            if bid in buckets:
+                buckets[bid].count += b.count
+            else:
+                buckets[bid] = b
+        fresh.buckets = buckets
+        result.campaign = fresh
+    result.campaign.duration_s = time.monotonic() - start
+    return result
+
+
+# ---------------------------------------------------------------------------- the command
+
+
+def saved_cases(corpus_dir: str) -> list[tuple[str, GraphCase]]:
+    """Every ``*.json`` case under ``corpus_dir`` (a campaign's saved repros, or bare cases),
+    sorted by path; raises SerializeError naming the first malformed file."""
+    import json
+    import os
+
+    from .serialize import SerializeError, case_from_dict
+
+    if not os.path.isdir(corpus_dir):
+        raise SerializeError(f"corpus directory not found: {corpus_dir}")
+    cases = []
+    for root, _, files in sorted(os.walk(corpus_dir)):
+        for name in sorted(f for f in files if f.endswith(".json")):
+            path = os.path.join(root, name)
+            try:
+                with open(path) as fh:
+                    data = json.load(fh)
+            except (OSError, ValueError) as e:
+                raise SerializeError(f"{path}: not readable JSON: {e}") from None
+            if isinstance(data, dict) and "case" in data:  # a repro: the case plus its finding
+                data = data["case"]
+            try:
+                cases.append((os.path.relpath(path, corpus_dir), case_from_dict(data)))
+            except SerializeError as e:
+                raise SerializeError(f"{path}: {e}") from None
+    return cases
+
+
+def load_known(path: str) -> set[str]:
+    """Bucket ids accepted as known: a JSON list of ids or of objects with an ``id``, or a
+    ``report.json`` (its findings' ids). Raises UsageError for a missing or malformed file."""
+    import json
+
+    from .cli import UsageError
+
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--known {path}: {e}") from None
+    entries = data.get("findings", data.get("known")) if isinstance(data, dict) else data
+    if not isinstance(entries, list):
+        raise UsageError(f"--known {path}: expected a list of bucket ids")
+    ids = {e.get("id") if isinstance(e, dict) else e for e in entries}
+    if not all(isinstance(i, str) for i in ids):
+        raise UsageError(f"--known {path}: every entry needs a string bucket id")
+    return ids  # type: ignore[return-value]
+
+
+def write_repros(result: GateResult, report_dir: str, meta: dict[str, object]) -> list[str]:
+    """``repros/<bucket>.json`` for each regression: the case under the ambient mode that
+    showed it, the finding, and the two passes; ``fxfuzz gate --corpus`` replays them."""
+    import json
+    import os
+
+    from .serialize import case_to_dict
+
+    folder = os.path.join(report_dir, "repros")
+    os.makedirs(folder, exist_ok=True)
+    paths = []
+    for bid, b in result.buckets.items():
+        path = os.path.join(folder, f"{bid}.json")
+        data = {**meta, "finding": b.finding.to_dict(), "case": case_to_dict(case_of(b))}
+        with open(path, "w") as fh:
+            json.dump(data, fh, indent=1, default=str)
+        paths.append(path)
+    return paths
+
+
+def gate_command(args: object) -> int:
+    """``fxfuzz gate``: exit 1 when the candidate regresses against the baseline, else 0."""
+    from strategies.corpus import corpus_cases
+
+    from .cli import UsageError
+    from .passes import load_pass
+    from .progress import ProgressPrinter
+    from .report import default_report_dir, write_report
+    from .serialize import SerializeError
+
+    a = args  # argparse.Namespace built by fuzz.cli
+    if a.workers != 1:
+        # fuzz.workers runs oracles.verify in its workers; the gate's two-pass check needs a
+        # hook there first, so say so rather than run one process while claiming several.
+        raise UsageError("gate --workers: only 1 is supported so far (parallel gate not implemented)")
+    candidate, baseline = load_pass(a.candidate), load_pass(a.baseline)
+    try:
+        corpus = saved_cases(a.corpus) if a.corpus else []
+    except SerializeError as e:
+        raise UsageError(str(e)) from None
+    known = load_known(a.known) if a.known else set()
+    corpus += corpus_cases()
+    report_dir = a.report_dir or default_report_dir()
+    # --max-examples alone means "this many fresh cases, however long they take".
+    budget_s = a.budget if a.budget is not None else (1e9 if a.max_examples else 60.0)
+    max_examples = a.max_examples or 1_000_000
+    progress = ProgressPrinter(budget_s, max_examples)
+    result = run_gate(
+        candidate,
+        baseline,
+        corpus,
+        budget_s=budget_s,
+        max_examples=max_examples,
+        seed_=a.seed,
+        progress=progress,
+        known=known.__contains__,
+    )
+    progress.close()
+    meta = {"command": "gate", "pass": a.candidate, "candidate": a.candidate, "baseline": a.baseline,
+            "domain": "export", "seed": a.seed, "workers": a.workers, "corpus_cases": result.corpus_cases}
+    path = write_report(result.campaign, meta, report_dir)
+    repros = write_repros(result, report_dir, {"candidate": a.candidate, "baseline": a.baseline})
+    print(f"fxfuzz gate: {result.corpus_cases} corpus cases in {result.corpus_s:.1f}s, "
+          f"{result.campaign.examples} fresh cases (each under both grad modes)")
+    if not result.regressed:
+        print(f"fxfuzz gate: no regression of {a.candidate} against {a.baseline}")
+    for (bid, b), repro in zip(result.buckets.items(), repros):
+        where = result.corpus_sources.get(bid, "fresh case")
+        print(f"  REGRESSION {bid}: {b.count}x, first on {where}, {b.graph_nodes} nodes: {b.finding.message}")
+        print(f"    repro: {repro}")
+    print(f"fxfuzz gate: report written to {path}")
+    return 1 if result.regressed else 0

@@ -1,0 +1,162 @@
+"""``fxfuzz mutate``: the harness's strength, measured as the share of mutants of the pass's
+source that the gate kills (candidate: the mutant; baseline: the real pass).
+
+A mutant is killed when the gate finds a regression (a crash counts: the real pass does not
+crash on these cases) or when it hangs past its budget; it survives when the budget runs out
+with no regression. Mutants listed in ``equivalent_mutants.txt`` were judged equivalent by
+reading them (one line each: the id, then why no input can tell them apart) and are not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+
+from .gate import StopGate, run_gate
+from .mutants import Mutant, enumerate_mutants, load_pass_variant
+from .passes import load_pass
+
+EQUIVALENT_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "equivalent_mutants.txt")
+
+
+@dataclass
+class MutantResult:
+    id: str
+    status: str  # killed | survived | equivalent
+    time_s: float
+    how: str  # the regression that killed it, "hang", or the reason it is equivalent
+    description: str
+
+
+class _Hang(BaseException):
+    """The mutant ran past its budget inside one case (an endless loop, typically)."""
+
+
+@contextmanager
+def _alarm(seconds: float) -> Iterator[None]:
+    def fire(signum: int, frame: object) -> None:
+        raise _Hang
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def load_equivalent(path: str = EQUIVALENT_FILE) -> dict[str, str]:
+    """Mutant id -> the one-line reason it was judged equivalent."""
+    if not os.path.exists(path):
+        return {}
+    out = {}
+    with open(path) as fh:
+        for line in fh:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                mid, _, reason = line.partition(" ")
+                out[mid] = reason.strip()
+    return out
+
+
+def run_mutant(mutant: Mutant, corpus: list, budget_s: float, seed_: int = 0) -> MutantResult:
+    """Gate one mutant against the real pass until the first regression or ``budget_s``."""
+    baseline = load_pass("set_grad")
+    candidate = load_pass_variant("set_grad", mutant)
+    kills: list[str] = []
+
+    def stop(bucket: object) -> None:
+        kills.append(str(getattr(bucket, "finding")))
+        raise StopGate
+
+    start = time.monotonic()
+    try:
+        # The hang guard leaves the gate its budget plus slack for the case it is inside.
+        with _alarm(budget_s + 30):
+            run_gate(candidate, baseline, corpus, budget_s=budget_s, seed_=seed_, on_regression=stop)
+    except StopGate:
+        return MutantResult(mutant.id, "killed", time.monotonic() - start, kills[0], mutant.description)
+    except _Hang:
+        return MutantResult(mutant.id, "killed", time.monotonic() - start, "hang", mutant.description)
+    return MutantResult(mutant.id, "survived", time.monotonic() - start, "", mutant.description)
+
+
+def summarize(results: list[MutantResult]) -> dict[str, object]:
+    """Counts, kill rate over the non-equivalent mutants, and kill times."""
+    by = {s: [r for r in results if r.status == s] for s in ("killed", "survived", "equivalent")}
+    judged = len(by["killed"]) + len(by["survived"])
+    times = sorted(r.time_s for r in by["killed"])
+    return {
+        "mutants": len(results),
+        **{s: len(v) for s, v in by.items()},
+        "kill_rate": round(len(by["killed"]) / judged, 4) if judged else None,
+        "kill_time_median_s": round(times[len(times) // 2], 2) if times else None,
+        "kill_time_max_s": round(times[-1], 2) if times else None,
+        "survivors": [r.id for r in by["survived"]],
+    }
+
+
+def mutate_command(args: object) -> int:
+    """``fxfuzz mutate``: run every mutant (or ``--only``), print one line each and a summary;
+    exit 1 when a non-equivalent mutant survives, 0 when all were killed."""
+    from strategies.corpus import corpus_cases
+
+    from .cli import UsageError
+
+    a = args  # argparse.Namespace built by fuzz.cli
+    if a.pass_spec != "set_grad":
+        raise UsageError(f"mutate knows the source of the set_grad pass only, not {a.pass_spec!r}")
+    mutants = enumerate_mutants(a.pass_spec)
+    if a.list:
+        for m in mutants:
+            print(f"{m.id}\t{m.description}")
+        return 0
+    if a.only:
+        wanted = a.only.split(",")
+        unknown = sorted(set(wanted) - {m.id for m in mutants})
+        if unknown:
+            raise UsageError(f"--only: no mutant {unknown[0]!r} (see fxfuzz mutate --list)")
+        mutants = [m for m in mutants if m.id in wanted]
+    equivalent = load_equivalent()
+    corpus = corpus_cases()
+    results = []
+    for i, m in enumerate(mutants, 1):
+        if m.id in equivalent:
+            r = MutantResult(m.id, "equivalent", 0.0, equivalent[m.id], m.description)
+        else:
+            r = run_mutant(m, corpus, a.budget_per_mutant)
+        results.append(r)
+        print(f"[{i}/{len(mutants)}] {r.status:10s} {r.time_s:6.1f}s {r.id}  ({r.description}) {r.how[:100]}", flush=True)
+        if a.out:
+            _write(a.out, results, a.budget_per_mutant)
+    summary = summarize(results)
+    print(f"fxfuzz mutate: {json.dumps(summary)}")
+    return 1 if summary["survived"] else 0
+
+
+def _write(path: str, results: list[MutantResult], budget_s: float) -> None:
+    import torch
+
+    data = {
+        "torch_version": torch.__version__,
+        "budget_per_mutant_s": budget_s,
+        "summary": summarize(results),
+        "mutants": [asdict(r) for r in results],
+    }
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, indent=1)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":  # pragma: no cover - ``python -m fuzz.mutate`` as a shortcut
+    from .cli import main
+
+    sys.exit(main(["mutate", *sys.argv[1:]]))

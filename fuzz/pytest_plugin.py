@@ -1,0 +1,123 @@
+"""pytest plugin: ``pytest --fxfuzz-pass SPEC`` adds fxfuzz's equivalence properties for the
+pass SPEC to the user's own test run; the ``fxfuzz_pass`` fixture hands the loaded pass to
+the user's tests.
+
+Inert without ``--fxfuzz-pass``: no item is added, torch is not imported, and the only side
+effect is that the Hypothesis profiles ``ci`` and ``nightly`` exist (registered at import, so
+before any conftest, which may redefine them, and before ``--hypothesis-profile`` loads one).
+The properties use whatever Hypothesis profile is loaded, so ``--hypothesis-profile nightly``
+runs them longer.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# Graph cases are slow to build next to Hypothesis's defaults, so no deadline and no
+# too_slow health check; "ci" replays the same examples on every run, "nightly" explores.
+_SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large]
+# "ci" extends Hypothesis's own built-in "ci" profile (which it loads by itself on CI).
+settings.register_profile("ci", settings.get_profile("ci"), deadline=None, derandomize=True, suppress_health_check=_SLOW)
+settings.register_profile("nightly", deadline=None, max_examples=2000, suppress_health_check=_SLOW)
+
+_OPTION = "--fxfuzz-pass"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fxfuzz", "fxfuzz: property tests of an FX graph pass")
+    group.addoption(
+        _OPTION,
+        dest="fxfuzz_pass",
+        default=None,
+        metavar="SPEC",
+        help="run fxfuzz's equivalence properties against this pass (registered name, pkg.module:fn or file.py:fn)",
+    )
+
+
+class PropertyItem(pytest.Item):
+    """One fxfuzz property of the pass, run as a Hypothesis test under the loaded profile."""
+
+    def __init__(self, *, prop: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.prop = prop
+
+    def runtest(self) -> None:
+        self.prop()
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, AssertionError):
+            return str(excinfo.value)  # the findings and the falsifying case say it all
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[str, int, str]:
+        return "fxfuzz", 0, self.name
+
+
+def _assert_clean(pass_fn: Any, case: Any) -> None:
+    from oracles import verify
+
+    findings = verify(case, pass_fn)
+    assert not findings, "\n".join(["fxfuzz findings:", *map(str, findings), "on the case:", str(case)])
+
+
+def _corpus_property(pass_fn: Any, entry: Any) -> None:
+    from strategies.corpus import capture
+
+    for ambient in (True, False):
+        _assert_clean(pass_fn, capture(entry, ambient))
+
+
+def _properties(pass_fn: Any) -> dict[str, Callable[[], None]]:
+    """Name -> property: generated graph cases, then each built-in corpus module."""
+    from hypothesis import given
+
+    from strategies import graph_cases
+    from strategies.corpus import MODULES
+
+    @given(graph_cases())
+    def generated_graphs(case: Any) -> None:
+        _assert_clean(pass_fn, case)
+
+    props: dict[str, Callable[[], None]] = {"generated_graphs": generated_graphs}
+    for entry in MODULES:
+        props[f"corpus[{entry.name}]"] = functools.partial(_corpus_property, pass_fn, entry)
+    return props
+
+
+def _loaded_pass(config: pytest.Config) -> Any:
+    from fuzz.passes import PassSpecError, load_pass
+
+    spec = config.getoption("fxfuzz_pass")
+    try:
+        return load_pass(spec)
+    except PassSpecError as e:
+        raise pytest.UsageError(f"{_OPTION}: {e}") from None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("fxfuzz_pass") is None:
+        return
+    pass_fn = _loaded_pass(config)
+    from strategies.corpus import MODULES
+
+    known = {f"corpus[{e.name}]": e.known for e in MODULES if e.known}
+    for name, prop in _properties(pass_fn).items():
+        item = PropertyItem.from_parent(session, name=f"fxfuzz::{name}", prop=prop)
+        if name in known:
+            # Torch's own pass fails here; a pass that fixes it shows as XPASS, not as an error.
+            item.add_marker(pytest.mark.xfail(reason=f"known finding of torch's pass: {known[name]}", strict=False))
+        items.append(item)
+
+
+@pytest.fixture
+def fxfuzz_pass(request: pytest.FixtureRequest) -> Any:
+    """The pass given with ``--fxfuzz-pass`` (the test is skipped without it)."""
+    if request.config.getoption("fxfuzz_pass") is None:
+        pytest.skip(f"no {_OPTION} given")
+    return _loaded_pass(request.config)

@@ -1,0 +1,278 @@
+"""The built-in regression corpus: hand-written nn.Modules written the way torch.export users
+write them, each captured with ``from_module`` into the GraphCase export hands the pass.
+
+Every entry covers a pattern the set-grad pass must handle: parameter and buffer updates under
+no_grad, lifted constant tensors, empty and None outputs, a toggle left as a side effect,
+submodules with grad blocks, ``torch.cond`` with a grad block in a branch, autocast mixed with
+grad blocks, and ``@torch.no_grad()`` / ``@torch.enable_grad()`` decorators on helpers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .capture import from_module
+from .case import GraphCase
+
+
+def _t(*values: float, requires_grad: bool = False) -> torch.Tensor:
+    return torch.tensor(values, requires_grad=requires_grad)
+
+
+class NoGradBufferUpdate(nn.Module):
+    """Running statistics: a buffer updated in place under no_grad, as BatchNorm does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(_t(0.5, -1.0, 2.0))
+        self.register_buffer("running", torch.zeros(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * self.w
+        with torch.no_grad():
+            self.running.mul_(0.9).add_(y.detach() * 0.1)
+        return y.sin() + self.running
+
+
+class NoGradParameterUpdate(nn.Module):
+    """A parameter rescaled in place under no_grad (weight normalisation done by hand)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(_t(0.5, -1.0, 2.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            self.w.mul_(0.5)
+        return (x * self.w).sum()
+
+
+class LiftedConstants(nn.Module):
+    """Plain tensor attributes and tensors made inside forward become lifted constants."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = _t(2.0, 3.0, 4.0)
+        self.w = nn.Parameter(_t(1.0, 1.0, 1.0))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            shift = self.scale * torch.tensor([1.0, 0.0, -1.0])
+        return x * self.w + shift, self.scale.clone()
+
+
+class EmptyAndNoneOutputs(nn.Module):
+    """None outputs and a grad block whose region returns nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("seen", torch.zeros(3))
+
+    def forward(self, x: torch.Tensor) -> tuple[None, torch.Tensor, None]:
+        with torch.no_grad():
+            self.seen.add_(1.0)
+        return None, x.cos(), None
+
+
+class OnlyStateUpdate(nn.Module):
+    """Returns no tensor at all: the only effect is a buffer update under no_grad."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> tuple[()]:
+        with torch.no_grad():
+            self.count.add_(x.sum())
+        return ()
+
+
+class LeftDisabled(nn.Module):
+    """``torch.set_grad_enabled(False)`` without a restore: a toggle left as a side effect."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(_t(0.5, -1.0, 2.0))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x * self.w
+        torch.set_grad_enabled(False)
+        return y, (y * self.w).sin()
+
+
+class _Block(nn.Module):
+    def __init__(self, frozen: bool) -> None:
+        super().__init__()
+        self.frozen = frozen
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.frozen:
+            with torch.no_grad():
+                return self.lin(x).relu()
+        return self.lin(x).tanh()
+
+
+class SubmodulesWithGradBlocks(nn.Module):
+    """A frozen backbone block between trainable ones, each grad block inside a submodule."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(_Block(False), _Block(True), _Block(False))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks(x)
+
+
+class NestedGradBlocks(nn.Module):
+    """enable_grad inside no_grad inside the ambient mode, values crossing every boundary."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(_t(0.5, -1.0, 2.0))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        a = x * self.w
+        with torch.no_grad():
+            b = a.exp()
+            with torch.enable_grad():
+                c = (b * self.w).sin()
+            d = c + a
+        return a + d, c, b
+
+
+class CondWithGradBlock(nn.Module):
+    """``torch.cond`` whose true branch holds a no_grad block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(_t(0.5, -1.0, 2.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        def true_fn(x: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                a = x.cos()
+            return a + x * self.w
+
+        def false_fn(x: torch.Tensor) -> torch.Tensor:
+            return x.sin() * self.w
+
+        return torch.cond(x.sum() > 0, true_fn, false_fn, (x,))
+
+
+class AutocastWithGradBlocks(nn.Module):
+    """Autocast around a no_grad block, and a grad block around autocast."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = self.lin(x)
+            with torch.no_grad():
+                z = self.lin(y.float())
+        with torch.no_grad():
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                w = self.lin(x)
+        return y.float() + z.float(), w.float()
+
+
+class DecoratedHelpers(nn.Module):
+    """``@torch.no_grad()`` and ``@torch.enable_grad()`` on helper methods."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(_t(0.5, -1.0, 2.0))
+
+    @torch.no_grad()
+    def _target(self, x: torch.Tensor) -> torch.Tensor:
+        return (x * self.w).relu()
+
+    @torch.enable_grad()
+    def _regularizer(self) -> torch.Tensor:
+        return (self.w * self.w).sum()
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t = self._target(x)
+        with torch.no_grad():
+            r = self._regularizer()
+        return ((x * self.w - t) ** 2).sum(), r
+
+
+class GradModeFromArgument(nn.Module):
+    """``torch.set_grad_enabled(flag)`` with a Python flag, then a block of the same mode."""
+
+    def __init__(self, train: bool = False) -> None:
+        super().__init__()
+        self.train_mode = train
+        self.w = nn.Parameter(_t(0.5, -1.0, 2.0))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.set_grad_enabled(self.train_mode):
+            a = x * self.w
+        with torch.set_grad_enabled(True):
+            b = a.sin()
+        return a, b
+
+
+@dataclass(frozen=True)
+class CorpusModule:
+    """One corpus entry: how to build the module and its example arguments."""
+
+    name: str
+    make: Callable[[], nn.Module]
+    args: Callable[[], tuple]
+    # What torch 2.13.0's real set-grad pass gets wrong on this module, if anything.
+    known: str = ""
+
+
+def _x() -> tuple:
+    return (_t(1.0, -2.0, 0.5, requires_grad=True),)
+
+
+def _x_no_grad() -> tuple:
+    return (_t(1.0, -2.0, 0.5),)
+
+
+MODULES: tuple[CorpusModule, ...] = (
+    CorpusModule("no_grad_buffer_update", NoGradBufferUpdate, _x),
+    CorpusModule("no_grad_parameter_update", NoGradParameterUpdate, _x),
+    CorpusModule("lifted_constants", LiftedConstants, _x),
+    CorpusModule("empty_and_none_outputs", EmptyAndNoneOutputs, _x),
+    CorpusModule("only_state_update", OnlyStateUpdate, _x_no_grad),
+    CorpusModule(
+        "left_disabled",
+        LeftDisabled,
+        _x,
+        known="under ambient grad on, the rewritten graph no longer leaves grad disabled (equivalence/grad_mode_leak)",
+    ),
+    CorpusModule("submodules_with_grad_blocks", SubmodulesWithGradBlocks, _x),
+    CorpusModule("nested_grad_blocks", NestedGradBlocks, _x),
+    CorpusModule("cond_with_grad_block", CondWithGradBlock, _x),
+    CorpusModule(
+        "autocast_with_grad_blocks",
+        AutocastWithGradBlocks,
+        _x,
+        known="a no_grad block inside autocast is inlined without its no_grad: gradients flow through it",
+    ),
+    CorpusModule("decorated_helpers", DecoratedHelpers, _x),
+    CorpusModule("grad_mode_from_argument", GradModeFromArgument, _x),
+)
+
+
+def capture(entry: CorpusModule, ambient: bool) -> GraphCase:
+    """The case export hands the pass for ``entry`` when export runs under grad mode ``ambient``."""
+    with torch.set_grad_enabled(ambient):
+        case = from_module(entry.make(), entry.args())
+    case.features = {**case.features, f"corpus:{entry.name}": 1}
+    return case
+
+
+def corpus_cases(ambient_modes: tuple[bool, ...] = (True, False)) -> list[tuple[str, GraphCase]]:
+    """Every corpus module captured under each ambient grad mode, named ``<module>[grad=<mode>]``."""
+    return [(f"{e.name}[grad={mode}]", capture(e, mode)) for e in MODULES for mode in ambient_modes]

@@ -1,0 +1,133 @@
+"""fxfuzz gate: regressions of a candidate pass against a baseline, on the corpus and fresh cases."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import broken_passes as bp
+from fuzz.gate import regressions, regressions_both_modes, run_gate
+from fuzz.mutants import load_pass_variant
+from fuzz.passes import load_pass
+from handmade import no_grad_region_case
+from strategies.corpus import corpus_cases
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REAL = load_pass("set_grad")
+
+
+def fxfuzz(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fuzz.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return corpus_cases()
+
+
+def _sin_grad_times(k: float):
+    """Like broken_passes.wrong_sin_grad, with the wrong derivative scaled by ``k``."""
+
+    def pass_(gm, sig):
+        gm, sig = REAL(gm, sig)
+
+        def build(g, x):
+            aten = bp.aten
+            d = g.call_function(aten.detach.default, (x,))
+            z = g.call_function(aten.mul.Tensor, (g.call_function(aten.sub.Tensor, (x, d)), k))
+            return g.call_function(aten.add.Tensor, (g.call_function(aten.sin.default, (d,)), z))
+
+        return bp._rewrite_sin(gm, build), sig
+
+    return pass_
+
+
+def test_fresh_copy_of_the_real_pass_has_no_regression(corpus):
+    """The unmutated pass, re-executed from torch's source into fresh modules, against the
+    installed one: same behaviour on the whole corpus and on fresh cases in both grad modes."""
+    copy = load_pass_variant("set_grad")
+    assert copy is not REAL
+    result = run_gate(copy, REAL, corpus, max_examples=15)
+    assert result.corpus_cases == len(corpus) and result.campaign.examples == 15
+    assert result.buckets == {}
+
+
+def test_broken_candidate_regresses_on_the_corpus(corpus):
+    result = run_gate(bp.drops_toggles, REAL, corpus, max_examples=1)
+    oracles = {b.finding.oracle for b in result.buckets.values()}
+    assert {"equivalence", "gradients"} <= oracles
+    assert all(bid in result.corpus_sources for bid in result.buckets)
+
+
+def test_fix_is_not_a_regression():
+    """The candidate passes what the baseline fails: no regression, whichever way round."""
+    case = no_grad_region_case(True)
+    assert regressions(case, REAL, bp.drops_toggles) == []
+    assert regressions(case, bp.drops_toggles, REAL) != []
+
+
+def test_both_failing_but_disagreeing_is_a_regression():
+    case = no_grad_region_case(True)
+    assert regressions(case, _sin_grad_times(2.0), _sin_grad_times(2.0)) == []
+    kinds = {f.kind for f in regressions(case, _sin_grad_times(3.0), _sin_grad_times(2.0))}
+    assert kinds == {"vs_baseline_grad_value_mismatch"}
+
+
+def test_fresh_cases_are_judged_under_both_grad_modes():
+    case = no_grad_region_case(True)
+    modes = {f.details["ambient_grad"] for f in regressions_both_modes(case, bp.drops_toggles, REAL)}
+    assert modes == {True, False}
+
+
+def test_cli_broken_candidate_exits_1_and_its_repros_replay(tmp_path):
+    spec = os.path.join(HERE, "broken_passes.py") + ":drops_toggles"
+    r = fxfuzz("gate", "--candidate", spec, "--max-examples", "3", "--report-dir", str(tmp_path / "r"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["candidate"] == spec and report["baseline"] == "set_grad" and report["findings"]
+    repros = sorted((tmp_path / "r" / "repros").glob("*.json"))
+    assert len(repros) == len(report["findings"])
+    # The saved repros are a regression corpus: the broken pass still fails them, the real one not.
+    r2 = fxfuzz("gate", "--candidate", "set_grad", "--corpus", str(tmp_path / "r" / "repros"),
+                "--max-examples", "1", "--report-dir", str(tmp_path / "r2"))
+    assert r2.returncode == 0, r2.stdout + r2.stderr
+    report2 = json.loads((tmp_path / "r2" / "report.json").read_text())
+    assert report2["corpus_cases"] == len(repros) + 2 * len(corpus_modules())
+
+
+def corpus_modules():
+    from strategies.corpus import MODULES
+
+    return MODULES
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["gate"], "--candidate"),
+        (["gate", "--candidate", "no_such_module:fn"], "no_such_module"),
+        (["gate", "--candidate", "set_grad", "--baseline", "bogus"], "unknown pass"),
+        (["gate", "--candidate", "set_grad", "--budget", "5", "--max-examples", "3"], "not allowed with"),
+        (["gate", "--candidate", "set_grad", "--budget", "-1"], "--budget"),
+        (["gate", "--candidate", "set_grad", "--corpus", "/no/such/dir"], "corpus directory not found"),
+        (["gate", "--candidate", "set_grad", "--known", "/no/such/known.json"], "--known"),
+        (["mutate", "--only", "no_such_mutant"], "no mutant"),
+        (["mutate", "--pass", "autocast"], "set_grad pass only"),
+    ],
+)
+def test_bad_usage_is_one_line_and_exit_2(args, needle):
+    r = fxfuzz(*args)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_malformed_corpus_file_is_a_usage_error(tmp_path):
+    (tmp_path / "bad.json").write_text('{"format": "something else"}')
+    r = fxfuzz("gate", "--candidate", "set_grad", "--corpus", str(tmp_path))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "bad.json" in lines[0], r.stderr

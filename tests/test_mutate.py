@@ -1,0 +1,46 @@
+"""Mutants of the set-grad pass: enumerated from torch's source, loaded without touching the
+installed modules, killed (or not) by the gate."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch._export.passes.replace_set_grad_with_hop_pass as real_module
+import torch._export.utils as real_utils
+
+from fuzz.mutants import enumerate_mutants, load_pass_variant
+from fuzz.mutate import load_equivalent, run_mutant
+from strategies.corpus import MODULES, capture
+
+MUTANTS = {m.id: m for m in enumerate_mutants("set_grad")}
+
+
+def test_mutant_ids_are_unique_and_cover_the_pass_and_its_helpers():
+    assert len(MUTANTS) == len(enumerate_mutants("set_grad"))
+    functions = {m.function for m in MUTANTS.values()}
+    assert {"replace_set_grad_with_hop_pass", "_replace_with_hop_helper", "sequential_split", "node_inline_"} <= functions
+    assert {m.operator for m in MUTANTS.values()} == {"compare", "boolop", "negate", "constant", "swap_args", "remove"}
+
+
+def test_loading_a_mutant_leaves_the_installed_torch_alone():
+    before = (real_module.replace_set_grad_with_hop_pass, real_utils.node_inline_, real_utils.nodes_map.__code__)
+    mutant = next(m for m in MUTANTS.values() if m.function == "nodes_map")
+    variant = load_pass_variant("set_grad", mutant)
+    assert variant is not real_module.replace_set_grad_with_hop_pass
+    assert (real_module.replace_set_grad_with_hop_pass, real_utils.node_inline_, real_utils.nodes_map.__code__) == before
+    assert "node_call_back(node)" in inspect.getsource(real_utils.nodes_map)
+
+
+def test_gate_kills_a_mutant_and_lets_an_equivalent_one_survive():
+    corpus = [(e.name, capture(e, True)) for e in MODULES[:3]]
+    killed = run_mutant(MUTANTS["replace_set_grad_with_hop_pass._is_set_grad_enabled_node:23:boolop:0"], corpus, 30)
+    assert killed.status == "killed" and killed.how
+    # `return False` removed: the function returns None instead, which every caller reads as False.
+    same = run_mutant(MUTANTS["replace_set_grad_with_hop_pass._is_set_grad_enabled_sub_mod:49:remove:1"], corpus, 2)
+    assert same.status == "survived"
+
+
+def test_every_listed_equivalent_mutant_exists_and_has_a_reason():
+    for mid, reason in load_equivalent().items():
+        assert mid in MUTANTS, f"stale equivalent mutant id {mid}"
+        assert reason

@@ -1,0 +1,85 @@
+"""The pytest plugin, run in-process with pytester: inert without --fxfuzz-pass, failing on a
+broken pass, passing on the real one, under the Hypothesis profile the user picks."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import settings
+
+pytest_plugins = ["pytester"]
+
+BROKEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "broken_passes.py") + ":drops_toggles"
+
+CONFTEST = """
+from hypothesis import settings
+settings.register_profile("tiny", max_examples=3, deadline=None, derandomize=True, database=None)
+"""
+
+USER_TEST = """
+def test_users_own(fxfuzz_pass):
+    assert callable(fxfuzz_pass)
+"""
+
+
+@pytest.fixture(scope="module")
+def torch_warm():
+    """Import everything the properties use before pytester snapshots sys.modules: its
+    in-process runs drop modules imported inside them, and torch cannot import twice."""
+    from fuzz.passes import load_pass
+    from oracles import verify
+    from strategies.corpus import corpus_cases
+
+    real = load_pass("set_grad")
+    for _, case in corpus_cases():
+        verify(case, real)
+
+
+@pytest.fixture
+def user_suite(pytester, torch_warm):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_user=USER_TEST)
+    profile = getattr(settings, "_current_profile", None)
+    yield pytester
+    # The inner run loads its profile process-wide; give the outer suite its own back.
+    if profile:
+        settings.load_profile(profile)
+
+
+def test_inert_without_the_option(user_suite):
+    result = user_suite.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=1)
+
+
+def test_broken_pass_fails_the_properties(user_suite):
+    result = user_suite.runpytest_inprocess("--fxfuzz-pass", BROKEN, "--hypothesis-profile", "tiny", "-p", "no:cacheprovider")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) >= 1 and outcomes.get("passed", 0) >= 1  # the user's own test passes
+    result.stdout.fnmatch_lines(["*FAILED*fxfuzz::corpus?nested_grad_blocks?*"])
+
+
+def test_real_pass_passes_the_properties(user_suite):
+    result = user_suite.runpytest_inprocess("--fxfuzz-pass", "set_grad", "--hypothesis-profile", "tiny", "-p", "no:cacheprovider")
+    outcomes = result.parseoutcomes()
+    # Torch's own known findings on two corpus modules show as xfail, everything else passes.
+    assert outcomes.get("failed", 0) == 0 and outcomes.get("errors", 0) == 0, result.stdout.str()
+    assert outcomes["passed"] >= 11 and outcomes.get("xfailed", 0) == 2
+
+
+def test_plugin_registers_ci_and_nightly_profiles(user_suite):
+    user_suite.makepyfile(
+        test_profile="""
+from hypothesis import settings
+def test_nightly_loaded():
+    assert settings.default.max_examples == 2000 and settings.default.deadline is None
+"""
+    )
+    result = user_suite.runpytest_inprocess("--hypothesis-profile", "nightly", "-p", "no:cacheprovider", "test_profile.py")
+    result.assert_outcomes(passed=1)
+
+
+def test_bad_spec_is_a_usage_error(user_suite):
+    result = user_suite.runpytest_inprocess("--fxfuzz-pass", "no_such_module:fn", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--fxfuzz-pass*no_such_module*"])
