@@ -4,5 +4,6 @@
 from .capture import from_module
 from .case import GraphCase
 from .graphs import graph_cases
+from .programs import module_programs
 
-__all__ = ["GraphCase", "from_module", "graph_cases"]
+__all__ = ["GraphCase", "from_module", "graph_cases", "module_programs"]

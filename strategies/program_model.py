@@ -1,0 +1,187 @@
+"""Program: a random nn.Module as plain data (statements, state, helpers), rendered to source.
+
+The program is data so that Hypothesis can shrink it and so that a finding's repro is the
+readable source of the module rather than a pickled object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+# op name -> (source template, arity); every op keeps float dtypes and broadcasts.
+OPS: dict[str, tuple[str, int]] = {
+    "sin": ("{0}.sin()", 1),
+    "cos": ("torch.cos({0})", 1),
+    "tanh": ("{0}.tanh()", 1),
+    "sigmoid": ("torch.sigmoid({0})", 1),
+    "relu": ("{0}.relu()", 1),
+    "neg": ("-{0}", 1),
+    "scale": ("{0} * 2.0", 1),
+    "clone": ("{0}.clone()", 1),
+    "detach": ("{0}.detach()", 1),
+    "add_const": ("{0} + torch.tensor(0.5)", 1),
+    "sum": ("{0}.sum()", 1),
+    "mean": ("{0}.mean()", 1),
+    "add": ("{0} + {1}", 2),
+    "mul": ("{0} * {1}", 2),
+    "sub": ("{0} - {1}", 2),
+    "matmul": ("{0} @ {1}", 2),
+}
+REDUCTIONS = ("sum", "mean")
+# Ops whose result may alias an operand: never the result of a cond branch.
+ALIASING = ("detach",)
+
+
+@dataclass(frozen=True)
+class Op:
+    """``out = <op>(*args)``; args are expressions: locals, inputs or ``self.<state>``."""
+
+    out: str
+    op: str
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GradBlock:
+    """``with <ctx>:`` where ctx is ``no_grad``, ``enable_grad`` or ``set_grad_enabled``."""
+
+    ctx: str
+    flag: bool | None
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class Autocast:
+    """``with torch.autocast("cpu", dtype=torch.bfloat16):``"""
+
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class SetGrad:
+    """A bare ``torch.set_grad_enabled(flag)`` call, only inside a block that restores it."""
+
+    flag: bool
+
+
+@dataclass(frozen=True)
+class StateUpdate:
+    """``self.<target>.<method>(arg)`` under no_grad, e.g. a running-statistics update."""
+
+    target: str
+    method: str
+    arg: str
+
+
+@dataclass(frozen=True)
+class Call:
+    """``out = self.<callee>(*args)``: a helper method or a submodule."""
+
+    out: str
+    callee: str
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Cond:
+    """``out = torch.cond(<pred>.sum() > 0, self.<true_fn>, self.<false_fn>, (args,))``"""
+
+    out: str
+    pred: str
+    true_fn: str
+    false_fn: str
+    args: tuple[str, ...]
+
+
+Stmt = Union[Op, GradBlock, Autocast, SetGrad, StateUpdate, Call, Cond]
+
+
+@dataclass(frozen=True)
+class Function:
+    """A method body: ``def <name>(self, *params): <body>; return <result>``.
+
+    ``decorator`` is ``no_grad``/``enable_grad`` for helpers decorated as such.
+    """
+
+    name: str
+    params: tuple[str, ...]
+    body: tuple[Stmt, ...]
+    result: str
+    decorator: str | None = None
+
+
+@dataclass(frozen=True)
+class State:
+    """A tensor the module owns: ``param``, ``buffer`` (maybe non-persistent) or ``const``."""
+
+    name: str
+    kind: str
+    seed: int
+    persistent: bool = True
+
+
+@dataclass(frozen=True)
+class Submodule:
+    """A child module with one parameter ``w`` and its own forward."""
+
+    name: str
+    seed: int
+    forward: Function
+
+
+@dataclass(frozen=True)
+class Input:
+    name: str
+    seed: int
+    requires_grad: bool
+
+
+# An output item: ("var", name) | ("none",) | ("const", int) | ("dict", ((key, name), ...))
+OutItem = tuple
+
+
+@dataclass
+class Program:
+    """A random nn.Module: state, helper methods, submodules and a forward body.
+
+    Every tensor has ``shape`` or is 0-d. ``ambient_grad`` is the grad mode checked first;
+    the program check runs under both modes.
+    """
+
+    shape: tuple[int, ...]
+    inputs: tuple[Input, ...]
+    state: tuple[State, ...]
+    helpers: tuple[Function, ...]
+    submodules: tuple[Submodule, ...]
+    body: tuple[Stmt, ...]
+    outputs: tuple[OutItem, ...]
+    single_output: bool = False
+    ambient_grad: bool = True
+    domain: str = "export"
+    features: dict[str, object] = field(default_factory=dict)
+
+    def code(self) -> str:
+        """The module's readable Python source."""
+        from .program_render import module_source
+
+        return module_source(self)
+
+    def repro(self) -> str:
+        """A standalone script: the module source, the export call and the end-to-end check."""
+        from .program_render import repro_source
+
+        return repro_source(self)
+
+    def compute_nodes(self) -> int:
+        """Statements in forward, helpers and submodules: the size shrinking drives down."""
+        bodies = [self.body] + [h.body for h in self.helpers] + [s.forward.body for s in self.submodules]
+        return sum(count_statements(b) for b in bodies)
+
+    def __str__(self) -> str:
+        return f"Program(statements={self.compute_nodes()})\n{self.code()}"
+
+
+def count_statements(body: tuple[Stmt, ...]) -> int:
+    """Statements in ``body``, blocks counted with their contents."""
+    return sum(1 + count_statements(s.body) if isinstance(s, (GradBlock, Autocast)) else 1 for s in body)
