@@ -8,6 +8,7 @@ ends. Later rounds keep counting the buckets already minimized without stopping 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -56,12 +57,15 @@ class Bucket:
 
     id: str
     finding: Finding
-    case: Example
+    case: Example | None
     count: int = 0
+    # The example serialized (fuzz.serialize), when it came from a worker process; None
+    # for an example a worker died on before it could be serialized.
+    case_data: dict[str, Any] | None = None
 
     @property
     def graph_nodes(self) -> int:
-        return self.case.compute_nodes()
+        return self.case.compute_nodes() if self.case is not None else 0
 
 
 @dataclass
@@ -90,10 +94,13 @@ class _FoundBug(Exception):
 _BUG_CLASSES: dict[str, type[_FoundBug]] = {}
 
 
-def _bug_class(bid: str) -> type[_FoundBug]:
+def _raise_found(bid: str, finding: Finding) -> None:
+    """Raise the bucket's exception from this one line: Hypothesis identifies a failure by
+    exception type *and* raising line, and calls a replay that fails on another line flaky,
+    which would end the round without shrinking."""
     if bid not in _BUG_CLASSES:
         _BUG_CLASSES[bid] = type(f"Found_{bid.replace('-', '_')}", (_FoundBug,), {})
-    return _BUG_CLASSES[bid]
+    raise _BUG_CLASSES[bid](str(finding))
 
 
 Progress = Callable[[CampaignResult, float], None]
@@ -105,6 +112,73 @@ def database_key(pass_fn: PassFn, domain: str) -> bytes:
     failure replays first on the next campaign against the same pass."""
     name = f"{getattr(pass_fn, '__module__', '')}:{getattr(pass_fn, '__qualname__', repr(pass_fn))}"
     return hashlib.sha384(f"fxfuzz|{name}|{domain}".encode()).digest()
+
+
+@dataclass(frozen=True)
+class Codec:
+    """Turns an example into bytes for the database and back (None: cannot be saved)."""
+
+    dumps: Callable[[Any], bytes | None]
+    loads: Callable[[bytes], Any]
+
+
+def _graph_case_dumps(case: Any) -> bytes | None:
+    from .serialize import SerializeError, case_to_dict
+
+    try:
+        return json.dumps(case_to_dict(case)).encode()
+    except (SerializeError, AttributeError):
+        return None
+
+
+def _graph_case_loads(raw: bytes) -> Any:
+    from .serialize import case_from_dict
+
+    return case_from_dict(json.loads(raw))
+
+
+GRAPH_CASES = Codec(_graph_case_dumps, _graph_case_loads)
+
+
+class SavedFailures:
+    """Each bucket's minimized example, kept in the Hypothesis example database under one
+    key per pass and domain, so the next campaign replays them before generating anything.
+
+    Hypothesis's own replay of choice sequences does not fit rounds: a later round replays
+    an already-minimized failure, sees it "pass" (the round ignores known buckets) and
+    deletes it. Storing the serialized example makes replay independent of the strategy's
+    choice sequence, and any ExampleDatabase (directory, GitHubArtifactDatabase,
+    MultiplexedDatabase) carries it.
+    """
+
+    def __init__(self, database: ExampleDatabase, key: bytes, codec: Codec) -> None:
+        self.db, self.key, self.codec = database, key + b".fxfuzz-failures", codec
+        self.by_bucket: dict[str, bytes] = {}
+
+    def saved(self) -> list[bytes]:
+        return sorted(self.db.fetch(self.key), key=lambda raw: (len(raw), raw))
+
+    def load(self, raw: bytes) -> Any | None:
+        try:
+            return self.codec.loads(raw)
+        except Exception:  # written by another fxfuzz or torch version: drop it
+            self.db.delete(self.key, raw)
+            return None
+
+    def keep(self, bid: str, raw: bytes | None) -> None:
+        """Save ``raw`` as bucket ``bid``'s example, replacing the one saved for it before."""
+        if raw is None:
+            return
+        old = self.by_bucket.get(bid)
+        self.by_bucket[bid] = raw
+        if old == raw:
+            return
+        self.db.save(self.key, raw)
+        if old is not None and old not in self.by_bucket.values():
+            self.db.delete(self.key, old)
+
+    def forget(self, raw: bytes) -> None:
+        self.db.delete(self.key, raw)
 
 
 def run_campaign(
@@ -120,6 +194,8 @@ def run_campaign(
     check: Check = verify,
     stop: Callable[[], bool] | None = None,
     on_bucket: BucketHook | None = None,
+    codec: Codec | None = GRAPH_CASES,
+    replay_saved: bool = True,
 ) -> CampaignResult:
     """Fuzz ``pass_fn`` until ``budget_s`` seconds or ``max_examples`` examples are spent,
     or ``stop()`` turns true.
@@ -128,26 +204,67 @@ def run_campaign(
     judges one example against the pass (``oracles.verify`` by default). ``on_bucket`` is
     called when a bucket appears and whenever its example shrinks, so a caller can keep
     the smallest example of each bucket even if this process dies later.
+
+    With a ``database``, each bucket's minimized example is saved (through ``codec``) and,
+    when ``replay_saved``, the saved examples run first: a failure found once shows in the
+    first examples of the next campaign.
     """
     result = CampaignResult()
     start = time.monotonic()
     deadline = start + budget_s
     strategy = strategy if strategy is not None else graph_cases(domain=domain)
+    store = SavedFailures(database, database_key(pass_fn, domain), codec) if database and codec else None
+
+    def record(case: Example, ids: dict[str, Finding]) -> None:
+        """Count one example and its findings."""
+        result.examples += 1
+        for k, v in case.features.items():
+            result.stats[k] += v if isinstance(v, int) else 1
+        result.stats[f"ambient_grad:{case.ambient_grad}"] += 1
+        for bid, f in ids.items():
+            if bid in result.buckets:
+                result.buckets[bid].count += 1
+            else:
+                result.buckets[bid] = Bucket(bid, f, case, 1)
+                if on_bucket:
+                    on_bucket(result.buckets[bid])
+        if progress:
+            progress(result, time.monotonic() - start)
+
+    # Buckets whose round of shrinking is over; an example may show several new buckets at
+    # once, and each gets its own round when a later example shows it again.
+    minimized: set[str] = set()
+    for raw in store.saved() if store and replay_saved else []:
+        if result.examples >= max_examples or time.monotonic() >= deadline or (stop is not None and stop()):
+            break
+        case = store.load(raw)
+        if case is None:
+            continue
+        ids = {bucket_id(f): f for f in check(case, pass_fn)}
+        record(case, ids)
+        if not ids:
+            store.forget(raw)  # fixed since it was saved
+        for bid in ids:
+            minimized.add(bid)  # saved examples were minimized when they were saved
+            store.keep(bid, raw)
 
     for round_ in range(10_000):
         remaining = max_examples - result.examples
-        if remaining <= 0 or time.monotonic() >= deadline:
+        if remaining <= 0:
+            break
+        if time.monotonic() >= deadline:
+            result.stopped_by = "budget"
             break
         shrinking: list[str] = []  # the bucket this round is minimizing, once one appeared
 
         @settings(
             max_examples=remaining,
-            database=database,
+            database=None,  # failures persist through SavedFailures instead
             deadline=None,
             derandomize=False,
             report_multiple_bugs=False,
             suppress_health_check=list(HealthCheck),
-            phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+            phases=[Phase.explicit, Phase.generate, Phase.shrink],
             print_blob=False,
         )
         @seed(seed_ * 1_000_003 + round_)
@@ -166,28 +283,15 @@ def run_campaign(
                         b.case, b.finding = case, ids[shrinking[0]]
                         if on_bucket:
                             on_bucket(b)
-                    raise _bug_class(shrinking[0])(str(ids[shrinking[0]]))
+                    _raise_found(shrinking[0], ids[shrinking[0]])
                 return
-            result.examples += 1
-            for k, v in case.features.items():
-                result.stats[k] += v if isinstance(v, int) else 1
-            result.stats[f"ambient_grad:{case.ambient_grad}"] += 1
-            new = None
-            for bid, f in ids.items():
-                if bid in result.buckets:
-                    result.buckets[bid].count += 1
-                else:
-                    result.buckets[bid] = Bucket(bid, f, case, 1)
-                    new = new or bid
-                    if on_bucket:
-                        on_bucket(result.buckets[bid])
-            if progress:
-                progress(result, now - start)
-            if new:
-                shrinking.append(new)
-                raise _bug_class(new)(str(ids[new]))
+            record(case, ids)
+            # A bucket of this example not minimized yet, new or not.
+            target = next((bid for bid in ids if bid not in minimized), None)
+            if target:
+                shrinking.append(target)
+                _raise_found(target, ids[target])
 
-        body._hypothesis_internal_database_key = database_key(pass_fn, domain)  # type: ignore[attr-defined]
         try:
             body()
         except _Stop:
@@ -196,6 +300,10 @@ def run_campaign(
         except (_FoundBug, Flaky):
             # Flaky: the pass misbehaved on a case once and not on replay; the bucket and its
             # case are already recorded.
+            minimized.update(shrinking)
+            if store:
+                for bid in shrinking:
+                    store.keep(bid, store.codec.dumps(result.buckets[bid].case))
             continue
         else:
             break

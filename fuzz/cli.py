@@ -8,7 +8,9 @@ from collections.abc import Sequence
 
 from strategies.case import DOMAINS
 
-from .passes import PassSpecError, load_pass
+from .levels import LEVELS
+from .passes import PassSpecError
+from .run_command import DEFAULT_DB, CommandError, repro_command, run_command, workers_arg
 
 
 class UsageError(Exception):
@@ -57,6 +59,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=_int, default=0, help="campaign seed (same seed, same graphs)")
     run.add_argument("--domain", choices=DOMAINS, default="export", help="input space to draw from")
     run.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
+    run.add_argument("--level", choices=LEVELS, default="graph", help="generate graphs, nn.Module programs through torch.export, or both (mixed: half the budget each)")
+    run.add_argument("--workers", type=workers_arg, default=1, help="worker processes, or 'auto' for one per CPU (default 1)")
+    run.add_argument("--example-timeout", type=_positive_float, default=60.0, help="seconds before a pass counts as hung (default 60)")
+    run.add_argument("--db", default=DEFAULT_DB, help=f"Hypothesis example database directory (default {DEFAULT_DB})")
+    run.add_argument("--no-db", action="store_true", help="do not read or save examples between campaigns")
+    run.add_argument("--known", default=None, help="baseline of known finding buckets (text or JSON; see README)")
+    run.add_argument("--coverage", action="store_true", help="measure line/branch coverage of the pass's source (slower)")
+    repro = sub.add_parser("repro", help="replay a repro (.py or .json): exit 1 while it fails, 0 once fixed")
+    repro.add_argument("path", help="repros/<bucket>.py or .json from a report folder")
+    repro.add_argument("--pass", dest="pass_spec", default=None, help="replay against this pass instead of the recorded one")
+    repro.add_argument("--example-timeout", type=_positive_float, default=60.0, help="seconds before the pass counts as hung")
     gate = sub.add_parser("gate", help="fail when a candidate pass regresses against a baseline pass")
     gate.add_argument("--candidate", required=True, help="the changed pass: registered name, pkg.module:fn or file.py:fn")
     gate.add_argument("--baseline", default="set_grad", help="the pass it must not regress against (default set_grad)")
@@ -78,27 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .campaign import run_campaign
-    from .progress import ProgressPrinter
-    from .report import default_report_dir, write_report
-    from .summary import print_summary
+    if args.level != "graph":
+        from .levels import levels_command
 
-    pass_fn = load_pass(args.pass_spec)
-    report_dir = args.report_dir or default_report_dir()
-    progress = ProgressPrinter(args.budget, args.max_examples)
-    result = run_campaign(
-        pass_fn,
-        budget_s=args.budget,
-        max_examples=args.max_examples,
-        seed_=args.seed,
-        domain=args.domain,
-        progress=progress,
-    )
-    progress.close()
-    meta = {"pass": args.pass_spec, "domain": args.domain, "seed": args.seed, "workers": 1}
-    path = write_report(result, meta, report_dir)
-    print_summary(result, path)
-    return 1 if result.buckets else 0
+        return levels_command(args)
+    return run_command(args)
+
+
+def _cmd_repro(args: argparse.Namespace) -> int:
+    return repro_command(args)
 
 
 def _cmd_gate(args: argparse.Namespace) -> int:
@@ -113,14 +114,14 @@ def _cmd_mutate(args: argparse.Namespace) -> int:
     return mutate_command(args)
 
 
-COMMANDS = {"run": _cmd_run, "gate": _cmd_gate, "mutate": _cmd_mutate}
+COMMANDS = {"run": _cmd_run, "repro": _cmd_repro, "gate": _cmd_gate, "mutate": _cmd_mutate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
-    except (UsageError, PassSpecError) as e:
+    except (UsageError, PassSpecError, CommandError) as e:
         print(f"fxfuzz: error: {e}", file=sys.stderr)
         return 2
 

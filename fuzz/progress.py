@@ -20,15 +20,17 @@ class ProgressPrinter:
         self.drawn = False
 
     def __call__(self, result: CampaignResult, elapsed: float) -> None:
+        """The in-process campaign's progress hook."""
+        self.update(result.examples, len(result.buckets), elapsed)
+
+    def update(self, examples: int, buckets: int, elapsed: float) -> None:
+        """Redraw with the merged counts of all workers."""
         now = time.monotonic()
         if now - self.last < self.every_s:
             return
         self.last = now
-        rate = result.examples / elapsed if elapsed > 0 else 0.0
-        line = (
-            f"[{elapsed:5.0f}s/{self.budget_s:.0f}s] {result.examples} examples, "
-            f"{rate:.1f}/s, {len(result.buckets)} finding bucket(s)"
-        )
+        rate = examples / elapsed if elapsed > 0 else 0.0
+        line = f"[{elapsed:5.0f}s/{self.budget_s:.0f}s] {examples} examples, {rate:.1f}/s, {buckets} finding bucket(s)"
         self.stream.write(("\r" + line + "\x1b[K") if self.tty else line + "\n")
         self.stream.flush()
         self.drawn = True

@@ -1,17 +1,20 @@
-"""Write a campaign's report folder: report.json (the stable, documented schema)."""
+"""Write a campaign's report folder: report.json (the stable, documented schema), repros/,
+report.md, report.html and junit.xml."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 import torch
 
-from .campaign import CampaignResult
+from .campaign import Bucket, CampaignResult
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
 
 
 def default_report_dir(root: str = "reports") -> str:
@@ -20,10 +23,64 @@ def default_report_dir(root: str = "reports") -> str:
     return os.path.join(root, stamp)
 
 
-def report_dict(result: CampaignResult, meta: dict[str, Any]) -> dict[str, Any]:
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Extras:
+    """What a full campaign adds to the counts: baseline, repros, coverage, timeline."""
+
+    known: dict[str, str] = field(default_factory=dict)  # bucket id -> reason
+    repros: dict[str, str] = field(default_factory=dict)  # bucket id -> .py path relative to the report
+    coverage: dict[str, Any] = field(default_factory=lambda: {"enabled": False})
+    timeline: list[tuple[float, int]] = field(default_factory=list)
+    workers: dict[str, Any] = field(default_factory=dict)
+
+
+def graph_hash(case_data: dict[str, Any] | None) -> str | None:
+    """Canonical hash of a serialized graph (structure, targets, metas, ambient mode; not the
+    input values), so the same minimized graph is recognized across buckets and runs."""
+    if case_data is None:
+        return None
+    canon = json.dumps([case_data["graph"], case_data["signature"], case_data["ambient_grad"]], sort_keys=True)
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def finding_row(b: Bucket, extras: Extras) -> dict[str, Any]:
+    case_data = b.case_data
+    if case_data is None and b.case is not None:
+        from .serialize import case_to_dict
+
+        try:
+            case_data = case_to_dict(b.case)  # type: ignore[arg-type]
+        except Exception:
+            case_data = None
+    return {
+        "id": b.id,
+        "oracle": b.finding.oracle,
+        "kind": b.finding.kind,
+        "message": b.finding.message,
+        "details": b.finding.details,
+        "count": b.count,
+        "known": b.id in extras.known,
+        "known_reason": extras.known.get(b.id),
+        "repro": extras.repros.get(b.id),
+        "graph_nodes": b.graph_nodes if b.case is not None else None,
+        "graph_hash": graph_hash(case_data),
+        "ambient_grad": b.case.ambient_grad if b.case is not None else None,
+        "domain": b.case.domain if b.case is not None else None,
+        "graph_code": b.case.code() if b.case is not None else None,
+    }
+
+
+def report_dict(result: CampaignResult, meta: dict[str, Any], extras: Extras | None = None) -> dict[str, Any]:
     """The report.json content: run metadata, counts, findings by bucket and statistics."""
     from . import __version__
 
+    extras = extras or Extras()
+    findings = [finding_row(b, extras) for b in result.buckets.values()]
+    findings.sort(key=lambda f: (f["known"], -f["count"], f["id"]))
     return {
         "schema": REPORT_SCHEMA_VERSION,
         "tool": "fxfuzz",
@@ -34,32 +91,57 @@ def report_dict(result: CampaignResult, meta: dict[str, Any]) -> dict[str, Any]:
         "examples": result.examples,
         "examples_per_s": round(result.examples_per_s, 2),
         "stopped_by": result.stopped_by,
-        "findings": [
-            {
-                "id": b.id,
-                "oracle": b.finding.oracle,
-                "kind": b.finding.kind,
-                "message": b.finding.message,
-                "details": b.finding.details,
-                "count": b.count,
-                "known": False,
-                "graph_nodes": b.graph_nodes,
-                "ambient_grad": b.case.ambient_grad,
-                "domain": b.case.domain,
-                "graph_code": b.case.code(),
-            }
-            for b in result.buckets.values()
-        ],
+        "new_findings": sum(1 for f in findings if not f["known"]),
+        "findings": findings,
+        "coverage": extras.coverage,
         "stats": dict(sorted(result.stats.items())),
+        "timeline": [list(p) for p in extras.timeline],
+        "workers_detail": extras.workers,
     }
 
 
-def write_report(result: CampaignResult, meta: dict[str, Any], report_dir: str) -> str:
+def _write_atomic(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)  # never leave a half-written file behind
+
+
+def write_report(result: CampaignResult, meta: dict[str, Any], report_dir: str, extras: Extras | None = None) -> str:
     """Write report.json into ``report_dir`` (created if needed); return its path."""
     os.makedirs(report_dir, exist_ok=True)
     path = os.path.join(report_dir, "report.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(report_dict(result, meta), fh, indent=2, default=str)
-    os.replace(tmp, path)  # never leave a half-written report behind
+    _write_atomic(path, json.dumps(report_dict(result, meta, extras), indent=2, default=str))
     return path
+
+
+def write_repros(result: CampaignResult, report_dir: str, pass_spec: str) -> dict[str, str]:
+    """``repros/<bucket>.py`` and ``.json`` for every bucket with an example; bucket id ->
+    .py path relative to ``report_dir``."""
+    from .repro import repro_document, write_repro
+    from .serialize import case_to_dict
+
+    out = {}
+    for b in result.buckets.values():
+        data = b.case_data if b.case_data is not None else (case_to_dict(b.case) if b.case is not None else None)  # type: ignore[arg-type]
+        if data is None:
+            continue
+        doc = repro_document(b.id, b.finding.to_dict(), data, pass_spec)
+        path = write_repro(os.path.join(report_dir, "repros"), doc)
+        out[b.id] = os.path.relpath(path, report_dir)
+    return out
+
+
+def write_all(result: CampaignResult, meta: dict[str, Any], report_dir: str, extras: Extras) -> dict[str, Any]:
+    """Repros first (the report links them), then report.json, report.md, report.html, junit.xml."""
+    from .html_report import render_html
+    from .junit import render_junit
+    from .summary import render_markdown
+
+    extras.repros = write_repros(result, report_dir, meta["pass"])
+    write_report(result, meta, report_dir, extras)
+    report = report_dict(result, meta, extras)
+    _write_atomic(os.path.join(report_dir, "report.md"), render_markdown(report))
+    _write_atomic(os.path.join(report_dir, "report.html"), render_html(report))
+    _write_atomic(os.path.join(report_dir, "junit.xml"), render_junit(report))
+    return report

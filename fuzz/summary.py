@@ -1,17 +1,78 @@
-"""The end-of-campaign summary printed to stdout."""
+"""What a person reads: the end-of-campaign summary on stdout and report.md (sized for a
+pull-request comment)."""
 
 from __future__ import annotations
 
-from .campaign import CampaignResult
+from typing import Any
 
 
-def print_summary(result: CampaignResult, report_path: str) -> None:
+def _pct(r: dict[str, Any]) -> str:
+    return "n/a" if r.get("percent") is None else f"{r['percent']}% ({r['covered']}/{r['total']})"
+
+
+def print_summary(report: dict[str, Any], report_dir: str) -> None:
     print(
-        f"fxfuzz: {result.examples} examples in {result.duration_s:.1f}s "
-        f"({result.examples_per_s:.1f}/s), stopped by {result.stopped_by}"
+        f"fxfuzz: {report['examples']} examples in {report['duration_s']:.1f}s "
+        f"({report['examples_per_s']:.1f}/s, {report['workers']} worker(s)), stopped by {report['stopped_by']}"
     )
-    if not result.buckets:
+    if not report["findings"]:
         print("fxfuzz: no findings")
-    for b in result.buckets.values():
-        print(f"  {b.id}: {b.count}x, minimized to {b.graph_nodes} nodes: {b.finding.message}")
-    print(f"fxfuzz: report written to {report_path}")
+    for f in report["findings"]:
+        size = f"minimized to {f['graph_nodes']} nodes" if f["graph_nodes"] is not None else "no example saved"
+        print(f"  {f['id']}{' (known)' if f['known'] else ''}: {f['count']}x, {size}: {f['message']}")
+        if f["repro"]:
+            print(f"    repro: {report_dir}/{f['repro']}")
+    cov = report.get("coverage", {})
+    if cov.get("enabled"):
+        print(f"fxfuzz: coverage of the pass: lines {_pct(cov['lines'])}, branches {_pct(cov['branches'])}")
+    print(f"fxfuzz: report written to {report_dir}/report.json (.md, .html, junit.xml)")
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """report.md: verdict, run facts, the findings table and pass coverage."""
+    new = report["new_findings"]
+    known = len(report["findings"]) - new
+    verdict = f"**{new} new finding(s)**" if new else "**no new findings**"
+    lines = [
+        f"## fxfuzz: {verdict} against `{report['pass']}`",
+        "",
+        f"{report['examples']} examples in {report['duration_s']:.0f}s ({report['examples_per_s']}/s) "
+        f"on {report['workers']} worker(s), domain `{report['domain']}`, seed {report['seed']}, "
+        f"torch {report['torch_version']}, stopped by {report['stopped_by']}."
+        + (f" {known} known finding(s) still seen." if known else ""),
+        "",
+    ]
+    if report["findings"]:
+        lines += [
+            "| bucket | oracle/kind | count | nodes | known | message | repro |",
+            "| --- | --- | ---: | ---: | --- | --- | --- |",
+        ]
+        for f in report["findings"]:
+            nodes = f["graph_nodes"] if f["graph_nodes"] is not None else "–"
+            repro = f"`{f['repro']}`" if f["repro"] else "–"
+            lines.append(
+                f"| `{f['id']}` | {f['oracle']}/{f['kind']} | {f['count']} | {nodes} "
+                f"| {'yes' if f['known'] else '**new**'} | {_cell(f['message'])} | {repro} |"
+            )
+        lines.append("")
+        first = next((f for f in report["findings"] if not f["known"] and f["graph_code"]), None)
+        if first:
+            lines += [
+                f"<details><summary>Minimized graph of <code>{first['id']}</code></summary>",
+                "",
+                "```python",
+                first["graph_code"],
+                "```",
+                "</details>",
+                "",
+            ]
+    cov = report.get("coverage", {})
+    if cov.get("enabled"):
+        lines.append(f"Pass coverage: lines {_pct(cov['lines'])}, branches {_pct(cov['branches'])}.")
+        lines.append("")
+    lines.append("Full report: `report.html`; repros run with `python repros/<bucket>.py` or `fxfuzz repro`.")
+    return "\n".join(lines) + "\n"

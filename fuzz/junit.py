@@ -1,0 +1,35 @@
+"""junit.xml for CI test reporting: one test case per finding bucket, plus the campaign."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Any
+
+
+def render_junit(report: dict[str, Any]) -> str:
+    """New findings are failures, known ones skipped; a clean campaign is one passing case."""
+    findings = report["findings"]
+    suite = ET.Element(
+        "testsuite",
+        name=f"fxfuzz {report['pass']}",
+        tests=str(len(findings) + 1),
+        failures=str(report["new_findings"]),
+        skipped=str(len(findings) - report["new_findings"]),
+        time=str(report["duration_s"]),
+        timestamp=str(report.get("started", "")),
+    )
+    campaign = ET.SubElement(suite, "testcase", classname="fxfuzz.campaign", name="campaign", time=str(report["duration_s"]))
+    ET.SubElement(campaign, "system-out").text = (
+        f"{report['examples']} examples, {report['examples_per_s']}/s, stopped by {report['stopped_by']}"
+    )
+    for f in findings:
+        case = ET.SubElement(suite, "testcase", classname=f"fxfuzz.{f['oracle']}", name=f["id"], time="0")
+        body = f"{f['message']}\nseen {f['count']} time(s); repro: {f['repro'] or 'none'}\n\n{f['graph_code'] or ''}"
+        if f["known"]:
+            ET.SubElement(case, "skipped", message=f"known finding: {f['known_reason'] or f['message']}")
+        else:
+            ET.SubElement(case, "failure", message=f["message"], type=f"{f['oracle']}/{f['kind']}").text = body
+    suites = ET.Element("testsuites")
+    suites.append(suite)
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,125 @@
+"""Serialized cases round-trip; repros rebuild the case standalone and fail while the bug is there."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import torch
+from hypothesis import given, settings
+
+from fuzz.cli import main
+from fuzz.passes import load_pass
+from fuzz.repro import load_repro, repro_document, write_repro
+from fuzz.serialize import case_from_dict, case_to_dict
+from oracles import verify
+from strategies import graph_cases
+from strategies.case import GraphCase
+from tests.handmade import no_grad_region_case
+
+real = load_pass("set_grad")
+
+# A planted bug that imports nothing but torch, so its repro runs where fxfuzz is absent:
+# it deletes the grad toggles instead of wrapping the regions they delimit.
+PLANTED = '''
+import torch
+
+def drop_toggles(gm, sig):
+    for mod in list(gm.modules()):
+        if isinstance(mod, torch.fx.GraphModule):
+            for n in list(mod.graph.nodes):
+                if n.op == "call_function" and n.target is torch._C._set_grad_enabled:
+                    mod.graph.erase_node(n)
+            mod.recompile()
+    return gm, sig
+'''
+
+
+def _round_trip(case: GraphCase) -> GraphCase:
+    return case_from_dict(json.loads(json.dumps(case_to_dict(case))))
+
+
+def _findings(case: GraphCase) -> list[dict]:
+    return [f.to_dict() for f in verify(case, real)]
+
+
+@settings(max_examples=25)
+@given(graph_cases())
+def test_round_trip_keeps_code_signature_and_findings(case):
+    back = _round_trip(case)
+    assert back.code() == case.code()
+    assert str(back.signature) == str(case.signature)
+    assert back.ambient_grad == case.ambient_grad
+    assert all(torch.equal(a, b) and a.requires_grad == b.requires_grad for a, b in zip(case.inputs, back.inputs))
+    assert _findings(back) == _findings(case)
+
+
+@settings(max_examples=10)
+@given(graph_cases())
+def test_round_trip_of_the_pass_output_keeps_nested_hop_subgraphs(case):
+    """The real pass's output has get_attr submodules and HOP calls: the format must carry them."""
+    work = case.copy()
+    with torch.set_grad_enabled(case.ambient_grad):
+        gm, sig = real(work.gm, work.signature)
+    out = GraphCase(gm, sig, case.inputs, case.ambient_grad)
+    back = _round_trip(out)
+    assert back.code() == out.code()
+    assert [n for n, _ in back.gm.named_children()] == [n for n, _ in out.gm.named_children()]
+
+
+def _standalone(path: str) -> subprocess.CompletedProcess:
+    """Run a repro with a plain interpreter: isolated mode, fxfuzz's packages unimportable."""
+    boot = (
+        "import sys, runpy\n"
+        "for name in ('fuzz', 'oracles', 'strategies', 'tests'): sys.modules[name] = None\n"
+        f"runpy.run_path({path!r}, run_name='__main__')\n"
+    )
+    return subprocess.run([sys.executable, "-I", "-c", boot], capture_output=True, text=True, cwd=os.path.dirname(path), timeout=300)
+
+
+def test_standalone_repro_fails_while_the_bug_is_there_and_fxfuzz_repro_agrees(tmp_path):
+    pass_file = tmp_path / "planted.py"
+    pass_file.write_text(PLANTED)
+    spec = f"{pass_file}:drop_toggles"
+    case = no_grad_region_case(ambient=True)
+    found = verify(case, load_pass(spec))
+    assert found, "the planted bug must show on this case"
+    doc = repro_document("planted-bug", found[0].to_dict(), case_to_dict(case), spec)
+    py = write_repro(str(tmp_path / "repros"), doc)
+
+    run = _standalone(py)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "FAIL" in run.stdout and "ModuleNotFoundError" not in run.stderr
+
+    # Both forms load back to the same graph, and replay through the CLI.
+    for path in (py, py[:-3] + ".json"):
+        back, back_spec, _ = load_repro(path)
+        assert back.code() == case.code() and back_spec == spec
+    assert main(["repro", py]) == 1
+    assert main(["repro", py[:-3] + ".json", "--pass", "set_grad"]) == 0
+
+    # Fix the pass (delegate to torch's real one): the same standalone file now passes.
+    pass_file.write_text(
+        "from torch._export.passes.replace_set_grad_with_hop_pass import replace_set_grad_with_hop_pass\n"
+        "def drop_toggles(gm, sig):\n    return replace_set_grad_with_hop_pass(gm, sig)\n"
+    )
+    run = _standalone(py)
+    assert run.returncode == 0 and "OK" in run.stdout, run.stdout + run.stderr
+
+
+def test_malformed_repro_is_one_line_exit_2(tmp_path, capsys):
+    bad_case = tmp_path / "bad.json"
+    bad_case.write_text(
+        '{"case": {"format": "fxfuzz-case/1", "graph": {"nodes": [{"op": "call_function"}]}}, "pass": "set_grad", "finding": {}}'
+    )
+    not_json = tmp_path / "x.json"
+    not_json.write_text("{nope")
+    not_repro = tmp_path / "r.py"
+    not_repro.write_text("x = 1\n")
+    for path in (bad_case, not_json, not_repro, tmp_path / "missing.py", tmp_path / "notes.txt"):
+        capsys.readouterr()
+        assert main(["repro", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and err.startswith("fxfuzz: error:"), err
