@@ -122,8 +122,8 @@ def module_source(p: Program) -> str:
             init.append(f"        self.{t.name} = {value}")
     init += [f"        self.{sub.name} = {sub.name.capitalize()}()" for sub in p.submodules]
     methods = [line for f in p.helpers for line in ["", *_function(f)]]
-    inputs = ", ".join(x.name for x in p.inputs)
-    forward = ["", f"    def forward(self, {inputs}):", *_body(p.body, " " * 8), f"        return {_returns(p)}"]
+    inputs = "".join(f", {x.name}" for x in p.inputs)
+    forward = ["", f"    def forward(self{inputs}):", *_body(p.body, " " * 8), f"        return {_returns(p)}"]
     parts.append("\n".join([f"class {CLASS_NAME}(nn.Module):", *init, *methods, *forward]))
     args = ", ".join(f"_t({x.seed}, {shape})" + (".requires_grad_()" if x.requires_grad else "") for x in p.inputs)
     parts.append(f"def example_inputs():\n    return ({args},)")
@@ -160,7 +160,8 @@ def repro_source(p: Program, message: str = "") -> str:
 
 Exports class Program with torch.export (non-strict), then calls ep.module() and the eager
 module under each grad mode and compares outputs, requires_grad, gradients, the module's
-state and the grad mode left behind. Exit status 1 while they disagree, 0 once they agree.
+state and the grad mode left behind; with fxfuzz installed it also checks the graph export
+hands the set-grad pass. Exit status 1 while anything disagrees, 0 once all agree.
 """
 {module_source(p).strip()}
 

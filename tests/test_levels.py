@@ -1,0 +1,87 @@
+"""Campaign levels: budget shares, merged results with per-level counts, ``--level`` on the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fuzz.campaign import Bucket, CampaignResult
+from fuzz.levels import budget_plan, merge_results, run_levels
+from fuzz.passes import load_pass
+from oracles import Finding
+from strategies.program_model import Program
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def test_mixed_splits_the_budget_not_the_examples():
+    assert budget_plan("mixed", 10.0) == [("graph", 5.0), ("program", 5.0)]
+    assert budget_plan("program", 7.0) == [("program", 7.0)]
+    with pytest.raises(ValueError, match="level"):
+        budget_plan("everything", 1.0)
+
+
+def _result(examples: int, seconds: float, bucket: str | None = None) -> CampaignResult:
+    r = CampaignResult(examples=examples, duration_s=seconds, stopped_by="budget")
+    r.stats["op:sin"] = examples
+    if bucket:
+        r.buckets[bucket] = Bucket(bucket, Finding("equivalence", "value_mismatch", "m"), None, 2)
+    return r
+
+
+def test_merge_keeps_levels_apart_and_counts_each():
+    merged = merge_results([("graph", _result(30, 3.0, "equivalence-x")), ("program", _result(4, 2.0, "equivalence-x"))])
+    assert merged.examples == 34 and merged.duration_s == 5.0 and merged.stopped_by == "budget"
+    assert merged.stats["level:graph:examples"] == 30 and merged.stats["level:program:examples"] == 4
+    assert merged.stats["level:graph:examples_per_s"] == 10.0 and merged.stats["level:program:examples_per_s"] == 2.0
+    assert merged.stats["op:sin"] == 34
+    # The same oracle/kind at both levels: two buckets, since their examples differ in kind.
+    assert set(merged.buckets) == {"equivalence-x", "program-equivalence-x"}
+
+
+def test_run_levels_mixed_runs_both_levels():
+    result = run_levels(load_pass("set_grad"), "mixed", budget_s=300, max_examples=2, seed_=3)
+    assert result.stats["level:graph:examples"] == 2 and result.stats["level:program:examples"] == 2
+    assert result.examples == 4
+
+
+def fxfuzz(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fuzz.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_program_level_reports_broken_pass_with_standalone_repro(tmp_path):
+    spec = os.path.join(HERE, "broken_passes.py") + ":drops_toggles"
+    r = fxfuzz("run", "--level", "program", "--pass", spec, "--budget", "10", "--max-examples", "2", "--no-db", "--report-dir", str(tmp_path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["level"] == "program" and report["stats"]["level:program:examples"] >= 1
+    assert all(f["id"].startswith("program-") and f["details"]["level"] == "program" for f in report["findings"])
+    assert "class Program(nn.Module)" in report["findings"][0]["graph_code"]
+    repro = tmp_path / report["findings"][0]["repro"]
+    assert repro.exists() and "torch.export.export" in repro.read_text()
+    assert "level program:" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["run", "--level", "everything"], "--level"),
+        (["run", "--level", "program", "--workers", "2"], "one process"),
+    ],
+)
+def test_bad_level_usage_is_one_line_and_exit_2(args, needle):
+    r = fxfuzz(*args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+
+
+def test_program_is_a_campaign_example():
+    """What the campaign driver and the report read of an example."""
+    p = Program((2,), (), (), (), (), (), (("const", 1),))
+    assert p.compute_nodes() == 0 and p.domain == "export" and isinstance(p.ambient_grad, bool)
+    assert "def forward(self):" in p.code()
