@@ -6,21 +6,24 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import fx
 
 from strategies.case import GraphCase
 
 from .contract import PassContract, contract_of
 from .crash import crash_finding
-from .equivalence import check_equivalence
-from .execute import run_graph
+from .downstream import check_downstream
+from .exported import check_exported
 from .finding import ORACLES, Finding
-from .gradients import check_gradients
+from .idempotence import check_idempotence
+from .semantics import Reference, compare_graphs, device_parity, on_cuda
 from .signature import check_signature
 from .structure import check_structure
 
 PassFn = Callable[[Any, Any], tuple[Any, Any]]
+DEVICES = ("cpu", "cuda")
 
-__all__ = ["Finding", "ORACLES", "PassContract", "verify", "apply_pass"]
+__all__ = ["DEVICES", "Finding", "ORACLES", "PassContract", "verify", "apply_pass"]
 
 
 def apply_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, Any]:
@@ -34,20 +37,59 @@ def apply_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, Any]:
         torch.set_grad_enabled(before)
 
 
-def verify(case: GraphCase, pass_fn: PassFn, contract: PassContract | None = None) -> list[Finding]:
+def input_labels(case: GraphCase) -> list[str]:
+    """``input i (name)`` for each input, named as the signature names it."""
+    names = [getattr(s.arg, "name", "?") for s in case.signature.input_specs]
+    return [f"input {i} ({n})" for i, n in enumerate(names)]
+
+
+def _guarded(oracle: str, check: Callable[[], list[Finding]]) -> list[Finding]:
+    """Run one check; a result too broken for the check to run at all is itself a finding."""
+    try:
+        return check()
+    except Exception as e:
+        first = str(e).splitlines()[0] if str(e) else ""
+        return [
+            Finding(
+                oracle,
+                "check_impossible",
+                f"the {oracle} check could not run on the result: {type(e).__name__}: {first}",
+                {"exception": type(e).__name__},
+            )
+        ]
+
+
+def verify(case: GraphCase, pass_fn: PassFn, contract: PassContract | None = None, device: str = "cpu") -> list[Finding]:
     """Run ``pass_fn`` on a copy of ``case`` and return every check that failed.
 
     The original and the transformed graph each execute on their own copies of the inputs,
-    under the ambient grad mode the pass ran in.
+    under the ambient grad mode the pass ran in, on CPU; with ``device="cuda"`` on CUDA too,
+    plus CPU-against-CUDA parity. The transformed graph is consumed by the last check.
     """
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     contract = contract or contract_of(pass_fn)
     try:
-        gm, sig = apply_pass(case, pass_fn)
+        result = apply_pass(case, pass_fn)
     except Exception as e:
         return [crash_finding(e)]
-    findings = check_structure(gm, contract) + check_signature(gm, sig, case.signature)
-    ref = run_graph(case.gm, case.inputs, case.ambient_grad)
-    got = run_graph(gm, case.inputs, case.ambient_grad)
-    findings += check_equivalence(ref, got)
-    findings += check_gradients(ref, got)
+    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], fx.GraphModule)):
+        return [Finding("crash", "bad_return", f"the pass returned {type(result).__name__}, not (GraphModule, signature)")]
+    gm, sig = result
+    labels = input_labels(case)
+    findings = _guarded("structure", lambda: check_structure(gm, contract))
+    findings += _guarded("signature", lambda: check_signature(gm, sig, case.signature, case.gm))
+    findings += _guarded("signature", lambda: check_exported(gm, sig, case.gm, case.signature, case.inputs))
+    ref = Reference(case.gm, case.inputs, case.ambient_grad, labels, "cpu")
+    semantic, got = compare_graphs(gm, ref)
+    findings += semantic
+    if device == "cuda":
+        cuda_ref = Reference(case.gm, case.inputs, case.ambient_grad, labels, "cuda")
+        cuda, cuda_got = compare_graphs(gm, cuda_ref)
+        findings += on_cuda(cuda, "cuda", {f.kind for f in semantic})
+        parity = device_parity(ref.obs, got, cuda_ref.obs, cuda_got, labels)
+        findings += on_cuda(parity, "cpu_vs_cuda", set())
+    if ref.run.ok:
+        findings += _guarded("structure", lambda: check_downstream(gm, ref))
+        findings += _guarded("idempotence", lambda: check_idempotence(pass_fn, gm, sig, ref))
     return findings

@@ -1,43 +1,70 @@
-"""Observable behaviour of the original and transformed graph under the same grad mode."""
+"""Observable behaviour of the original and transformed graph under the same grad mode:
+outputs, the inputs' state after the call, and the process-wide state left behind."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
 from .execute import Run
 from .finding import Finding
+from .tolerance import max_abs_diff, same_values
 
-
-def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bitwise equality on CPU (NaNs equal to NaNs): the same kernels on the same inputs
-    must give the same bits, so no tolerance is needed for deterministic ops."""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    return torch.equal(a, b) or (a.is_floating_point() and bool(((a == b) | (a.isnan() & b.isnan())).all()))
+VALUE_KINDS = frozenset({"value_mismatch"})
 
 
 def _describe(x: Any) -> str:
     if isinstance(x, torch.Tensor):
-        return f"Tensor{tuple(x.shape)}:{x.dtype}"
+        return f"Tensor{tuple(x.shape)}:{x.dtype}:{x.device.type}"
     return repr(x)
 
 
-def compare_value(where: str, ref: Any, got: Any) -> list[Finding]:
-    """Compare one observed value (an output or an input's final state)."""
+def _same_constant(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return bool(a == b)
+
+
+def _storage(t: torch.Tensor) -> int | None:
+    return t.untyped_storage().data_ptr() if t.numel() else None
+
+
+def aliases(run: Run) -> list[tuple[str, int] | None]:
+    """For each output leaf: the first input or earlier output whose storage it shares."""
+    assert run.outputs is not None
+    owners: dict[int, tuple[str, int]] = {}
+    for i, t in enumerate(run.inputs):
+        if isinstance(t, torch.Tensor) and _storage(t) is not None:
+            owners.setdefault(_storage(t), ("input", i))  # type: ignore[arg-type]
+    found: list[tuple[str, int] | None] = []
+    for j, t in enumerate(run.outputs):
+        key = _storage(t) if isinstance(t, torch.Tensor) else None
+        found.append(owners.get(key) if key is not None else None)
+        if key is not None:
+            owners.setdefault(key, ("output", j))
+    return found
+
+
+def compare_value(where: str, ref: Any, got: Any, exact: bool = True, same_device: bool = True) -> list[Finding]:
+    """Compare one observed value (an output leaf or an input's final state)."""
     if isinstance(ref, torch.Tensor) != isinstance(got, torch.Tensor) or (
-        not isinstance(ref, torch.Tensor) and ref != got
+        not isinstance(ref, torch.Tensor) and not _same_constant(ref, got)
     ):
         return [Finding("equivalence", "value_kind_mismatch", f"{where}: {_describe(ref)} became {_describe(got)}")]
     if not isinstance(ref, torch.Tensor):
         return []
-    if ref.shape != got.shape or ref.dtype != got.dtype:
+    if ref.shape != got.shape or ref.dtype != got.dtype or (same_device and ref.device.type != got.device.type):
         return [Finding("equivalence", "meta_mismatch", f"{where}: {_describe(ref)} became {_describe(got)}")]
     findings = []
-    if not same_values(ref.detach(), got.detach()):
-        diff = (ref.detach().double() - got.detach().double()).abs().nan_to_num(float("inf")).max().item() if ref.numel() else 0.0
-        findings.append(Finding("equivalence", "value_mismatch", f"{where}: values differ (max abs diff {diff:g})", {"max_abs_diff": diff}))
+    if not same_values(ref, got, exact):
+        diff = max_abs_diff(ref, got)
+        findings.append(
+            Finding("equivalence", "value_mismatch", f"{where}: values differ (max abs diff {diff:g})", {"where": where, "max_abs_diff": diff})
+        )
     if ref.requires_grad != got.requires_grad:
         findings.append(
             Finding(
@@ -48,43 +75,90 @@ def compare_value(where: str, ref: Any, got: Any) -> list[Finding]:
             )
         )
     elif (ref.grad_fn is None) != (got.grad_fn is None):
-        findings.append(Finding("equivalence", "grad_fn_mismatch", f"{where}: grad_fn presence changed"))
+        findings.append(
+            Finding(
+                "equivalence",
+                "grad_fn_mismatch",
+                f"{where}: grad_fn {'absent' if ref.grad_fn is None else 'present'} became "
+                f"{'absent' if got.grad_fn is None else 'present'}",
+            )
+        )
     return findings
 
 
-def check_equivalence(ref: Run, got: Run) -> list[Finding]:
-    """Outputs, inputs' state after the call (in-place effects) and the grad mode left behind."""
-    if ref.error is not None or got.error is not None:
-        if type(ref.error) is type(got.error):
-            return []
-        return [
-            Finding(
-                "equivalence",
-                "raises_differently",
-                f"original raised {type(ref.error).__name__ if ref.error else 'nothing'}, "
-                f"transformed raised {type(got.error).__name__ if got.error else 'nothing'}: {got.error or ref.error}",
-            )
-        ]
+def _compare_views(ref: Run, got: Run) -> list[Finding]:
+    """Outputs that alias an input or another output must keep doing so, with the same layout."""
     assert ref.outputs is not None and got.outputs is not None
-    if len(ref.outputs) != len(got.outputs):
+    findings = []
+    for i, (ra, ga, r, g) in enumerate(zip(aliases(ref), aliases(got), ref.outputs, got.outputs)):
+        if ra != ga:
+            findings.append(
+                Finding(
+                    "equivalence",
+                    "aliasing_mismatch",
+                    f"output {i}: shared storage with {ra or 'nothing'}, now with {ga or 'nothing'}",
+                    {"expected": str(ra), "got": str(ga)},
+                )
+            )
+        elif isinstance(r, torch.Tensor) and isinstance(g, torch.Tensor) and (r._is_view() or ra is not None):
+            if (r.stride(), r.storage_offset()) != (g.stride(), g.storage_offset()):
+                findings.append(
+                    Finding(
+                        "equivalence",
+                        "view_layout_mismatch",
+                        f"output {i}: view strides/offset {r.stride()}+{r.storage_offset()} "
+                        f"became {g.stride()}+{g.storage_offset()}",
+                    )
+                )
+    return findings
+
+
+def raised_differently(oracle: str, kind: str, what: str, ref: BaseException | None, got: BaseException | None) -> list[Finding]:
+    """A finding when exactly one side raised, or both raised different exception types."""
+    if type(ref) is type(got):
+        return []
+    return [
+        Finding(
+            oracle,
+            kind,
+            f"{what} of the original raised {type(ref).__name__ if ref else 'nothing'}, "
+            f"of the transformed {type(got).__name__ if got else 'nothing'}: {str(got or ref).splitlines()[0] if str(got or ref) else ''}",
+            {"original": type(ref).__name__ if ref else None, "transformed": type(got).__name__ if got else None},
+        )
+    ]
+
+
+def check_equivalence(ref: Run, got: Run, exact: bool = True, same_device: bool = True) -> list[Finding]:
+    """Outputs (structure, constants, metadata, values, autograd flags, views), inputs' state
+    after the call (in-place effects), and the grad mode and autocast state left behind.
+    ``same_device`` is off when the two runs live on different devices (CPU-vs-CUDA parity)."""
+    if not ref.ok or not got.ok:
+        return raised_differently("equivalence", "raises_differently", "running the graph", ref.error, got.error)
+    assert ref.outputs is not None and got.outputs is not None
+    if ref.spec != got.spec:
         return [
             Finding(
                 "equivalence",
-                "output_count_mismatch",
-                f"{len(ref.outputs)} outputs became {len(got.outputs)}",
+                "output_structure_mismatch",
+                f"output structure {ref.spec} became {got.spec}",
+                {"expected": str(ref.spec), "got": str(got.spec)},
             )
         ]
     findings = []
     for i, (r, g) in enumerate(zip(ref.outputs, got.outputs)):
-        findings += compare_value(f"output {i}", r, g)
+        findings += compare_value(f"output {i}", r, g, exact, same_device)
+    if same_device:
+        findings += _compare_views(ref, got)
     for i, (r, g) in enumerate(zip(ref.inputs, got.inputs)):
-        findings += [f for f in compare_value(f"input {i} after the call", r, g) if f.kind != "grad_fn_mismatch"]
-    if ref.grad_mode_after != got.grad_mode_after:
+        findings += [f for f in compare_value(f"input {i} after the call", r, g, exact, same_device) if f.kind != "grad_fn_mismatch"]
+    if ref.state_after != got.state_after:
+        kind = "grad_mode_leak" if ref.state_after.grad != got.state_after.grad else "autocast_state_leak"
         findings.append(
             Finding(
                 "equivalence",
-                "grad_mode_leak",
-                f"grad mode after the call is {got.grad_mode_after}, expected {ref.grad_mode_after}",
+                kind,
+                f"process state after the call is {got.state_after}, expected {ref.state_after}",
+                {"expected": str(ref.state_after), "got": str(got.state_after)},
             )
         )
     return findings

@@ -2,39 +2,141 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch import fx
 
-from strategies.case import clone_input
+# The RNG seed every run starts from, so seeded random ops (dropout, rand_like) draw the same
+# numbers in the original and the transformed graph as long as the pass keeps their order.
+RUN_SEED = 1234
+AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class GlobalState:
+    """The process-wide state a graph can leave changed: grad mode and autocast settings."""
+
+    grad: bool
+    autocast: tuple[tuple[str, bool, torch.dtype], ...]
+    autocast_cache: bool
+
+    @staticmethod
+    def read() -> GlobalState:
+        return GlobalState(
+            torch.is_grad_enabled(),
+            tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES),
+            torch.is_autocast_cache_enabled(),
+        )
+
+    def restore(self) -> None:
+        torch.set_grad_enabled(self.grad)
+        for device, enabled, dtype in self.autocast:
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
+        torch.set_autocast_cache_enabled(self.autocast_cache)
 
 
 @dataclass
 class Run:
-    """One execution: outputs, the inputs' state afterwards, and the grad mode it left."""
+    """One execution: the inputs' state afterwards, the flattened outputs (``spec`` keeps
+    their nesting), the global state the graph left, or the error it raised."""
 
     inputs: tuple[Any, ...]
-    outputs: tuple[Any, ...] | None
-    grad_mode_after: bool
+    outputs: list[Any] | None
+    spec: pytree.TreeSpec | None
+    state_after: GlobalState
     error: BaseException | None = None
 
+    @property
+    def ok(self) -> bool:
+        return self.error is None
 
-def run_graph(gm: fx.GraphModule, inputs: tuple[Any, ...], ambient_grad: bool) -> Run:
-    """Execute ``gm`` under ``ambient_grad`` on fresh clones of ``inputs``.
 
-    The process-wide grad mode is restored afterwards whatever the graph did, so a graph
-    that leaks a toggle cannot poison the next run; the leak itself is recorded.
-    """
-    clones = tuple(clone_input(t) for t in inputs)
-    before = torch.is_grad_enabled()
+def clone_to(t: object, device: torch.device | str | None = None) -> object:
+    """A fresh leaf with the same value and requires_grad flag, on ``device``."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    c = t.detach().to(device or t.device, copy=True)
+    return c.requires_grad_(t.requires_grad)
+
+
+def _generators(device: str) -> list[torch.Generator]:
+    gens = [torch.default_generator]
+    if device == "cuda":
+        gens.append(torch.cuda.default_generators[torch.cuda.current_device()])
+    return gens
+
+
+@contextmanager
+def isolated(ambient_grad: bool, device: str = "cpu") -> Iterator[None]:
+    """Run under ``ambient_grad`` with a fixed RNG seed; afterwards restore the grad mode,
+    autocast state and RNG state whatever the graph did to them."""
+    before = GlobalState.read()
+    # The generators directly: torch.manual_seed and fork_rng cost ~0.4 ms a call.
+    gens = _generators(device)
+    saved = [g.get_state() for g in gens]
+    for g in gens:
+        g.manual_seed(RUN_SEED)
     torch.set_grad_enabled(ambient_grad)
     try:
-        out = gm(*clones)
-        outputs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        return Run(clones, outputs, torch.is_grad_enabled())
-    except Exception as e:  # the graph itself may be broken; that is an observation
-        return Run(clones, None, torch.is_grad_enabled(), e)
+        yield
     finally:
-        torch.set_grad_enabled(before)
+        before.restore()
+        for g, state in zip(gens, saved):
+            g.set_state(state)
+
+
+def run_graph(
+    gm: Callable[..., Any],
+    inputs: tuple[Any, ...],
+    ambient_grad: bool,
+    device: str = "cpu",
+    prepare: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None,
+) -> Run:
+    """Execute ``gm`` under ``ambient_grad`` on fresh copies of ``inputs`` on ``device``.
+
+    ``prepare`` turns the copies into what the graph is called with (forward-mode AD wraps
+    them as dual tensors). A graph that raises is an observation, not an error.
+    """
+    clones = tuple(clone_to(t, device) for t in inputs)
+    args = prepare(clones) if prepare else clones
+    state_after = None
+    with isolated(ambient_grad, device):
+        try:
+            out = gm(*args)
+            state_after = GlobalState.read()
+            leaves, spec = pytree.tree_flatten(out)
+            return Run(clones, leaves, spec, state_after)
+        except Exception as e:
+            return Run(clones, None, None, state_after or GlobalState.read(), e)
+
+
+def graph_modules(gm: fx.GraphModule) -> list[tuple[str, fx.GraphModule]]:
+    """The module and every GraphModule nested in it, with qualified names."""
+    return [(name or "<root>", m) for name, m in gm.named_modules() if isinstance(m, fx.GraphModule)]
+
+
+def on_device(gm: fx.GraphModule, device: str) -> fx.GraphModule:
+    """``gm`` itself when every tensor it reads through ``get_attr`` is already on ``device``;
+    otherwise a structural copy whose tensor attributes are moved there."""
+    from strategies.case import copy_graph_module
+
+    def tensor_attrs(m: fx.GraphModule) -> list[str]:
+        return [
+            n.target
+            for n in m.graph.nodes
+            if n.op == "get_attr" and isinstance(getattr(m, n.target, None), torch.Tensor)
+        ]
+
+    if all(getattr(m, t).device.type == device for _, m in graph_modules(gm) for t in tensor_attrs(m)):
+        return gm
+    moved = copy_graph_module(gm)
+    for _, m in graph_modules(moved):
+        for t in tensor_attrs(m):
+            setattr(m, t, getattr(m, t).to(device))
+    return moved

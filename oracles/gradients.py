@@ -2,78 +2,101 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import torch
 
-from .equivalence import same_values
+from .equivalence import raised_differently
 from .execute import Run
 from .finding import Finding
+from .tolerance import max_abs_diff, same_values
+
+VALUE_KINDS = frozenset({"grad_value_mismatch", "tangent_value_mismatch"})
 
 
-def _cotangent(t: torch.Tensor, seed: int) -> torch.Tensor:
+@dataclass
+class Grads:
+    """The gradient of each grad-requiring input (None where it is unused), or the error
+    backward raised; ``leaves`` are the positions of those inputs."""
+
+    leaves: list[int]
+    values: list[torch.Tensor | None] | None
+    error: BaseException | None = None
+
+
+def random_like(t: torch.Tensor, seed: int) -> torch.Tensor:
+    """Seeded random values shaped like ``t``, drawn on CPU so every device gets the same."""
     gen = torch.Generator().manual_seed(seed)
-    return torch.randn(t.shape, generator=gen, dtype=t.dtype)
+    dtype = t.dtype if t.is_floating_point() or t.is_complex() else torch.float32
+    return torch.randn(t.shape, generator=gen, dtype=dtype).to(t.device)
 
 
-def _differentiable(x: object) -> bool:
-    return isinstance(x, torch.Tensor) and x.requires_grad and x.is_floating_point()
+def differentiable(x: object) -> bool:
+    return isinstance(x, torch.Tensor) and x.requires_grad and (x.is_floating_point() or x.is_complex())
 
 
-def input_grads(run: Run, positions: list[int], seed: int) -> tuple[list[torch.Tensor | None] | None, BaseException | None]:
-    """Gradients of ``run``'s grad-requiring inputs from the outputs at ``positions``."""
-    assert run.outputs is not None
-    leaves = [t for t in run.inputs if isinstance(t, torch.Tensor) and t.requires_grad]
-    kept = [i for i in positions if _differentiable(run.outputs[i])]
-    if not leaves or not kept:
-        return [None] * len(leaves), None
-    outs = [run.outputs[i] for i in kept]
-    # Seeded by output position, so both runs use the same cotangent for the same output.
-    cots = [_cotangent(run.outputs[i], seed + i) for i in kept]
+def input_grads(run: Run, seed: int = 0) -> Grads:
+    """Backward through every differentiable output of ``run``, each weighted by a cotangent
+    seeded by its position, so every run of the same outputs uses the same cotangents."""
+    leaves = [i for i, t in enumerate(run.inputs) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if run.outputs is None:
+        return Grads(leaves, None, run.error)
+    positions = [i for i, o in enumerate(run.outputs) if differentiable(o)]
+    if not leaves or not positions:
+        return Grads(leaves, [None] * len(leaves))
+    outs = [run.outputs[i] for i in positions]
+    cots = [random_like(run.outputs[i], seed + i) for i in positions]
     try:
-        return list(torch.autograd.grad(outs, leaves, cots, allow_unused=True)), None
+        grads = torch.autograd.grad(outs, [run.inputs[i] for i in leaves], cots, allow_unused=True)
+        return Grads(leaves, list(grads))
     except Exception as e:
-        return None, e
+        return Grads(leaves, None, e)
 
 
-def check_gradients(ref: Run, got: Run, seed: int = 0) -> list[Finding]:
-    """Backward through the original's differentiable outputs and the same outputs of the
-    transformed graph; compare each input's gradient, telling None apart from zeros."""
-    if ref.outputs is None or got.outputs is None or len(ref.outputs) != len(got.outputs):
-        return []  # equivalence already reports runs that cannot be compared
-    positions = [i for i, o in enumerate(ref.outputs) if _differentiable(o)]
-    ref_grads, ref_err = input_grads(ref, positions, seed)
-    got_grads, got_err = input_grads(got, positions, seed)
-    if ref_err is not None or got_err is not None:
-        if type(ref_err) is type(got_err):
-            return []
-        return [
-            Finding(
-                "gradients",
-                "backward_raises_differently",
-                f"backward of the original raised {type(ref_err).__name__ if ref_err else 'nothing'}, "
-                f"of the transformed {type(got_err).__name__ if got_err else 'nothing'}: {got_err or ref_err}",
-            )
-        ]
-    assert ref_grads is not None and got_grads is not None
-    names = [i for i, t in enumerate(ref.inputs) if isinstance(t, torch.Tensor) and t.requires_grad]
+def compare_derivatives(
+    what: str,
+    labels: Sequence[str],
+    ref: Sequence[torch.Tensor | None],
+    got: Sequence[torch.Tensor | None],
+    exact: bool,
+) -> list[Finding]:
+    """One finding per derivative that changed: None against a tensor, or its values."""
     findings = []
-    for idx, r, g in zip(names, ref_grads, got_grads):
+    for label, r, g in zip(labels, ref, got):
         if (r is None) != (g is None):
             findings.append(
                 Finding(
                     "gradients",
-                    "grad_presence_mismatch",
-                    f"input {idx}: gradient {'None' if r is None else 'present'} became {'None' if g is None else 'present'}",
-                    {"input": idx},
+                    f"{what}_presence_mismatch",
+                    f"{label}: {what} {'None' if r is None else 'present'} became {'None' if g is None else 'present'}",
+                    {"where": label},
                 )
             )
-        elif r is not None and not same_values(r, g):
-            diff = (r - g).abs().max().item() if r.numel() else 0.0
+        elif r is not None and g is not None and not same_values(r, g, exact):
+            diff = max_abs_diff(r, g)
             findings.append(
                 Finding(
                     "gradients",
-                    "grad_value_mismatch",
-                    f"input {idx}: gradients differ (max abs diff {diff:g})",
-                    {"input": idx, "max_abs_diff": diff},
+                    f"{what}_value_mismatch",
+                    f"{label}: {what}s differ (max abs diff {diff:g})",
+                    {"where": label, "max_abs_diff": diff},
                 )
             )
     return findings
+
+
+def compare_grads(ref: Grads, got: Grads, labels: Sequence[str], exact: bool = True) -> list[Finding]:
+    """Each grad-requiring input's gradient, telling None apart from zeros."""
+    if ref.error is not None or got.error is not None:
+        return raised_differently("gradients", "backward_raises_differently", "backward", ref.error, got.error)
+    assert ref.values is not None and got.values is not None
+    return compare_derivatives("grad", [labels[i] for i in ref.leaves], ref.values, got.values, exact)
+
+
+def check_gradients(ref: Run, got: Run, labels: Sequence[str] | None = None, exact: bool = True) -> list[Finding]:
+    """Gradients of both runs (outputs that cannot be compared are equivalence's to report)."""
+    if not ref.ok or not got.ok or ref.spec != got.spec:
+        return []
+    labels = labels or [f"input {i}" for i in range(len(ref.inputs))]
+    return compare_grads(input_grads(ref), input_grads(got), labels, exact)

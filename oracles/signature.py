@@ -1,24 +1,36 @@
-"""The rewritten ExportGraphSignature must still describe the rewritten graph."""
+"""The rewritten ExportGraphSignature must still describe the rewritten graph, and the
+user-visible calling convention must not change."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import fx
-from torch.export.graph_signature import ExportGraphSignature, TensorArgument
+from torch.export.graph_signature import ConstantArgument, ExportGraphSignature, InputKind, TensorArgument
 
 from .finding import Finding
 
 
-def _spec_name(spec) -> str | None:
+def _spec_name(spec: Any) -> str | None:
     return getattr(spec.arg, "name", None)
 
 
-def check_signature(
-    gm: fx.GraphModule, sig: ExportGraphSignature | None, original: ExportGraphSignature
-) -> list[Finding]:
-    """Input/output spec names equal the placeholder/output node names, in order, and the
-    specs' kinds, targets and persistence are those of the original signature."""
-    if sig is None:
-        return [Finding("signature", "signature_missing", "the pass returned no graph signature")]
+def _output_arg(spec: Any) -> tuple[str, object]:
+    """What an output spec promises: a named tensor, or a constant with its value."""
+    if isinstance(spec.arg, ConstantArgument):
+        return ("constant", repr(spec.arg.value))
+    return (type(spec.arg).__name__, None)
+
+
+def calling_convention(gm: fx.GraphModule) -> tuple[str, object]:
+    """The codegen class and its pytree info (argument names, in/out specs), which decide
+    how users call the module and what structure it returns."""
+    codegen = gm.graph._codegen
+    info = getattr(codegen, "pytree_info", None)
+    return (type(codegen).__name__, None if info is None else (tuple(info.orig_args), info.in_spec, info.out_spec))
+
+
+def _names_match_graph(gm: fx.GraphModule, sig: ExportGraphSignature) -> list[Finding]:
     findings = []
     placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     input_names = [_spec_name(s) for s in sig.input_specs]
@@ -52,17 +64,56 @@ def check_signature(
                     {"index": i, "node": getattr(arg, "name", repr(arg)), "spec": _spec_name(spec)},
                 )
             )
-    before = [(s.kind, s.target, s.persistent) for s in original.input_specs]
-    after = [(s.kind, s.target, s.persistent) for s in sig.input_specs]
-    if before != after:
-        findings.append(
-            Finding(
-                "signature",
-                "input_specs_changed",
-                "the pass changed input kinds, targets or persistence",
-                {"before": [str(x) for x in before], "after": [str(x) for x in after]},
-            )
+    return findings
+
+
+def _unchanged(kind: str, what: str, before: Any, after: Any) -> list[Finding]:
+    if before == after:
+        return []
+    return [Finding("signature", kind, f"the pass changed {what}", {"before": str(before), "after": str(after)})]
+
+
+def check_signature(
+    gm: fx.GraphModule,
+    sig: ExportGraphSignature | None,
+    original: ExportGraphSignature,
+    original_gm: fx.GraphModule | None = None,
+) -> list[Finding]:
+    """Spec names equal placeholder/output node names in order; spec counts, input kinds,
+    targets and persistence, output kinds, targets and constants, user input names and the
+    pytree calling convention are those of the original."""
+    if sig is None:
+        return [Finding("signature", "signature_missing", "the pass returned no graph signature")]
+    findings = _names_match_graph(gm, sig)
+    findings += _unchanged(
+        "spec_count_changed",
+        "the number of input or output specs",
+        (len(original.input_specs), len(original.output_specs)),
+        (len(sig.input_specs), len(sig.output_specs)),
+    )
+    findings += _unchanged(
+        "input_specs_changed",
+        "input kinds, targets or persistence",
+        [(s.kind, s.target, s.persistent) for s in original.input_specs],
+        [(s.kind, s.target, s.persistent) for s in sig.input_specs],
+    )
+    findings += _unchanged(
+        "output_specs_changed",
+        "output kinds, targets or constant values",
+        [(s.kind, s.target, _output_arg(s)) for s in original.output_specs],
+        [(s.kind, s.target, _output_arg(s)) for s in sig.output_specs],
+    )
+    findings += _unchanged(
+        "user_inputs_renamed",
+        "the names users pass inputs by",
+        [_spec_name(s) for s in original.input_specs if s.kind == InputKind.USER_INPUT],
+        [_spec_name(s) for s in sig.input_specs if s.kind == InputKind.USER_INPUT],
+    )
+    if original_gm is not None:
+        findings += _unchanged(
+            "calling_convention_changed",
+            "the pytree calling convention (codegen, in/out specs)",
+            calling_convention(original_gm),
+            calling_convention(gm),
         )
-    if [s.kind for s in original.output_specs] != [s.kind for s in sig.output_specs]:
-        findings.append(Finding("signature", "output_kinds_changed", "the pass changed output spec kinds"))
     return findings

@@ -1,27 +1,100 @@
-"""Graph invariants of the pass's output: lint-clean graphs and no surviving toggles."""
+"""Graph invariants of the pass's output, on the module and every nested GraphModule."""
 
 from __future__ import annotations
 
+import operator
+from typing import Any
+
+import torch
 from torch import fx
 
 from .contract import PassContract
+from .execute import graph_modules
 from .finding import Finding
 
 
-def graph_modules(gm: fx.GraphModule) -> list[tuple[str, fx.GraphModule]]:
-    """The module and every GraphModule nested in it, with qualified names."""
-    return [(name or "<root>", m) for name, m in gm.named_modules() if isinstance(m, fx.GraphModule)]
+def _def_use(name: str, graph: fx.Graph) -> list[Finding]:
+    """Each node's ``users`` are exactly the nodes whose arguments reference it, all in the
+    same graph; every argument node belongs to the graph too."""
+    referenced: dict[fx.Node, set[fx.Node]] = {n: set() for n in graph.nodes}
+    problems = []
+    for node in graph.nodes:
+        for arg in node.all_input_nodes:
+            if arg.graph is not graph or arg not in referenced:
+                problems.append(f"{node.name} reads {arg.name}, a node of another graph")
+            else:
+                referenced[arg].add(node)
+    for node, readers in referenced.items():
+        users = set(node.users)
+        if users != readers:
+            extra = sorted(u.name for u in users - readers)
+            missing = sorted(u.name for u in readers - users)
+            problems.append(f"{node.name}.users has {extra} that do not read it and lacks {missing}")
+    if not problems:
+        return []
+    return [Finding("structure", "def_use_inconsistent", f"graph {name}: {problems[0]}", {"graph": name, "problems": problems[:5]})]
+
+
+def _subgraph_of(mod: fx.GraphModule, node: fx.Node) -> tuple[int, fx.GraphModule] | None:
+    for i, arg in enumerate(node.args):
+        if isinstance(arg, fx.Node) and arg.op == "get_attr":
+            sub = getattr(mod, arg.target, None)
+            if isinstance(sub, fx.GraphModule):
+                return i, sub
+    return None
+
+
+def _same_meta(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype
+    return True
+
+
+def _hop_problems(mod: fx.GraphModule, node: fx.Node) -> list[str]:
+    """Why a call of the contract's higher-order op is malformed (empty when it is fine)."""
+    found = _subgraph_of(mod, node)
+    if found is None:
+        return [f"{node.name} has no get_attr of a GraphModule among its arguments"]
+    index, sub = found
+    operands = node.args[index + 1 :]
+    placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+    problems = []
+    if len(placeholders) != len(operands):
+        problems.append(f"{node.name} passes {len(operands)} operands to a subgraph with {len(placeholders)} placeholders")
+    for ph, arg in zip(placeholders, operands):
+        if "val" not in ph.meta:
+            problems.append(f"subgraph placeholder {ph.name} of {node.name} has no meta['val']")
+        elif isinstance(arg, fx.Node) and not _same_meta(ph.meta["val"], arg.meta.get("val")):
+            problems.append(f"subgraph placeholder {ph.name} of {node.name} disagrees with operand {arg.name}")
+    for n in sub.graph.nodes:
+        if n.op == "call_function" and "val" not in n.meta:
+            problems.append(f"{n.name} inside {node.name}'s subgraph has no meta['val']")
+    if "val" not in node.meta:
+        problems.append(f"{node.name} has no meta['val']")
+    out_node = next((n for n in reversed(sub.graph.nodes) if n.op == "output"), None)
+    outputs = out_node.args[0] if out_node is not None and out_node.args else None
+    if not isinstance(outputs, (tuple, list)):
+        return problems + [f"{node.name}'s subgraph returns {type(outputs).__name__}, not a tuple"]
+    for user in node.users:
+        if user.target is not operator.getitem or not (
+            isinstance(user.args[1], int) and 0 <= user.args[1] < len(outputs)
+        ):
+            problems.append(f"{user.name} uses {node.name} other than by getitem of one of its {len(outputs)} outputs")
+    return problems
 
 
 def check_structure(gm: fx.GraphModule, contract: PassContract) -> list[Finding]:
-    """``graph.lint()`` on every graph, and none of the contract's eliminated calls left."""
+    """``graph.lint()``, def-use consistency, none of the contract's eliminated calls left,
+    and every call of the contract's higher-order op well formed."""
     findings = []
     for name, mod in graph_modules(gm):
         try:
             mod.graph.lint()
         except Exception as e:
             findings.append(Finding("structure", "lint_failed", f"graph {name} fails lint: {e}", {"graph": name}))
-        leftover = [n.name for n in mod.graph.nodes if n.op == "call_function" and n.target in contract.eliminates]
+        findings += _def_use(name, mod.graph)
+        calls = [n for n in mod.graph.nodes if n.op == "call_function"]
+        leftover = [n.name for n in calls if n.target in contract.eliminates]
         if leftover:
             findings.append(
                 Finding(
@@ -31,4 +104,10 @@ def check_structure(gm: fx.GraphModule, contract: PassContract) -> list[Finding]
                     {"graph": name, "nodes": leftover},
                 )
             )
+        if contract.hop is not None:
+            problems = [p for n in calls if n.target is contract.hop for p in _hop_problems(mod, n)]
+            if problems:
+                findings.append(
+                    Finding("structure", "malformed_hop", f"graph {name}: {problems[0]}", {"graph": name, "problems": problems[:5]})
+                )
     return findings

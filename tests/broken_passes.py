@@ -1,18 +1,57 @@
-"""Passes broken on purpose, one per oracle family, to prove each oracle fires."""
+"""Passes broken on purpose, one per check, to prove each oracle fires.
+
+Most run the real pass first and then plant one defect, so that every other check stays
+quiet and a test can tell which oracle caught what.
+"""
 
 from __future__ import annotations
 
+import itertools
+import operator
+import threading
+
 import torch
+import torch.utils._pytree as pytree
 from torch import fx
+from torch.fx.graph import CodeGen, _PyTreeCodeGen, _PyTreeInfo
 
 from fuzz.passes import load_pass
 
 aten = torch.ops.aten
 real = load_pass("set_grad")
+HOP = torch.ops.higher_order.wrap_with_set_grad_enabled
+
+
+def graphs(gm):
+    return [m for m in gm.modules() if isinstance(m, fx.GraphModule)]
+
+
+def _nodes(gm, pred):
+    return [n for m in graphs(gm) for n in m.graph.nodes if pred(n)]
+
+
+def _recompile(gm):
+    for m in graphs(gm):
+        m.recompile()
+    return gm
+
+
+def _calls(target):
+    return lambda n: n.op == "call_function" and n.target is target
+
+
+# --- crash -----------------------------------------------------------------------------
 
 
 def crashes(gm, sig):
     raise RuntimeError("planted crash")
+
+
+def returns_nothing(gm, sig):
+    return None
+
+
+# --- structure -------------------------------------------------------------------------
 
 
 def leaves_toggles(gm, sig):
@@ -31,6 +70,75 @@ def breaks_lint(gm, sig):
     return gm, sig
 
 
+def corrupts_users(gm, sig):
+    """Records a user that does not read the node: the users map lies, the code is fine."""
+    gm, sig = real(gm, sig)
+    nodes = list(gm.graph.nodes)
+    nodes[0].users[nodes[-1]] = None
+    return gm, sig
+
+
+def hop_loses_meta(gm, sig):
+    """Drops meta['val'] from the placeholders of every wrapped subgraph."""
+    gm, sig = real(gm, sig)
+    for hop in _nodes(gm, _calls(HOP)):
+        sub = getattr(hop.graph.owning_module, hop.args[1].target)
+        for ph in sub.graph.find_nodes(op="placeholder"):
+            ph.meta.pop("val", None)
+    return gm, sig
+
+
+def _add_inplace(a, b):
+    return a.add_(b)
+
+
+def hides_mutation_from_dce(gm, sig):
+    """Calls in-place adds through a plain Python function: same behaviour, but dead-code
+    elimination no longer knows the call mutates its argument."""
+    gm, sig = real(gm, sig)
+    for node in _nodes(gm, _calls(aten.add_.Tensor)):
+        node.target = _add_inplace
+    return _recompile(gm), sig
+
+
+def undeepcopyable(gm, sig):
+    """Leaves a lock on the module, which copy.deepcopy refuses to copy."""
+    gm, sig = real(gm, sig)
+    gm.lock = threading.Lock()
+    return gm, sig
+
+
+_CALLS = itertools.count()
+
+
+def _changes_after_first_call(x, token):
+    # Each rewritten graph gets its own token; every call after its first returns x + 1.
+    seen = _changes_after_first_call.seen
+    first = token not in seen
+    seen.add(token)
+    return x if first else x + 1
+
+
+_changes_after_first_call.seen = set()
+
+
+def stateful(gm, sig):
+    """The first output changes on every call after the first: rerunning breaks meaning."""
+    gm, sig = real(gm, sig)
+    out = gm.graph.output_node()
+    first = out.args[0][0]
+    with gm.graph.inserting_before(out):
+        new = gm.graph.call_function(_changes_after_first_call, (first, next(_CALLS)))
+    new.meta = dict(first.meta)
+    out.args = ((new, *out.args[0][1:]),)
+    gm.recompile()
+    sig.output_specs[0].arg.name = new.name
+    return gm, sig
+
+
+# --- signature -------------------------------------------------------------------------
+
+
 def renames_placeholder(gm, sig):
     """Renames the first placeholder without telling the signature."""
     gm, sig = real(gm, sig)
@@ -40,26 +148,93 @@ def renames_placeholder(gm, sig):
     return gm, sig
 
 
-def drops_toggles(gm, sig):
-    """Deletes every toggle instead of wrapping regions: no_grad regions now record grads."""
-    for mod in list(gm.modules()):
-        if isinstance(mod, fx.GraphModule):
-            for n in list(mod.graph.nodes):
-                if n.op == "call_function" and n.target is torch._C._set_grad_enabled:
-                    mod.graph.erase_node(n)
-            mod.recompile()
+def renames_user_input(gm, sig):
+    """Renames the user inputs consistently in graph and signature: callers using keyword
+    arguments break all the same."""
+    gm, sig = real(gm, sig)
+    placeholders = {n.name: n for n in gm.graph.nodes if n.op == "placeholder"}
+    for spec in sig.input_specs:
+        if spec.kind.name == "USER_INPUT":
+            placeholders[spec.arg.name]._rename("renamed_" + spec.arg.name)
+            spec.arg.name = placeholders[spec.arg.name].name
+    gm.recompile()
     return gm, sig
 
 
-def _rewrite_sin(gm, build):
-    """Replace every sin, in nested graph modules too, by what ``build`` emits."""
-    for mod in list(gm.modules()):
-        if not isinstance(mod, fx.GraphModule):
-            continue
+def renames_output(gm, sig):
+    """Renames the node behind the first output without telling the signature."""
+    gm, sig = real(gm, sig)
+    first = gm.graph.output_node().args[0][0]
+    first._rename("renamed_" + first.name)
+    gm.recompile()
+    return gm, sig
+
+
+def drops_output_spec(gm, sig):
+    gm, sig = real(gm, sig)
+    sig.output_specs.pop()
+    return gm, sig
+
+
+def flips_persistence(gm, sig):
+    """Marks every buffer non-persistent."""
+    gm, sig = real(gm, sig)
+    for spec in sig.input_specs:
+        if spec.persistent is not None:
+            spec.persistent = not spec.persistent
+    return gm, sig
+
+
+def adds_pytree_convention(gm, sig):
+    """Installs a pytree codegen the original did not have."""
+    gm, sig = real(gm, sig)
+    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    in_spec = pytree.tree_flatten((tuple(names), {}))[1]
+    gm.graph._codegen = _PyTreeCodeGen(_PyTreeInfo(names, in_spec, None))
+    gm.recompile()
+    return gm, sig
+
+
+def drops_pytree_convention(gm, sig):
+    gm, sig = real(gm, sig)
+    gm.graph._codegen = CodeGen()
+    gm.recompile()
+    return gm, sig
+
+
+def calls_python_sin(gm, sig):
+    """torch.sin instead of aten.sin: same numbers and derivatives, but not an ATen op, so
+    torch.export's verifier rejects the graph."""
+    gm, sig = real(gm, sig)
+    for node in _nodes(gm, _calls(aten.sin.default)):
+        node.target = torch.sin
+    return _recompile(gm), sig
+
+
+# --- equivalence -----------------------------------------------------------------------
+
+
+def drops_toggles(gm, sig):
+    """Deletes every toggle instead of wrapping regions: no_grad regions now record grads."""
+    for mod in graphs(gm):
         for n in list(mod.graph.nodes):
-            if n.op == "call_function" and n.target is aten.sin.default:
+            if n.op == "call_function" and n.target is torch._C._set_grad_enabled:
+                mod.graph.erase_node(n)
+        mod.recompile()
+    return gm, sig
+
+
+def _rewrite(gm, target, build):
+    """Replace every call of ``target``, in nested graph modules too, by what ``build``
+    emits; new nodes copy the replaced node's meta, as careful passes do."""
+    for mod in graphs(gm):
+        for n in list(mod.graph.nodes):
+            if n.op == "call_function" and n.target is target:
                 with mod.graph.inserting_before(n):
-                    new = build(mod.graph, n.args[0])
+                    new = build(mod.graph, *n.args)
+                for m in mod.graph.nodes:
+                    if m.op == "call_function" and "val" not in m.meta:
+                        m.meta.update({k: n.meta[k] for k in ("val", "nn_module_stack") if k in n.meta})
                 n.replace_all_uses_with(new)
                 mod.graph.erase_node(n)
         mod.recompile()
@@ -69,7 +244,99 @@ def _rewrite_sin(gm, build):
 def sin_to_cos(gm, sig):
     """Computes cos where the graph said sin: a value bug."""
     gm, sig = real(gm, sig)
-    return _rewrite_sin(gm, lambda g, x: g.call_function(aten.cos.default, (x,))), sig
+    return _rewrite(gm, aten.sin.default, lambda g, x: g.call_function(aten.cos.default, (x,))), sig
+
+
+def casts_outputs(gm, sig):
+    """Returns every tensor output in float64."""
+    gm, sig = real(gm, sig)
+    out = gm.graph.output_node()
+    with gm.graph.inserting_before(out):
+        new = [
+            gm.graph.call_function(aten._to_copy.default, (a,), {"dtype": torch.float64}) if isinstance(a, fx.Node) else a
+            for a in out.args[0]
+        ]
+    for a, n in zip(out.args[0], new):
+        if isinstance(a, fx.Node):
+            n.meta["val"] = a.meta["val"].to(torch.float64)
+    out.args = (tuple(new),)
+    gm.recompile()
+    return gm, sig
+
+
+def none_output_becomes_zero(gm, sig):
+    """Returns the constant 0 where the graph returned None."""
+    gm, sig = real(gm, sig)
+    out = gm.graph.output_node()
+    out.args = (tuple(0 if a is None else a for a in out.args[0]),)
+    gm.recompile()
+    return gm, sig
+
+
+def extra_output(gm, sig):
+    """Returns one more value than the graph did."""
+    gm, sig = real(gm, sig)
+    out = gm.graph.output_node()
+    out.args = ((*out.args[0], None),)
+    gm.recompile()
+    return gm, sig
+
+
+def copies_views(gm, sig):
+    """Clones every view before returning it: same values, but no longer aliasing the input."""
+    gm, sig = real(gm, sig)
+    return _rewrite(gm, aten.transpose.int, lambda g, x, *a: g.call_function(aten.clone.default, (g.call_function(aten.transpose.int, (x, *a)),))), sig
+
+
+def aliases_passthrough(gm, sig):
+    """Returns ``alias(x)`` where the graph returned its input ``x``: same values and
+    storage, but the output now has a grad_fn."""
+    gm, sig = real(gm, sig)
+    out = gm.graph.output_node()
+    with gm.graph.inserting_before(out):
+        new = [
+            gm.graph.call_function(aten.alias.default, (a,)) if isinstance(a, fx.Node) and a.op == "placeholder" else a
+            for a in out.args[0]
+        ]
+    for a, n in zip(out.args[0], new):
+        if n is not a:
+            n.meta["val"] = a.meta.get("val")
+    out.args = (tuple(new),)
+    gm.recompile()
+    for spec, n in zip(sig.output_specs, new):
+        if isinstance(n, fx.Node):
+            spec.arg.name = n.name
+    return gm, sig
+
+
+def drops_inplace(gm, sig):
+    """Computes add_ out of place: same results, but buffers are no longer updated."""
+    gm, sig = real(gm, sig)
+    return _rewrite(gm, aten.add_.Tensor, lambda g, a, b: g.call_function(aten.add.Tensor, (a, b))), sig
+
+
+def leaks_grad_mode(gm, sig):
+    """Ends the graph with grad mode flipped, as a forgotten toggle would."""
+    gm, sig = real(gm, sig)
+    with gm.graph.inserting_before(gm.graph.output_node()):
+        gm.graph.call_function(torch._C._set_grad_enabled, (not torch.is_grad_enabled(),)).meta["val"] = None
+    gm.recompile()
+    return gm, sig
+
+
+
+
+def leaks_autocast(gm, sig):
+    """Enters an autocast region it never exits."""
+    gm, sig = real(gm, sig)
+    with gm.graph.inserting_before(gm.graph.output_node()):
+        enter = gm.graph.call_function(torch.amp.autocast_mode._enter_autocast, ("cpu", torch.bfloat16, True, None))
+        enter.meta["val"] = None
+    gm.recompile()
+    return gm, sig
+
+
+# --- gradients -------------------------------------------------------------------------
 
 
 def wrong_sin_grad(gm, sig):
@@ -83,4 +350,92 @@ def wrong_sin_grad(gm, sig):
         z2 = g.call_function(aten.mul.Tensor, (z, 2.0))
         return g.call_function(aten.add.Tensor, (s, z2))
 
-    return _rewrite_sin(gm, build), sig
+    return _rewrite(gm, aten.sin.default, build), sig
+
+
+def detaches_mul_lhs(gm, sig):
+    """mul(a.detach(), b): values and requires_grad unchanged while ``b`` requires grad, but
+    an ``a`` used nowhere else with grad on loses its gradient (None instead of a tensor)."""
+    gm, sig = real(gm, sig)
+
+    def build(g, a, b):
+        return g.call_function(aten.mul.Tensor, (g.call_function(aten.detach.default, (a,)), b))
+
+    return _rewrite(gm, aten.mul.Tensor, build), sig
+
+
+class _SinWrongTangent(torch.autograd.Function):
+    """sin with the right backward and a forward-mode derivative off by a factor of two."""
+
+    @staticmethod
+    def forward(x):
+        return x.sin()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.save_for_forward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x.cos()
+
+    @staticmethod
+    def jvp(ctx, t):
+        (x,) = ctx.saved_tensors
+        return 2 * t * x.cos()
+
+
+def sin_wrong_tangent(x):
+    return _SinWrongTangent.apply(x)
+
+
+def wrong_sin_tangent(gm, sig):
+    """Only forward-mode AD sees this one: values and reverse-mode gradients are right."""
+    gm, sig = real(gm, sig)
+    for node in _nodes(gm, _calls(aten.sin.default)):
+        node.target = sin_wrong_tangent
+    return _recompile(gm), sig
+
+
+# --- idempotence -----------------------------------------------------------------------
+
+
+def _toggle_free(gm):
+    return not _nodes(gm, _calls(torch._C._set_grad_enabled))
+
+
+def wraps_again(gm, sig):
+    """Every application wraps the first placeholder in one more identity HOP."""
+    gm, sig = real(gm, sig)
+    x = next(n for n in gm.graph.nodes if n.op == "placeholder")
+    sub_graph = fx.Graph()
+    ph = sub_graph.placeholder("x")
+    ph.meta["val"] = x.meta.get("val")
+    sub_graph.output((ph,))
+    name = f"identity_{len(_nodes(gm, _calls(HOP)))}"
+    setattr(gm, name, fx.GraphModule(torch.nn.Module(), sub_graph))
+    first_call = next(n for n in gm.graph.nodes if n.op != "placeholder")
+    with gm.graph.inserting_before(first_call):
+        attr = gm.graph.get_attr(name)
+        hop = gm.graph.call_function(HOP, (torch.is_grad_enabled(), attr, x))
+        hop.meta["val"] = (x.meta.get("val"),)
+        item = gm.graph.call_function(operator.getitem, (hop, 0))
+        item.meta["val"] = x.meta.get("val")
+    gm.recompile()
+    return gm, sig
+
+
+def rewrites_own_output(gm, sig):
+    """Correct on graphs with toggles; on a toggle-free graph (its own output) it turns sin into cos."""
+    if _toggle_free(gm):
+        return sin_to_cos(gm, sig)
+    return real(gm, sig)
+
+
+def refuses_own_output(gm, sig):
+    """Correct on graphs with toggles; raises on a toggle-free graph."""
+    if _toggle_free(gm):
+        raise ValueError("nothing to rewrite")
+    return real(gm, sig)

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import random
+
 import torch
+import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind
+from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
 from strategies.builder import GraphBuilder
 from strategies.case import GraphCase
 
 aten = torch.ops.aten
+
+
+# What torch.export records for ops of the root module, so export's nn_module_stack check
+# has something to accept in the original.
+ROOT_STACK = {"L__self__": ("", "torch.nn.Module")}
+
+
+def _case(b: GraphBuilder, outputs, ambient: bool) -> GraphCase:
+    gm, sig = b.finish(outputs)
+    for node in gm.graph.nodes:
+        if node.op in ("call_function", "get_attr"):
+            node.meta["nn_module_stack"] = dict(ROOT_STACK)
+    return GraphCase(gm, sig, tuple(b.inputs), ambient_grad=ambient)
 
 
 def no_grad_region_case(ambient: bool = True) -> GraphCase:
@@ -24,5 +41,67 @@ def no_grad_region_case(ambient: bool = True) -> GraphCase:
     b.set_grad(ambient)
     w = b.call(aten.sin.default, [x])
     out = b.call(aten.add.Tensor, [y, w])
-    gm, sig = b.finish([out, z, None])
-    return GraphCase(gm, sig, tuple(b.inputs), ambient_grad=ambient)
+    return _case(b, [out, z, None], ambient)
+
+
+def view_output_case(ambient: bool = True) -> GraphCase:
+    """Returns x * x, a transpose of x made in the flipped region, and x itself."""
+    b = GraphBuilder(grad_mode=ambient)
+    x = b.placeholder("x", torch.arange(6.0).reshape(2, 3).requires_grad_(), InputKind.USER_INPUT)
+    y = b.call(aten.mul.Tensor, [x, x])
+    b.set_grad(not ambient)
+    t = b.call(aten.transpose.int, [x, 0, 1])
+    b.set_grad(ambient)
+    return _case(b, [y, t, x], ambient)
+
+
+def buffer_update_case(ambient: bool = True) -> GraphCase:
+    """``with torch.no_grad(): self.buf.add_(x)`` and nothing reads the buffer afterwards:
+    exactly what torch.export hands the pass for that module (see README, known findings)."""
+    b = GraphBuilder(grad_mode=ambient)
+    buf = b.placeholder("b_buf", torch.zeros(3), InputKind.BUFFER, "buf", persistent=True)
+    x = b.placeholder("x", torch.tensor([1.0, 2.0, 3.0], requires_grad=True), InputKind.USER_INPUT)
+    b.set_grad(False)
+    b.call(aten.add_.Tensor, [buf, x])
+    b.set_grad(ambient)
+    return _case(b, [b.call(aten.sin.default, [x])], ambient)
+
+
+def random_op_case(ambient: bool = True) -> GraphCase:
+    """Seeded randomness: rand_like in the flipped region, then bernoulli with grad on."""
+    b = GraphBuilder(grad_mode=ambient)
+    x = b.placeholder("x", torch.tensor([0.2, 0.5, 0.9], requires_grad=True), InputKind.USER_INPUT)
+    b.set_grad(not ambient)
+    r = b.call(aten.rand_like.default, [x])
+    b.set_grad(ambient)
+    m = b.call(aten.bernoulli.default, [x])
+    return _case(b, [b.call(aten.mul.Tensor, [x, r]), m], ambient)
+
+
+def _system_noise(x: torch.Tensor) -> torch.Tensor:
+    # Draws from the OS, outside torch's seeded generators: truly nondeterministic.
+    return x + random.SystemRandom().random()
+
+
+def nondeterministic_case(ambient: bool = True) -> GraphCase:
+    """A graph whose first output differs on every run whatever the RNG seed."""
+    b = GraphBuilder(grad_mode=ambient)
+    x = b.placeholder("x", torch.tensor([1.0, 2.0], requires_grad=True), InputKind.USER_INPUT)
+    b.set_grad(not ambient)
+    s = b.call(aten.sin.default, [x])
+    b.set_grad(ambient)
+    noisy = b.graph.call_function(_system_noise, (x,))
+    noisy.meta["val"] = b.fake_mode.from_tensor(torch.empty(2))
+    return _case(b, [noisy, s], ambient)
+
+
+def pytree_case(ambient: bool = True) -> GraphCase:
+    """``no_grad_region_case`` with the pytree calling convention export gives modules:
+    positional (p, buf, x) in, a dict out."""
+    case = no_grad_region_case(ambient)
+    names = [n.name for n in case.gm.graph.nodes if n.op == "placeholder"]
+    in_spec = pytree.tree_flatten((tuple(names), {}))[1]
+    out_spec = pytree.tree_flatten({"out": 0, "z": 0, "none": 0})[1]
+    case.gm.graph._codegen = _PyTreeCodeGen(_PyTreeInfo(names, in_spec, out_spec))
+    case.gm.recompile()
+    return case

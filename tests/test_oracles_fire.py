@@ -1,64 +1,161 @@
-"""Each oracle family fires on a pass broken in its way, and stays quiet on correct passes."""
+"""Each oracle check fires on a pass broken in its way, and stays quiet on correct passes."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import find, given, settings
+from hypothesis import Phase, given, settings
 
 import broken_passes as bp
+import handmade as hm
 from fuzz.passes import load_pass
-from handmade import no_grad_region_case
 from oracles import verify
 from oracles.contract import NONE
+from oracles.exported import EXPORT_CHECKS, export_rejection
+from oracles.semantics import compare, observe
 from strategies import graph_cases
 
 REAL = load_pass("set_grad")
 IDENTITY = load_pass("identity")
+CASES = [
+    hm.no_grad_region_case,
+    hm.view_output_case,
+    hm.random_op_case,
+    hm.nondeterministic_case,
+    hm.pytree_case,
+    hm.buffer_update_case,
+]
 
 
 def kinds(findings):
     return {(f.oracle, f.kind) for f in findings}
 
 
+@pytest.mark.parametrize("make", CASES, ids=lambda f: f.__name__)
 @pytest.mark.parametrize("ambient", [True, False])
-def test_correct_passes_are_clean_on_handmade_case(ambient):
-    case = no_grad_region_case(ambient)
-    assert verify(case, REAL) == []
+def test_correct_passes_are_clean_on_handmade_cases(make, ambient):
+    case = make(ambient)
     assert verify(case, IDENTITY) == []
+    if make is hm.buffer_update_case and ambient:
+        return  # the real pass's known finding, pinned by the next test
+    assert verify(case, REAL) == []
 
 
-@pytest.mark.parametrize(
-    "broken, expected",
-    [
-        (bp.crashes, ("crash", "pass_raised")),
-        (bp.leaves_toggles, ("structure", "leftover_call")),
-        (bp.breaks_lint, ("structure", "lint_failed")),
-        (bp.renames_placeholder, ("signature", "input_names_mismatch")),
-        (bp.drops_toggles, ("equivalence", "requires_grad_mismatch")),
-        (bp.sin_to_cos, ("equivalence", "value_mismatch")),
-        (bp.wrong_sin_grad, ("gradients", "grad_value_mismatch")),
-    ],
-)
+def test_real_pass_wrapped_buffer_update_is_lost_to_dead_code_elimination():
+    """Known finding: the set-grad pass wraps ``with no_grad(): buf.add_(x)`` in a
+    wrap_with_set_grad_enabled call whose result nobody reads; eliminate_dead_code then
+    deletes the call and the buffer update with it (the original's toggles and add_ are
+    side-effecting, so it survives the same clean-up)."""
+    findings = verify(hm.buffer_update_case(True), REAL)
+    assert kinds(findings) == {("structure", "dead_code_elimination_changes_meaning")}, findings
+    assert "input 0 after the call" in findings[0].message
+
+
+BROKEN = [
+    (bp.crashes, hm.no_grad_region_case, ("crash", "pass_raised")),
+    (bp.returns_nothing, hm.no_grad_region_case, ("crash", "bad_return")),
+    (bp.leaves_toggles, hm.no_grad_region_case, ("structure", "leftover_call")),
+    (bp.breaks_lint, hm.no_grad_region_case, ("structure", "lint_failed")),
+    (bp.corrupts_users, hm.no_grad_region_case, ("structure", "def_use_inconsistent")),
+    (bp.hop_loses_meta, hm.no_grad_region_case, ("structure", "malformed_hop")),
+    (bp.hides_mutation_from_dce, hm.no_grad_region_case, ("structure", "dead_code_elimination_changes_meaning")),
+    (bp.undeepcopyable, hm.no_grad_region_case, ("structure", "cleanup_failed")),
+    (bp.stateful, hm.no_grad_region_case, ("structure", "rerun_changes_meaning")),
+    (bp.renames_placeholder, hm.no_grad_region_case, ("signature", "input_names_mismatch")),
+    (bp.renames_output, hm.no_grad_region_case, ("signature", "output_name_mismatch")),
+    (bp.renames_user_input, hm.no_grad_region_case, ("signature", "user_inputs_renamed")),
+    (bp.drops_output_spec, hm.no_grad_region_case, ("signature", "spec_count_changed")),
+    (bp.flips_persistence, hm.no_grad_region_case, ("signature", "input_specs_changed")),
+    (bp.adds_pytree_convention, hm.no_grad_region_case, ("signature", "calling_convention_changed")),
+    (bp.drops_pytree_convention, hm.pytree_case, ("signature", "calling_convention_changed")),
+    (bp.calls_python_sin, hm.no_grad_region_case, ("signature", "export_verifier_rejects")),
+    (bp.drops_toggles, hm.no_grad_region_case, ("equivalence", "requires_grad_mismatch")),
+    (bp.sin_to_cos, hm.no_grad_region_case, ("equivalence", "value_mismatch")),
+    (bp.casts_outputs, hm.no_grad_region_case, ("equivalence", "meta_mismatch")),
+    (bp.none_output_becomes_zero, hm.no_grad_region_case, ("equivalence", "value_kind_mismatch")),
+    (bp.extra_output, hm.no_grad_region_case, ("equivalence", "output_structure_mismatch")),
+    (bp.copies_views, hm.view_output_case, ("equivalence", "aliasing_mismatch")),
+    (bp.drops_inplace, hm.no_grad_region_case, ("equivalence", "value_mismatch")),
+    (bp.leaks_autocast, hm.no_grad_region_case, ("equivalence", "autocast_state_leak")),
+    (bp.wrong_sin_grad, hm.no_grad_region_case, ("gradients", "grad_value_mismatch")),
+    (bp.wrong_sin_tangent, hm.no_grad_region_case, ("gradients", "tangent_value_mismatch")),
+    (bp.wraps_again, hm.no_grad_region_case, ("idempotence", "adds_hop")),
+    (bp.rewrites_own_output, hm.no_grad_region_case, ("idempotence", "second_application_changes_meaning")),
+    (bp.refuses_own_output, hm.no_grad_region_case, ("idempotence", "second_application_raised")),
+]
+
+
+@pytest.mark.parametrize("broken, make, expected", BROKEN, ids=[b[0].__name__ for b in BROKEN])
 @pytest.mark.parametrize("ambient", [True, False])
-def test_oracle_fires_on_broken_pass(broken, expected, ambient):
-    findings = verify(no_grad_region_case(ambient), broken)
+def test_oracle_fires_on_broken_pass(broken, make, expected, ambient):
+    findings = verify(make(ambient), broken)
     assert expected in kinds(findings), findings
 
 
-def test_wrong_grad_is_a_gradients_finding_only():
-    """The planted gradient bug keeps forward values bit-identical, so only gradients fire."""
-    oracles = {f.oracle for f in verify(no_grad_region_case(True), bp.wrong_sin_grad)}
-    assert oracles == {"gradients"}
+@pytest.mark.parametrize(
+    "broken, make, expected",
+    [
+        # under ambient no_grad the alias would not require grad at all: another finding
+        (bp.aliases_passthrough, hm.view_output_case, ("equivalence", "grad_fn_mismatch")),
+        # under ambient no_grad the detached multiplication never recorded a gradient anyway
+        (bp.detaches_mul_lhs, hm.no_grad_region_case, ("gradients", "grad_presence_mismatch")),
+    ],
+)
+def test_oracle_fires_on_broken_pass_under_grad(broken, make, expected):
+    findings = verify(make(True), broken)
+    assert expected in kinds(findings), findings
+
+
+def test_grad_mode_leak_is_an_equivalence_finding():
+    findings = verify(hm.no_grad_region_case(True), bp.leaks_grad_mode, contract=NONE)
+    assert kinds(findings) >= {("equivalence", "grad_mode_leak")}, findings
+
+
+@pytest.mark.parametrize(
+    "broken, only",
+    [
+        (bp.wrong_sin_grad, {("gradients", "grad_value_mismatch"), ("gradients", "tangent_value_mismatch")}),
+        (bp.detaches_mul_lhs, {("gradients", "grad_presence_mismatch"), ("gradients", "tangent_value_mismatch")}),
+        # a Python function is no ATen op: export's verifier rejects it, nothing else changes
+        (bp.wrong_sin_tangent, {("gradients", "tangent_value_mismatch"), ("signature", "export_verifier_rejects")}),
+        (bp.calls_python_sin, {("signature", "export_verifier_rejects")}),
+        (bp.hides_mutation_from_dce, {("structure", "dead_code_elimination_changes_meaning"), ("signature", "export_verifier_rejects")}),
+    ],
+)
+def test_planted_bug_shows_only_where_planted(broken, only):
+    """Each planted bug keeps everything else intact, so no other check may fire."""
+    assert kinds(verify(hm.no_grad_region_case(True), broken)) == only
 
 
 def test_crash_keeps_exception_type_and_frame():
-    (f,) = verify(no_grad_region_case(), bp.crashes)
+    (f,) = verify(hm.no_grad_region_case(), bp.crashes)
     assert f.details["exception"] == "RuntimeError"
     assert "broken_passes.py" in f.details["frame"] and f.details["frame"].endswith(":crashes")
 
 
 def test_identity_without_contract_is_clean_even_with_toggles():
-    assert verify(no_grad_region_case(), bp.leaves_toggles, contract=NONE) == []
+    assert verify(hm.no_grad_region_case(), bp.leaves_toggles, contract=NONE) == []
+
+
+@pytest.mark.parametrize("make", CASES, ids=lambda f: f.__name__)
+def test_export_checks_accept_the_handmade_originals(make):
+    """The verdict comparison is only meaningful where the original passes every check."""
+    case = make(True)
+    python_calls = make is hm.nondeterministic_case  # a Python callable is no ATen op
+    for name in EXPORT_CHECKS:
+        rejection = export_rejection(name, case.gm, case.signature, case.inputs)
+        assert rejection is None or (python_calls and name == "exported_program"), (name, rejection)
+
+
+def test_nondeterministic_values_are_compared_by_property_only():
+    """Two runs of the same noisy graph differ, yet verify does not blame the pass; a real
+    bug on a deterministic output of the same graph is still caught."""
+    case = hm.nondeterministic_case(True)
+    first = observe(case.gm, case.inputs, True)
+    second = observe(case.gm, case.inputs, True)
+    assert ("equivalence", "value_mismatch") in kinds(compare(first, second, ["x"], exact=True))
+    assert verify(case, IDENTITY) == []
+    caught = [f for f in verify(case, bp.sin_to_cos) if f.kind == "value_mismatch"]
+    assert [f.details["where"] for f in caught] == ["output 1"]
 
 
 @pytest.mark.parametrize(
@@ -68,25 +165,34 @@ def test_identity_without_contract_is_clean_even_with_toggles():
         (bp.wrong_sin_grad, "gradients"),
         (bp.renames_placeholder, "signature"),
         (bp.leaves_toggles, "structure"),
+        (bp.rewrites_own_output, "idempotence"),
     ],
 )
 def test_generated_cases_reach_each_planted_bug(broken, oracle):
-    """Generation alone, without a hand-made case, finds every planted bug."""
-    case = find(
-        graph_cases(),
-        lambda c: any(f.oracle == oracle for f in verify(c, broken)),
-        settings=settings(max_examples=2000, database=None, deadline=None),
-    )
-    assert any(f.oracle == oracle for f in verify(case, broken))
+    """Generation alone, without a hand-made case, finds planted bugs (no shrinking: the
+    campaign tests cover that)."""
+
+    class Reached(Exception):
+        pass
+
+    @settings(max_examples=300, database=None, deadline=None, phases=[Phase.generate])
+    @given(graph_cases())
+    def probe(case):
+        if any(f.oracle == oracle for f in verify(case, broken)):
+            raise Reached
+
+    with pytest.raises(Reached):
+        probe()
 
 
-@settings(max_examples=150)
+@settings(max_examples=100)
 @given(graph_cases())
 def test_real_pass_is_equivalent(case):
-    assert verify(case, REAL) == []
+    known = {"dead_code_elimination_changes_meaning"}  # see the test above
+    assert [f for f in verify(case, REAL) if f.kind not in known] == []
 
 
-@settings(max_examples=60)
+@settings(max_examples=40)
 @given(graph_cases())
 def test_identity_pass_is_equivalent(case):
     assert verify(case, IDENTITY) == []

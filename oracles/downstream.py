@@ -1,0 +1,79 @@
+"""Downstream robustness: the clean-ups later passes routinely run on a graph (deep copy,
+dead-code elimination, recompile, running it again) must work on the result and keep its
+meaning, wherever they work on the original and keep the original's meaning."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from torch import fx
+
+from .equivalence import check_equivalence
+from .execute import graph_modules, run_graph
+from .finding import Finding
+from .semantics import Reference
+
+
+def _clean(gm: fx.GraphModule) -> fx.GraphModule:
+    """A deep copy with dead code eliminated and the code regenerated in every graph."""
+    dc = copy.deepcopy(gm)
+    for _, mod in graph_modules(dc):
+        mod.graph.eliminate_dead_code()
+        mod.recompile()
+    return dc
+
+
+def _attempt(fn: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    try:
+        return fn(), None
+    except Exception as e:
+        return None, e
+
+
+def _first(findings: list[Finding]) -> str:
+    return findings[0].message if findings else ""
+
+
+def check_downstream(transformed: fx.GraphModule, ref: Reference) -> list[Finding]:
+    """Rerun the result; deep-copy it, eliminate dead code and recompile, then run that; each
+    must match ``ref`` (the original's run). The original is checked the same way only when
+    the result fails, to tell the pass's fault from a clean-up that never was safe."""
+    original, inputs, ambient_grad = ref.gm, ref.inputs, ref.ambient_grad
+
+    def diffs(gm: fx.GraphModule) -> list[Finding]:
+        return ref.unexplained(check_equivalence(ref.run, run_graph(gm, inputs, ambient_grad)))
+
+    findings = []
+    again = diffs(transformed)
+    if again:
+        findings.append(
+            Finding("structure", "rerun_changes_meaning", f"running the result a second time: {_first(again)}")
+        )
+    cleaned, error = _attempt(lambda: _clean(transformed))
+    if error is not None:
+        if _attempt(lambda: _clean(original))[1] is None:
+            findings.append(
+                Finding(
+                    "structure",
+                    "cleanup_failed",
+                    f"deepcopy/eliminate_dead_code/recompile of the result raised {type(error).__name__}: {error}",
+                    {"exception": type(error).__name__},
+                )
+            )
+        return findings
+    changed = diffs(cleaned)
+    if changed:
+        orig_cleaned, orig_error = _attempt(lambda: _clean(original))
+        if orig_error is None and not diffs(orig_cleaned):
+            findings.append(
+                Finding(
+                    "structure",
+                    "dead_code_elimination_changes_meaning",
+                    "after deepcopy + eliminate_dead_code + recompile, the result no longer behaves like the "
+                    f"original (which survives the same clean-up): {_first(changed)}",
+                    {"kinds": sorted({f.kind for f in changed})},
+                )
+            )
+    return findings

@@ -1,0 +1,125 @@
+"""The pass's output must still wrap as an ExportedProgram that torch's own verifier accepts.
+
+torch.export, right after running the pass, checks the graph (nn_module_stack, stack traces,
+placeholder names) and builds an ExportedProgram whose constructor runs the training-IR
+verifier. A graph case need not carry everything a real export does (nn_module_stack, for
+one), so the check compares verdicts: only a rejection of the transformed graph where the
+original is accepted is a finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch import fx
+from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
+from torch.export.graph_signature import ExportGraphSignature, InputKind
+
+from .finding import Finding
+
+try:  # private helpers export runs right after its passes; absent in some torch versions
+    from torch.export._trace import _verify_nn_module_stack, _verify_placeholder_names, _verify_stack_trace
+except ImportError:  # pragma: no cover - depends on the torch version
+    _verify_nn_module_stack = _verify_placeholder_names = _verify_stack_trace = None  # type: ignore[assignment]
+
+try:
+    from torch._export.verifier import TrainingIRVerifier as _Verifier
+except ImportError:  # pragma: no cover - depends on the torch version
+    from torch._export.verifier import Verifier as _Verifier  # type: ignore[assignment]
+
+
+def _state(sig: ExportGraphSignature, inputs: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The state dict and constants table an ExportedProgram needs for the lifted inputs."""
+    state, constants = {}, {}
+    for spec, value in zip(sig.input_specs, inputs):
+        if spec.kind == InputKind.PARAMETER and isinstance(value, torch.Tensor):
+            state[spec.target] = torch.nn.Parameter(value.detach(), requires_grad=value.requires_grad)
+        elif spec.kind == InputKind.BUFFER and spec.persistent:
+            state[spec.target] = value.detach() if isinstance(value, torch.Tensor) else value
+        elif spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
+            constants[spec.target] = value.detach() if isinstance(value, torch.Tensor) else value
+    return state, constants
+
+
+def _module_call_graph(gm: fx.GraphModule, sig: ExportGraphSignature) -> list[ModuleCallEntry]:
+    info = getattr(gm.graph._codegen, "pytree_info", None)
+    if info is not None and info.in_spec is not None:
+        in_spec, out_spec = info.in_spec, info.out_spec
+    else:
+        in_spec = pytree.tree_flatten((tuple(0 for _ in sig.user_inputs), {}))[1]
+        out_spec = pytree.tree_flatten(tuple(0 for _ in sig.output_specs))[1]
+    return [ModuleCallEntry("", ModuleCallSignature(inputs=[], outputs=[], in_spec=in_spec, out_spec=out_spec))]
+
+
+def _exported_program(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[Any]) -> None:
+    """Build the ExportedProgram export would build; its constructor runs the verifier.
+    The constructor rewrites the graph it is given, so it gets a copy of the root graph."""
+    import copy
+
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    sig = copy.deepcopy(sig)
+    state, constants = _state(sig, inputs)
+    ExportedProgram(
+        root=gm,
+        graph=graph,
+        graph_signature=sig,
+        state_dict=state,
+        range_constraints={},
+        module_call_graph=_module_call_graph(gm, sig),
+        constants=constants,
+        verifiers=[_Verifier],
+    )
+
+
+Check = Callable[[fx.GraphModule, ExportGraphSignature, Sequence[Any]], None]
+
+# name -> a check that raises on rejection; export runs the first three right after its passes.
+EXPORT_CHECKS: dict[str, Check] = {"exported_program": _exported_program}
+if _verify_nn_module_stack is not None:
+    EXPORT_CHECKS = {
+        "nn_module_stack": lambda gm, sig, inputs: _verify_nn_module_stack(gm),
+        "stack_trace": lambda gm, sig, inputs: _verify_stack_trace(gm),
+        "placeholder_names": lambda gm, sig, inputs: _verify_placeholder_names(gm, sig),
+        **EXPORT_CHECKS,
+    }
+
+
+def export_rejection(name: str, gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[Any]) -> BaseException | None:
+    """What export's check ``name`` says about ``gm``: the exception it raises, or None."""
+    try:
+        EXPORT_CHECKS[name](gm, sig, inputs)
+    except Exception as e:
+        return e
+    return None
+
+
+def check_exported(
+    gm: fx.GraphModule,
+    sig: ExportGraphSignature | None,
+    original_gm: fx.GraphModule,
+    original_sig: ExportGraphSignature,
+    inputs: Sequence[Any],
+) -> list[Finding]:
+    """A finding for each of export's checks that rejects the transformed graph but accepts
+    the original (a case may lack metadata a real export has, which makes a check moot)."""
+    if sig is None:
+        return []  # reported as signature_missing
+    findings = []
+    for name in EXPORT_CHECKS:
+        got = export_rejection(name, gm, sig, inputs)
+        if got is None or export_rejection(name, original_gm, original_sig, inputs) is not None:
+            continue
+        first = str(got).strip().splitlines()[0] if str(got).strip() else ""
+        findings.append(
+            Finding(
+                "signature",
+                "export_verifier_rejects",
+                f"torch.export's {name} check rejects the result but accepts the original: {type(got).__name__}: {first}",
+                {"check": name, "exception": type(got).__name__},
+            )
+        )
+    return findings

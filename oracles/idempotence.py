@@ -1,0 +1,75 @@
+"""Applying the pass to its own output must keep the meaning and add no higher-order op."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import fx
+from torch._ops import HigherOrderOperator
+
+from .equivalence import check_equivalence
+from .execute import graph_modules, run_graph
+from .finding import Finding
+from .semantics import Reference
+
+
+def hop_count(gm: fx.GraphModule) -> int:
+    """Calls of higher-order ops in the module and every nested graph."""
+    return sum(
+        1
+        for _, mod in graph_modules(gm)
+        for n in mod.graph.nodes
+        if n.op == "call_function" and isinstance(n.target, HigherOrderOperator)
+    )
+
+
+def check_idempotence(
+    pass_fn: Callable[[Any, Any], tuple[Any, Any]],
+    gm: fx.GraphModule,
+    sig: Any,
+    ref: Reference,
+) -> list[Finding]:
+    """Run the pass again on ``gm`` (consumed: the pass may rewrite it in place) under the
+    ambient grad mode, then compare HOP counts and the meaning against ``ref``."""
+    before = hop_count(gm)
+    prev = torch.is_grad_enabled()
+    torch.set_grad_enabled(ref.ambient_grad)
+    try:
+        gm2, _ = pass_fn(gm, sig)
+    except Exception as e:
+        return [
+            Finding(
+                "idempotence",
+                "second_application_raised",
+                f"the pass raised {type(e).__name__} on its own output: {str(e).splitlines()[0] if str(e) else ''}",
+                {"exception": type(e).__name__},
+            )
+        ]
+    finally:
+        torch.set_grad_enabled(prev)
+    if not isinstance(gm2, fx.GraphModule):
+        return [Finding("idempotence", "second_application_bad_return", f"the pass returned {type(gm2).__name__} on its own output")]
+    findings = []
+    after = hop_count(gm2)
+    if after > before:
+        findings.append(
+            Finding(
+                "idempotence",
+                "adds_hop",
+                f"a second application added higher-order ops ({before} became {after})",
+                {"before": before, "after": after},
+            )
+        )
+    diffs = ref.unexplained(check_equivalence(ref.run, run_graph(gm2, ref.inputs, ref.ambient_grad)))
+    if diffs:
+        findings.append(
+            Finding(
+                "idempotence",
+                "second_application_changes_meaning",
+                f"after a second application: {diffs[0].message}",
+                {"kinds": sorted({f.kind for f in diffs})},
+            )
+        )
+    return findings

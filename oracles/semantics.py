@@ -1,0 +1,107 @@
+"""Everything one execution shows (values, gradients, tangents), and the comparison of the
+original against the transformed graph on each device, with nondeterminism ruled out."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from torch import fx
+
+from . import equivalence, gradients
+from .equivalence import check_equivalence
+from .execute import Run, on_device, run_graph
+from .finding import Finding
+from .forward_ad import Tangents, check_forward_ad, tangents
+from .gradients import Grads, compare_grads, input_grads
+
+VALUE_KINDS = equivalence.VALUE_KINDS | gradients.VALUE_KINDS
+
+
+@dataclass
+class Observation:
+    """One graph on one device: a plain run with its reverse-mode gradients, and a
+    forward-mode run with its tangents."""
+
+    run: Run
+    grads: Grads
+    tangents: Tangents
+
+
+def observe(gm: fx.GraphModule, inputs: tuple[Any, ...], ambient_grad: bool, device: str = "cpu") -> Observation:
+    gm = on_device(gm, device)
+    run = run_graph(gm, inputs, ambient_grad, device)
+    return Observation(run, input_grads(run), tangents(gm, inputs, ambient_grad, device))
+
+
+def compare(ref: Observation, got: Observation, labels: Sequence[str], exact: bool, same_device: bool = True) -> list[Finding]:
+    """Equivalence, then gradients and tangents when the runs are comparable at all."""
+    findings = check_equivalence(ref.run, got.run, exact, same_device)
+    if not (ref.run.ok and got.run.ok and ref.run.spec == got.run.spec):
+        return findings
+    findings += compare_grads(ref.grads, got.grads, labels, exact)
+    return findings + check_forward_ad(ref.tangents, got.tangents, labels, exact)
+
+
+class Reference:
+    """The original graph's observation on one device, and which of its values are
+    nondeterministic (found lazily, by running the original once more, only when a value
+    differs)."""
+
+    def __init__(self, gm: fx.GraphModule, inputs: tuple[Any, ...], ambient_grad: bool, labels: Sequence[str], device: str) -> None:
+        self.gm, self.inputs, self.ambient_grad, self.labels, self.device = gm, inputs, ambient_grad, labels, device
+        self.exact = device == "cpu"
+        self.obs = observe(gm, inputs, ambient_grad, device)
+        self._noisy: set[tuple[str, object]] | None = None
+
+    @property
+    def run(self) -> Run:
+        return self.obs.run
+
+    def noisy(self) -> set[tuple[str, object]]:
+        """(kind, where) of every value that differs between two runs of the original."""
+        if self._noisy is None:
+            again = observe(self.gm, self.inputs, self.ambient_grad, self.device)
+            self._noisy = {
+                (f.kind, f.details.get("where")) for f in compare(self.obs, again, self.labels, self.exact) if f.kind in VALUE_KINDS
+            }
+        return self._noisy
+
+    def unexplained(self, findings: list[Finding]) -> list[Finding]:
+        """``findings`` minus value differences that the original's own nondeterminism
+        explains: a value that changes from run to run is compared by property only
+        (structure, shape, dtype, autograd flags); every other value still bit for bit."""
+        if not any(f.kind in VALUE_KINDS for f in findings):
+            return findings
+        noisy = self.noisy()
+        return [f for f in findings if (f.kind, f.details.get("where")) not in noisy]
+
+
+def compare_graphs(
+    transformed: fx.GraphModule, ref: Reference
+) -> tuple[list[Finding], Observation]:
+    """Original against transformed on the reference's device (bitwise on CPU, within
+    tolerance on CUDA); a value difference counts only where the original is deterministic."""
+    got = observe(transformed, ref.inputs, ref.ambient_grad, ref.device)
+    return ref.unexplained(compare(ref.obs, got, ref.labels, ref.exact)), got
+
+
+def on_cuda(findings: list[Finding], prefix: str, known: set[str]) -> list[Finding]:
+    """CUDA-side findings under their own kinds, minus what CPU already showed."""
+    return [
+        dataclasses.replace(f, kind=f"{prefix}:{f.kind}", message=f"{prefix}: {f.message}")
+        for f in findings
+        if f.kind not in known
+    ]
+
+
+def device_parity(
+    cpu_ref: Observation, cpu_got: Observation, cuda_ref: Observation, cuda_got: Observation, labels: Sequence[str]
+) -> list[Finding]:
+    """The transformed graph must agree across CPU and CUDA within tolerance wherever the
+    original does; where torch's own kernels disagree across devices, the pass is not to blame."""
+    if compare(cpu_ref, cuda_ref, labels, exact=False, same_device=False):
+        return []
+    return compare(cpu_got, cuda_got, labels, exact=False, same_device=False)
