@@ -49,6 +49,20 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
 
 
+def _device(text: str) -> str:
+    """``--device``: cpu, or cuda when this machine has a usable CUDA device."""
+    from oracles import DEVICES
+
+    if text not in DEVICES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(DEVICES)}, got {text!r}")
+    if text == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise argparse.ArgumentTypeError(f"cuda requested but torch {torch.__version__} sees no CUDA device")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fxfuzz", description="Fuzz PyTorch FX graph passes against semantic oracles.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -65,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--db", default=DEFAULT_DB, help=f"Hypothesis example database directory (default {DEFAULT_DB})")
     run.add_argument("--no-db", action="store_true", help="do not read or save examples between campaigns")
     run.add_argument("--known", default=None, help="baseline of known finding buckets (text or JSON; see README)")
+    run.add_argument("--device", type=_device, default="cpu", help="cpu, or cuda: also check on CUDA and CPU-vs-CUDA parity (default cpu)")
     run.add_argument("--coverage", action="store_true", help="measure line/branch coverage of the pass's source (slower)")
     repro = sub.add_parser("repro", help="replay a repro (.py or .json): exit 1 while it fails, 0 once fixed")
     repro.add_argument("path", help="repros/<bucket>.py or .json from a report folder")
