@@ -15,7 +15,7 @@ import broken_passes as bp
 from fuzz.passes import load_pass
 from oracles.program import check_program
 from strategies import module_programs
-from strategies.program_model import Call, Function, GradBlock, Input, Op, Program, State, StateUpdate
+from strategies.program_model import Autocast, Call, Function, GradBlock, Input, Op, Program, SetGrad, State, StateUpdate
 from strategies.program_render import load_program, module_source, repro_source
 from strategies.program_standalone import observe
 
@@ -159,3 +159,29 @@ def test_known_export_crash_on_unused_detach_of_constant(tmp_path):
     script.write_text(repro_source(UNUSED_DETACH))
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert r.returncode == 1 and "StopIteration" in r.stdout, r.stdout + r.stderr
+
+
+# torch 2.13.0, found by `fxfuzz run --level program` (minimized by shrinking):
+#     with torch.no_grad():
+#         with torch.autocast("cpu", dtype=torch.bfloat16):
+#             torch.set_grad_enabled(False)   # redundant: grad is already off
+#         v0 = self.p0 * 2.0
+# Exported under grad mode, v0 requires grad: the set-grad pass drops the no_grad region
+# after the autocast block. Eager, v0 does not.
+GRAD_TOGGLE_IN_AUTOCAST = Program(
+    shape=(),
+    inputs=(Input("x0", 1, False),),
+    state=(State("p0", "param", 2),),
+    helpers=(),
+    submodules=(),
+    body=(GradBlock("no_grad", None, (Autocast((SetGrad(False),)), Op("v0", "scale", ("self.p0",)))),),
+    outputs=(("var", "v0"),),
+)
+
+
+@pytest.mark.skipif(not torch.__version__.startswith("2.13."), reason="recorded against torch 2.13")
+def test_known_no_grad_lost_after_toggle_inside_autocast():
+    found = {(f.details["ambient_grad"], f.kind) for f in check_program(GRAD_TOGGLE_IN_AUTOCAST, REAL)}
+    # Both the captured graph (the set-grad pass alone) and the exported program are wrong.
+    assert {(True, "requires_grad_mismatch"), (True, "e2e_requires_grad_mismatch")} <= found
+    assert not any(mode is False for mode, _ in found)
