@@ -15,7 +15,7 @@ import broken_passes as bp
 from fuzz.passes import load_pass
 from oracles.program import check_program
 from strategies import module_programs
-from strategies.program_model import Autocast, Call, Function, GradBlock, Input, Op, Program, SetGrad, State, StateUpdate
+from strategies.program_model import Autocast, Call, Cond, Function, GradBlock, Input, Op, Program, SetGrad, State, StateUpdate
 from strategies.program_render import load_program, module_source, repro_source
 from strategies.program_standalone import observe
 
@@ -185,3 +185,34 @@ def test_known_no_grad_lost_after_toggle_inside_autocast():
     # Both the captured graph (the set-grad pass alone) and the exported program are wrong.
     assert {(True, "requires_grad_mismatch"), (True, "e2e_requires_grad_mismatch")} <= found
     assert not any(mode is False for mode, _ in found)
+
+
+# torch 2.13.0, found by `fxfuzz run --level program`: a cond branch holding a no_grad block,
+# then an autocast block, then a no_grad block. Export under grad mode fails in the autocast
+# pass (AttributeError: 'GraphModule' object has no attribute 'submod_1').
+COND_AUTOCAST_NO_GRAD = Program(
+    shape=(3,),
+    inputs=(Input("x0", 1, False),),
+    state=(),
+    helpers=(
+        Function("branch0", ("a0",), (GradBlock("no_grad", None, (Op("v0", "sin", ("a0",)),)),), "v0"),
+        Function("branch1", ("a0",), (Op("v1", "cos", ("a0",)),), "v1"),
+    ),
+    submodules=(),
+    body=(
+        Cond("v2", "x0", "branch0", "branch1", ("x0",)),
+        Autocast((Op("v3", "matmul", ("x0", "x0")),)),
+        GradBlock("no_grad", None, (Op("v4", "add", ("x0", "x0")),)),
+    ),
+    outputs=(("var", "v2"), ("var", "v4"), ("var", "v3")),
+)
+
+
+@pytest.mark.skipif(not torch.__version__.startswith("2.13."), reason="recorded against torch 2.13")
+def test_known_export_crash_on_cond_then_autocast_then_no_grad():
+    crashes = {
+        (f.details["ambient_grad"], f.details["exception"], f.message.split(": ")[-1])
+        for f in check_program(COND_AUTOCAST_NO_GRAD, REAL)
+        if f.kind == "export_raised"
+    }
+    assert crashes == {(True, "AttributeError", "'GraphModule' object has no attribute 'submod_1'")}
