@@ -9,6 +9,7 @@ would spend nearly all the time on programs.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
 
-from .campaign import Bucket, CampaignResult, Check, Progress, run_campaign
+from .campaign import GRAPH_CASES, Bucket, CampaignResult, Check, Codec, Progress, run_campaign
 from .passes import PassFn
 
 LEVELS = ("graph", "program", "mixed")
@@ -24,18 +25,34 @@ LEVELS = ("graph", "program", "mixed")
 PROGRAM_SHARE = 0.5
 
 
-def level_strategy(level: str, domain: str = "export") -> tuple[st.SearchStrategy[Any], Check]:
-    """The strategy and the check of one generation level (``graph`` or ``program``)."""
+def _program_dumps(program: Any) -> bytes:
+    from strategies.program_model import to_data
+
+    return json.dumps(to_data(program)).encode()
+
+
+def _program_loads(raw: bytes) -> Any:
+    from strategies.program_model import from_data
+
+    return from_data(json.loads(raw))
+
+
+# How a program-level failure is kept in the example database, to replay first next time.
+PROGRAMS = Codec(_program_dumps, _program_loads)
+
+
+def level_strategy(level: str, domain: str = "export") -> tuple[st.SearchStrategy[Any], Check, Codec]:
+    """The strategy, the check and the database codec of one level (``graph`` or ``program``)."""
     if level == "graph":
         from oracles import verify
         from strategies import graph_cases
 
-        return graph_cases(domain=domain), verify
+        return graph_cases(domain=domain), verify, GRAPH_CASES
     if level == "program":
         from oracles.program import check_program
         from strategies import module_programs
 
-        return module_programs(), check_program
+        return module_programs(), check_program, PROGRAMS
     raise ValueError(f"unknown level {level!r}; expected graph or program")
 
 
@@ -98,7 +115,7 @@ def run_levels(
     planned = spent = 0.0
     for name, share in budget_plan(level, budget_s):
         planned += share
-        strategy, check = level_strategy(name, domain)
+        strategy, check, codec = level_strategy(name, domain)
         r = run_campaign(
             pass_fn,
             budget_s=max(planned - spent, 0.001),
@@ -110,6 +127,7 @@ def run_levels(
             progress=progress,
             strategy=strategy,
             check=check,
+            codec=codec,
         )
         spent += r.duration_s
         results.append((name, r))

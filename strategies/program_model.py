@@ -6,8 +6,8 @@ readable source of the module rather than a pickled object.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Union
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any, Union
 
 # op name -> (source template, arity); every op keeps float dtypes and broadcasts.
 OPS: dict[str, tuple[str, int]] = {
@@ -185,3 +185,28 @@ class Program:
 def count_statements(body: tuple[Stmt, ...]) -> int:
     """Statements in ``body``, blocks counted with their contents."""
     return sum(1 + count_statements(s.body) if isinstance(s, (GradBlock, Autocast)) else 1 for s in body)
+
+
+def to_data(x: Any) -> Any:
+    """JSON-ready data for a Program (or any part of one), each dataclass tagged by name."""
+    if is_dataclass(x) and not isinstance(x, type):
+        return {"type": type(x).__name__, **{f.name: to_data(getattr(x, f.name)) for f in fields(x)}}
+    if isinstance(x, (tuple, list)):
+        return [to_data(i) for i in x]
+    if isinstance(x, dict):
+        return {k: to_data(v) for k, v in x.items()}
+    return x
+
+
+def from_data(d: Any) -> Any:
+    """The inverse of ``to_data``: lists come back as tuples, as the dataclasses hold them."""
+    if isinstance(d, dict) and d.get("type") in _TYPES:
+        return _TYPES[d["type"]](**{k: from_data(v) for k, v in d.items() if k != "type"})
+    if isinstance(d, list):
+        return tuple(from_data(i) for i in d)
+    if isinstance(d, dict):
+        return {k: from_data(v) for k, v in d.items()}
+    return d
+
+
+_TYPES = {c.__name__: c for c in (Op, GradBlock, Autocast, SetGrad, StateUpdate, Call, Cond, Function, State, Submodule, Input, Program)}

@@ -80,6 +80,21 @@ def test_bad_level_usage_is_one_line_and_exit_2(args, needle):
     assert len(lines) == 1 and needle in lines[0], r.stderr
 
 
+def test_program_failures_round_trip_through_the_database_codec():
+    from hypothesis import given, settings
+
+    from fuzz.levels import PROGRAMS
+    from strategies import module_programs
+
+    @settings(max_examples=30)
+    @given(module_programs())
+    def round_trip(program):
+        back = PROGRAMS.loads(PROGRAMS.dumps(program))
+        assert back == program and back.code() == program.code()
+
+    round_trip()
+
+
 def test_program_is_a_campaign_example():
     """What the campaign driver and the report read of an example."""
     p = Program((2,), (), (), (), (), (), (("const", 1),))
