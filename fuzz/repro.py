@@ -139,7 +139,7 @@ class _Source:
             lines.append(f"    set_attr(root, {target!r}, {fn}(fake))")
         for target, t in g.get("tensors", {}).items():
             lines.append(f"    set_attr(root, {target!r}, {self.tensor(t)})")
-        lines.append("    return fx.GraphModule(root, g)")
+        lines.append("    return graph_module(root, g)")
         out.append("\n".join(lines))
 
 

@@ -23,6 +23,8 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from strategies.case import GraphCase
 
+from .standalone_check import graph_module, meta_val, set_attr, tensor
+
 FORMAT = "fxfuzz-case/1"
 
 
@@ -153,20 +155,6 @@ def encode_meta_val(v: Any) -> Any:
     return {"unsupported": type(v).__name__}
 
 
-def decode_meta_val(v: Any, fake: FakeTensorMode) -> Any:
-    (key, x), = v.items()
-    if key == "tensor":
-        with fake:
-            t = torch.empty_strided(x["shape"], x["stride"], dtype=getattr(torch, x["dtype"]), device=x["device"])
-        return t.requires_grad_(True) if x["requires_grad"] else t
-    if key in ("tuple", "list"):
-        items = [decode_meta_val(i, fake) for i in x]
-        return tuple(items) if key == "tuple" else items
-    if key == "value":
-        return x
-    return None
-
-
 def encode_tensor(t: Any) -> Any:
     """A concrete input: literal values with dtype, shape and requires_grad."""
     if not isinstance(t, torch.Tensor):
@@ -184,17 +172,18 @@ def encode_tensor(t: Any) -> Any:
 def decode_tensor(d: dict[str, Any]) -> Any:
     if "value" in d:
         return decode_arg(d["value"], {})
-    values = [decode_arg(x, {}) for x in d["values"]]
-    t = torch.tensor(values, dtype=getattr(torch, d["dtype"])).reshape(d["shape"])
-    return t.requires_grad_(True) if d["requires_grad"] else t
+    return tensor([decode_arg(x, {}) for x in d["values"]], getattr(torch, d["dtype"]), d["shape"], d["requires_grad"])
 
 
 # ---------------------------------------------------------------------------- graphs
 
 
 def encode_graph_module(gm: fx.GraphModule) -> dict[str, Any]:
-    """Nodes in order, nested graph modules and tensor attributes, and the pytree codegen."""
-    nodes, submodules, tensors = [], {}, {}
+    """Nodes in order, nested graph modules (every child, in order) and tensor attributes,
+    and the pytree codegen."""
+    nodes: list[dict[str, Any]] = []
+    submodules = {name: encode_graph_module(c) for name, c in gm.named_children() if isinstance(c, fx.GraphModule)}
+    tensors: dict[str, Any] = {}
     for n in gm.graph.nodes:
         nodes.append(
             {
@@ -211,7 +200,7 @@ def encode_graph_module(gm: fx.GraphModule) -> dict[str, Any]:
             for part in n.target.split("."):
                 attr = getattr(attr, part)
             if isinstance(attr, fx.GraphModule):
-                submodules[n.target] = encode_graph_module(attr)
+                submodules.setdefault(n.target, encode_graph_module(attr))
             elif isinstance(attr, torch.Tensor):
                 tensors[n.target] = encode_tensor(attr)
             else:
@@ -233,9 +222,9 @@ def encode_graph_module(gm: fx.GraphModule) -> dict[str, Any]:
 def decode_graph_module(d: dict[str, Any], fake: FakeTensorMode) -> fx.GraphModule:
     root = torch.nn.Module()
     for target, sub in d.get("submodules", {}).items():
-        _set_path(root, target, decode_graph_module(sub, fake))
+        set_attr(root, target, decode_graph_module(sub, fake))
     for target, t in d.get("tensors", {}).items():
-        _set_path(root, target, decode_tensor(t))
+        set_attr(root, target, decode_tensor(t))
     graph = fx.Graph()
     nodes: dict[str, fx.Node] = {}
     for spec in d["nodes"]:
@@ -247,7 +236,7 @@ def decode_graph_module(d: dict[str, Any], fake: FakeTensorMode) -> fx.GraphModu
         if name is not None and node.name != name:
             raise SerializeError(f"node name {name!r} is not reproducible (got {node.name!r})")
         if spec.get("val") is not None:
-            node.meta["val"] = decode_meta_val(spec["val"], fake)
+            node.meta["val"] = meta_val(fake, spec["val"])
             if isinstance(node.meta["val"], torch.Tensor):
                 node.meta["tensor_meta"] = _extract_tensor_metadata(node.meta["val"])
         nodes[node.name] = node
@@ -262,19 +251,7 @@ def decode_graph_module(d: dict[str, Any], fake: FakeTensorMode) -> fx.GraphModu
                 treespec_loads(p["out_spec"]) if p["out_spec"] else None,
             )
         )
-    return fx.GraphModule(root, graph)
-
-
-def _set_path(root: torch.nn.Module, target: str, value: Any) -> None:
-    *parents, last = target.split(".")
-    for p in parents:
-        if not hasattr(root, p):
-            setattr(root, p, torch.nn.Module())
-        root = getattr(root, p)
-    if isinstance(value, torch.Tensor):
-        root.register_buffer(last, value)
-    else:
-        setattr(root, last, value)
+    return graph_module(root, graph)
 
 
 # ---------------------------------------------------------------------------- signature

@@ -58,6 +58,17 @@ def set_attr(root, target, value):
         setattr(root, last, value)
 
 
+def graph_module(root, graph):
+    """``fx.GraphModule(root, graph)`` keeping every child of ``root`` in its order; the
+    constructor alone keeps only the children the graph's get_attr nodes name."""
+    gm = fx.GraphModule(root, graph)
+    for name, child in root.named_children():
+        if hasattr(gm, name):
+            delattr(gm, name)
+        gm.add_module(name, child)
+    return gm
+
+
 def _clone(t):
     return t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
 

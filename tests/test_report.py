@@ -1,0 +1,105 @@
+"""The report folder: known-findings baseline, report.json fields, markdown, HTML, JUnit."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from fuzz.cli import main
+from fuzz.html_report import render_html
+from fuzz.junit import render_junit
+from fuzz.known import KnownFileError, load_known
+from fuzz.summary import render_markdown
+
+CRASHER = "def crasher(gm, sig):\n    raise ValueError('planted')\n"
+
+SCHEMA = {"tool", "version", "torch_version", "pass", "domain", "seed", "workers", "started", "duration_s",
+          "examples", "examples_per_s", "findings", "coverage", "stats"}
+FINDING = {"id", "oracle", "kind", "message", "count", "known", "repro", "graph_nodes"}
+
+
+def test_known_file_forms(tmp_path):
+    text = tmp_path / "known.txt"
+    text.write_text("# accepted\ncrash-pass_raised-0123abcd  upstream issue 1\n\nstructure-lint-99 \n")
+    assert load_known(str(text)) == {"crash-pass_raised-0123abcd": "upstream issue 1", "structure-lint-99": ""}
+    listed = tmp_path / "known.json"
+    listed.write_text('{"known": [{"id": "a-b-1", "reason": "r"}, {"id": "c-d-2"}]}')
+    assert load_known(str(listed)) == {"a-b-1": "r", "c-d-2": ""}
+    report = tmp_path / "report.json"
+    report.write_text('{"findings": [{"id": "x-y-3", "count": 2}]}')
+    assert load_known(str(report)) == {"x-y-3": ""}
+    for bad in ("crash/pass?raised reason\n", '{"known": 3}', "{oops"):
+        (tmp_path / "bad").write_text(bad)
+        with pytest.raises(KnownFileError):
+            load_known(str(tmp_path / "bad"))
+
+
+def test_known_findings_keep_the_campaign_green_but_are_reported(tmp_path, capsys):
+    pass_file = tmp_path / "crasher.py"
+    pass_file.write_text(CRASHER)
+    run = ["run", "--pass", f"{pass_file}:crasher", "--max-examples", "3", "--budget", "120", "--no-db"]
+    assert main([*run, "--report-dir", str(tmp_path / "first")]) == 1
+    first = json.loads((tmp_path / "first" / "report.json").read_text())
+    assert SCHEMA <= first.keys() and first["workers"] == 1 and first["examples"] == 3
+    (finding,) = first["findings"]
+    assert FINDING <= finding.keys() and finding["known"] is False and finding["count"] == 3
+    assert (tmp_path / "first" / finding["repro"]).is_file()
+
+    # The previous report as the baseline: same bucket, now known, exit status 0.
+    known = tmp_path / "known.txt"
+    known.write_text(f"{finding['id']} accepted for this test\n")
+    assert main([*run, "--known", str(known), "--report-dir", str(tmp_path / "second")]) == 0
+    second = json.loads((tmp_path / "second" / "report.json").read_text())
+    assert [(f["id"], f["known"], f["count"]) for f in second["findings"]] == [(finding["id"], True, 3)]
+    assert second["new_findings"] == 0
+    assert "(known)" in capsys.readouterr().out
+
+
+def test_unreadable_baseline_is_one_line_exit_2(tmp_path, capsys):
+    assert main(["run", "--known", str(tmp_path / "missing.txt"), "--max-examples", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fxfuzz: error:") and len(err.strip().splitlines()) == 1
+
+
+def _report(findings):
+    return {
+        "tool": "fxfuzz", "version": "0", "torch_version": "2.x", "pass": "p", "domain": "export", "seed": 0,
+        "workers": 2, "started": "t", "duration_s": 3.0, "examples": 30, "examples_per_s": 10.0,
+        "stopped_by": "budget", "new_findings": sum(not f["known"] for f in findings), "findings": findings,
+        "coverage": {"enabled": True, "files": [{"path": "a.py", "scope": "whole file", "missing_lines": [3, 4, 5, 9],
+                                                 "lines": {"covered": 6, "total": 10, "percent": 60.0},
+                                                 "branches": {"covered": 1, "total": 4, "percent": 25.0}}],
+                     "lines": {"covered": 6, "total": 10, "percent": 60.0},
+                     "branches": {"covered": 1, "total": 4, "percent": 25.0}},
+        "stats": {"op:sin": 4}, "timeline": [[0, 0], [1, 10], [2, 25], [3, 30]],
+    }
+
+
+def _finding(bid, known):
+    return {"id": bid, "oracle": "equivalence", "kind": "value_mismatch", "message": "output 0 <differs> | x",
+            "count": 2, "known": known, "known_reason": "r" if known else None, "repro": f"repros/{bid}.py",
+            "graph_nodes": 3, "graph_hash": "h", "ambient_grad": True, "graph_code": "def forward(self, x):\n    return (x,)"}
+
+
+def test_renderers_show_new_and_known_findings():
+    report = _report([_finding("new-1", False), _finding("old-2", True)])
+    suite = ET.fromstring(render_junit(report)).find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "1", "1")
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert cases["new-1"].find("failure") is not None and cases["old-2"].find("skipped") is not None
+
+    md = render_markdown(report)
+    assert "**1 new finding(s)**" in md and "`new-1`" in md and "\\|" in md and "def forward" in md
+
+    html = render_html(report)
+    assert "&lt;differs&gt;" in html and "<svg" in html and "3-5, 9" in html and 'id="old-2"' in html
+
+
+def test_clean_report_renders_green():
+    report = _report([])
+    assert "**no new findings**" in render_markdown(report)
+    suite = ET.fromstring(render_junit(report)).find("testsuite")
+    assert suite.get("failures") == "0" and len(list(suite.iter("testcase"))) == 1
+    assert "No findings." in render_html(report)
