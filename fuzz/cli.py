@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--example-timeout", type=_positive_float, default=60.0, help="seconds before a pass counts as hung (default 60)")
     run.add_argument("--db", default=DEFAULT_DB, help=f"Hypothesis example database directory (default {DEFAULT_DB})")
     run.add_argument("--no-db", action="store_true", help="do not read or save examples between campaigns")
+    run.add_argument("--db-shared", default=None, metavar="OWNER/REPO", help="also replay the fxfuzz-db artifact CI publishes there (read only)")
     run.add_argument("--known", default=None, help="baseline of known finding buckets (text or JSON; see README)")
     run.add_argument("--device", type=_device, default="cpu", help="cpu, or cuda: also check on CUDA and CPU-vs-CUDA parity (default cpu)")
     run.add_argument("--coverage", action="store_true", help="measure line/branch coverage of the pass's source (slower)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -41,6 +42,8 @@ def run_command(args: argparse.Namespace) -> int:
     from .workers import CampaignOptions, run_parallel, to_campaign_result
 
     pass_fn = load_pass(args.pass_spec)  # a bad spec fails here, before any worker starts
+    if args.db_shared and not re.fullmatch(r"[\w.-]+/[\w.-]+", args.db_shared):
+        raise CommandError(f"--db-shared expects OWNER/REPO, got {args.db_shared!r}")
     try:
         known = load_known(args.known) if args.known else {}
     except KnownFileError as e:
@@ -57,6 +60,8 @@ def run_command(args: argparse.Namespace) -> int:
         workers=args.workers,
         example_timeout_s=args.example_timeout,
         db_path=None if args.no_db else args.db,
+        db_shared=args.db_shared,
+        device=args.device,
         coverage_include=[t.path for t in targets],
         log_dir=os.path.join(report_dir, "logs"),
     )
@@ -77,7 +82,14 @@ def run_command(args: argparse.Namespace) -> int:
             "database": opts.db_path,
         },
     )
-    meta = {"pass": args.pass_spec, "domain": args.domain, "seed": args.seed, "workers": args.workers, "started": started}
+    meta = {
+        "pass": args.pass_spec,
+        "domain": args.domain,
+        "seed": args.seed,
+        "workers": args.workers,
+        "device": opts.device,
+        "started": started,
+    }
     report = write_all(result, meta, report_dir, extras)
     print_summary(report, report_dir)
     return 1 if report["new_findings"] else 0

@@ -53,6 +53,8 @@ class CampaignOptions:
     workers: int = 1
     example_timeout_s: float = 60.0
     db_path: str | None = None
+    db_shared: str | None = None  # OWNER/REPO whose fxfuzz-db artifact is read too
+    device: str = "cpu"  # oracles.verify's device: cuda adds CUDA runs and CPU/CUDA parity
     coverage_include: list[str] = field(default_factory=list)  # source files to measure; empty: off
     log_dir: str | None = None
 
@@ -101,11 +103,10 @@ def _serialize(case: Any) -> dict[str, Any] | None:
 def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
     """Run one worker's share of the campaign, reporting to the parent over ``fd``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
-    from hypothesis.database import DirectoryBasedExampleDatabase
-
     from oracles import verify
 
     from .campaign import run_campaign
+    from .database import open_database
     from .passes import load_pass
 
     conn = Connection(fd)
@@ -119,7 +120,7 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
 
     def check(case: Any, fn: Any) -> list:
         conn.send(("start", data_of(case)))
-        findings = verify(case, fn)
+        findings = verify(case, fn, device=cfg["device"])
         conn.send(("done", None))
         return findings
 
@@ -138,7 +139,7 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
         data = data_of(b.case)
         conn.send(("bucket", {"id": b.id, "finding": b.finding.to_dict(), "case": data, "nodes": b.graph_nodes}))
 
-    db = DirectoryBasedExampleDatabase(cfg["db"]) if cfg["db"] else None
+    db = open_database(cfg["db"], cfg["db_shared"]) if cfg["db"] else None
     result = run_campaign(
         pass_fn,
         budget_s=max(0.0, cfg["deadline"] - time.time()),
@@ -209,6 +210,8 @@ class Supervisor:
             "max_examples": quota,
             "deadline": self.deadline,
             "db": self.opts.db_path,
+            "db_shared": self.opts.db_shared,
+            "device": self.opts.device,
             "coverage_include": self.opts.coverage_include,
             "coverage_file": cov_file,
             # Saved failures replay once, in the first worker: a replacement worker must not
@@ -397,13 +400,12 @@ def _saved_failures(opts: CampaignOptions) -> Any:
     """The store workers save minimized failures in, for the examples that kill a worker."""
     if not opts.db_path:
         return None
-    from hypothesis.database import DirectoryBasedExampleDatabase
-
     from .campaign import GRAPH_CASES, SavedFailures, database_key
+    from .database import open_database
     from .passes import load_pass
 
     key = database_key(load_pass(opts.pass_spec), opts.domain)
-    return SavedFailures(DirectoryBasedExampleDatabase(opts.db_path), key, GRAPH_CASES)
+    return SavedFailures(open_database(opts.db_path), key, GRAPH_CASES)
 
 
 def _death_finding(code: int) -> dict[str, Any]:
