@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-
 import pytest
 
 from fuzz.campaign import Bucket, CampaignResult
+from fuzz.cli import main
 from fuzz.levels import budget_plan, merge_results, run_levels
 from fuzz.passes import load_pass
 from oracles import Finding
@@ -49,21 +47,17 @@ def test_run_levels_mixed_runs_both_levels():
     assert result.examples == 4
 
 
-def fxfuzz(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fuzz.cli", *args], capture_output=True, text=True, timeout=600)
-
-
-def test_program_level_reports_broken_pass_with_standalone_repro(tmp_path):
+def test_program_level_reports_broken_pass_with_standalone_repro(tmp_path, capsys):
     spec = os.path.join(HERE, "broken_passes.py") + ":drops_toggles"
-    r = fxfuzz("run", "--level", "program", "--pass", spec, "--budget", "10", "--max-examples", "2", "--no-db", "--report-dir", str(tmp_path))
-    assert r.returncode == 1, r.stdout + r.stderr
+    args = ["run", "--level", "program", "--pass", spec, "--budget", "10", "--max-examples", "2", "--no-db"]
+    assert main([*args, "--report-dir", str(tmp_path)]) == 1
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["level"] == "program" and report["stats"]["level:program:examples"] >= 1
     assert all(f["id"].startswith("program-") and f["details"]["level"] == "program" for f in report["findings"])
     assert "class Program(nn.Module)" in report["findings"][0]["graph_code"]
     repro = tmp_path / report["findings"][0]["repro"]
     assert repro.exists() and "torch.export.export" in repro.read_text()
-    assert "level program:" in r.stdout
+    assert "level program:" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -73,11 +67,10 @@ def test_program_level_reports_broken_pass_with_standalone_repro(tmp_path):
         (["run", "--level", "program", "--workers", "2"], "one process"),
     ],
 )
-def test_bad_level_usage_is_one_line_and_exit_2(args, needle):
-    r = fxfuzz(*args)
-    assert r.returncode == 2
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0], r.stderr
+def test_bad_level_usage_is_one_line_and_exit_2(args, needle, capsys):
+    assert main(args) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], lines
 
 
 def test_program_failures_round_trip_through_the_database_codec():
