@@ -105,7 +105,7 @@ def test_findings_say_level_and_grad_mode():
     findings = check_program(no_grad_program(True), bp.drops_toggles)
     assert {f.details["level"] for f in findings} == {"program"}
     assert {f.details["ambient_grad"] for f in findings} <= {True, False}
-    assert any(f.details.get("check") == "captured_graph" for f in findings)
+    assert any(f.details.get("source") == "captured_graph" for f in findings)
 
 
 @settings(max_examples=20)
