@@ -89,7 +89,7 @@ def verify(case: GraphCase, pass_fn: PassFn, contract: PassContract | None = Non
         findings += on_cuda(cuda, "cuda", {f.kind for f in semantic})
         parity = device_parity(ref.obs, got, cuda_ref.obs, cuda_got, labels)
         findings += on_cuda(parity, "cpu_vs_cuda", set())
-    if ref.run.ok:
-        findings += _guarded("structure", lambda: check_downstream(gm, ref))
-        findings += _guarded("idempotence", lambda: check_idempotence(pass_fn, gm, sig, ref))
+    if ref.run.ok and got.run.ok:
+        findings += _guarded("structure", lambda: check_downstream(gm, got.run, ref))
+        findings += _guarded("idempotence", lambda: check_idempotence(pass_fn, gm, sig, got.run, ref))
     return findings

@@ -10,7 +10,7 @@ from torch import fx
 from torch._ops import HigherOrderOperator
 
 from .equivalence import check_equivalence
-from .execute import graph_modules, run_graph
+from .execute import Run, graph_modules, run_graph
 from .finding import Finding
 from .semantics import Reference
 
@@ -29,10 +29,12 @@ def check_idempotence(
     pass_fn: Callable[[Any, Any], tuple[Any, Any]],
     gm: fx.GraphModule,
     sig: Any,
+    first: Run,
     ref: Reference,
 ) -> list[Finding]:
     """Run the pass again on ``gm`` (consumed: the pass may rewrite it in place) under the
-    ambient grad mode, then compare HOP counts and the meaning against ``ref``."""
+    ambient grad mode, then compare HOP counts, and the meaning against ``gm``'s ``first``
+    run (differences from the original are the equivalence oracle's)."""
     before = hop_count(gm)
     prev = torch.is_grad_enabled()
     torch.set_grad_enabled(ref.ambient_grad)
@@ -62,7 +64,7 @@ def check_idempotence(
                 {"before": before, "after": after},
             )
         )
-    diffs = ref.unexplained(check_equivalence(ref.run, run_graph(gm2, ref.inputs, ref.ambient_grad)))
+    diffs = ref.unexplained(check_equivalence(first, run_graph(gm2, ref.inputs, ref.ambient_grad)))
     if diffs:
         findings.append(
             Finding(

@@ -1,0 +1,90 @@
+"""Known findings against the real set-grad pass of the installed torch, each pinned on the
+case torch.export itself hands the pass for a small module (captured by ``from_module``).
+
+Each test asserts that the oracles report the defect; when torch fixes one, its test fails
+and the finding can be retired from the known baseline.
+"""
+
+from __future__ import annotations
+
+import torch
+from functorch.experimental.control_flow import map as cf_map
+
+from fuzz.passes import load_pass
+from oracles import verify
+from strategies import from_module
+
+REAL = load_pass("set_grad")
+
+
+def kinds(findings):
+    return {(f.oracle, f.kind) for f in findings}
+
+
+class CondUnderNoGrad(torch.nn.Module):
+    def forward(self, x):
+        with torch.no_grad():
+            return torch.cond(x.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
+
+
+def test_no_grad_around_cond_is_dropped():
+    """The split-off no_grad region starts with the get_attr nodes of cond's branches, not
+    with its toggle, so the pass takes it for an ambient-mode region, inlines it and deletes
+    the toggle: the exported program's output requires grad where eager's does not."""
+    x = torch.ones(3, requires_grad=True)
+    assert not CondUnderNoGrad()(x).requires_grad
+    found = kinds(verify(from_module(CondUnderNoGrad(), (x,)), REAL))
+    assert ("equivalence", "requires_grad_mismatch") in found
+
+
+class SingleOutputRegionReadTwice(torch.nn.Module):
+    def forward(self, x):
+        with torch.no_grad():
+            y = torch.cond(x.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
+        z = torch.cond(y.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
+        (z - y).sin()
+        return z
+
+
+def test_inlined_region_output_loses_its_users():
+    """node_inline_ clears ``users`` of a region's single output node, dropping the readers
+    inside the inlined region: ``node.users`` no longer lists every node that reads it, so
+    replace_all_uses_with or erase_node in a later pass corrupt the graph."""
+    case = from_module(SingleOutputRegionReadTwice(), (torch.ones(3, requires_grad=True),))
+    assert ("structure", "def_use_inconsistent") in kinds(verify(case, REAL))
+
+
+class NestedMapUnderNoGrad(torch.nn.Module):
+    def forward(self, xs, y):
+        def body(x, y):
+            return cf_map(lambda v: v.sigmoid(), x.unsqueeze(0)).squeeze(0) + y
+
+        with torch.no_grad():
+            r = cf_map(body, xs, y)
+        return y * 2, r
+
+
+def test_nested_map_under_no_grad_crashes_the_pass():
+    """torch.export itself raises AttributeError ('... has no attribute body_graph_0') from
+    the pass's recursion into nested graph modules."""
+    case = from_module(NestedMapUnderNoGrad(), (torch.ones(2, 3), torch.ones(3, requires_grad=True)))
+    (crash,) = [f for f in verify(case, REAL) if f.oracle == "crash"]
+    assert crash.details["exception"] == "AttributeError" and "body_graph_0" in crash.message
+
+
+class BufferUpdateUnderNoGrad(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(3))
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.buf.add_(x)
+        return x.sin()
+
+
+def test_wrapped_buffer_update_is_dead_code():
+    """The wrap_with_set_grad_enabled call around ``buf.add_`` has no users and is not marked
+    side-effecting, so eliminate_dead_code deletes it and the buffer update with it."""
+    case = from_module(BufferUpdateUnderNoGrad(), (torch.ones(3, requires_grad=True),))
+    assert kinds(verify(case, REAL)) == {("structure", "dead_code_elimination_changes_meaning")}
