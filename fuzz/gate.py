@@ -21,10 +21,8 @@ from dataclasses import dataclass, field
 from hypothesis.database import ExampleDatabase
 from torch import fx
 
-from oracles import Finding, verify
-from oracles.equivalence import check_equivalence
-from oracles.execute import run_graph
-from oracles.gradients import check_gradients
+from oracles import Finding, input_labels, verify
+from oracles.semantics import Reference, compare_graphs
 from strategies.case import GraphCase, copy_graph_module
 
 from .campaign import Bucket, CampaignResult, Progress, bucket_id, run_campaign
@@ -39,7 +37,7 @@ class Judged:
     """One pass on one case: its findings and, when it did not crash, what it returned."""
 
     findings: list[Finding]
-    gm: object | None
+    gm: fx.GraphModule | None
 
 
 def judge(case: GraphCase, pass_fn: PassFn) -> Judged:
@@ -60,14 +58,14 @@ def judge(case: GraphCase, pass_fn: PassFn) -> Judged:
     return Judged(findings, outputs[0][0] if outputs else None)
 
 
-def disagreements(case: GraphCase, candidate_gm: object, baseline_gm: object) -> list[Finding]:
-    """The two transformed graphs run on the same inputs under the case's ambient mode, the
-    baseline's run taken as the reference."""
-    ref = run_graph(baseline_gm, case.inputs, case.ambient_grad)  # type: ignore[arg-type]
-    got = run_graph(candidate_gm, case.inputs, case.ambient_grad)  # type: ignore[arg-type]
+def disagreements(case: GraphCase, candidate_gm: fx.GraphModule, baseline_gm: fx.GraphModule) -> list[Finding]:
+    """The two transformed graphs compared as the oracles compare original and transformed
+    (values, autograd flags, state, gradients, tangents), the baseline's taken as reference."""
+    ref = Reference(baseline_gm, case.inputs, case.ambient_grad, input_labels(case), "cpu")
+    found, _ = compare_graphs(candidate_gm, ref)
     return [
         Finding(f.oracle, f"vs_baseline_{f.kind}", f"candidate and baseline disagree: {f.message}", f.details)
-        for f in check_equivalence(ref, got) + check_gradients(ref, got)
+        for f in found
     ]
 
 
@@ -138,13 +136,11 @@ def run_gate(
     seed_: int = 0,
     database: ExampleDatabase | None = None,
     progress: Progress | None = None,
-    known: Callable[[str], bool] = lambda bid: False,
     on_regression: Callable[[Bucket], None] | None = None,
 ) -> GateResult:
     """Judge ``candidate`` against ``baseline`` on every corpus case, then on fresh cases until
     ``budget_s`` seconds (corpus time included) or ``max_examples`` fresh cases are spent.
 
-    ``known(bucket_id)`` marks regressions already accepted; they are left out of the result.
     ``on_regression`` sees each new bucket as it appears (and may raise StopGate).
     """
     start = time.monotonic()
@@ -154,8 +150,6 @@ def run_gate(
         result.corpus_cases += 1
         for f in regressions(case, candidate, baseline):
             bid = bucket_id(f)
-            if known(bid):
-                continue
             if bid in buckets:
                 buckets[bid].count += 1
                 continue
@@ -166,7 +160,7 @@ def run_gate(
     result.corpus_s = time.monotonic() - start
 
     def check(case: GraphCase, cand: PassFn) -> list[Finding]:
-        found = [f for f in regressions_both_modes(case, cand, baseline) if not known(bucket_id(f))]
+        found = regressions_both_modes(case, cand, baseline)
         if on_regression:
             for f in found:
                 if bucket_id(f) not in buckets:
@@ -199,12 +193,12 @@ def run_gate(
 
 
 def saved_cases(corpus_dir: str) -> list[tuple[str, GraphCase]]:
-    """Every ``*.json`` case under ``corpus_dir`` (a campaign's saved repros, or bare cases),
-    sorted by path; raises SerializeError naming the first malformed file."""
-    import json
+    """The case of every repro ``*.json`` under ``corpus_dir`` (repros written by ``fxfuzz run``
+    or ``fxfuzz gate``), sorted by path; raises SerializeError naming a malformed file."""
     import os
 
-    from .serialize import SerializeError, case_from_dict
+    from .repro import load_repro
+    from .serialize import SerializeError
 
     if not os.path.isdir(corpus_dir):
         raise SerializeError(f"corpus directory not found: {corpus_dir}")
@@ -212,69 +206,21 @@ def saved_cases(corpus_dir: str) -> list[tuple[str, GraphCase]]:
     for root, _, files in sorted(os.walk(corpus_dir)):
         for name in sorted(f for f in files if f.endswith(".json")):
             path = os.path.join(root, name)
-            try:
-                with open(path) as fh:
-                    data = json.load(fh)
-            except (OSError, ValueError) as e:
-                raise SerializeError(f"{path}: not readable JSON: {e}") from None
-            if isinstance(data, dict) and "case" in data:  # a repro: the case plus its finding
-                data = data["case"]
-            try:
-                cases.append((os.path.relpath(path, corpus_dir), case_from_dict(data)))
-            except SerializeError as e:
-                raise SerializeError(f"{path}: {e}") from None
+            cases.append((os.path.relpath(path, corpus_dir), load_repro(path)[0]))
     return cases
-
-
-def load_known(path: str) -> set[str]:
-    """Bucket ids accepted as known: a JSON list of ids or of objects with an ``id``, or a
-    ``report.json`` (its findings' ids). Raises UsageError for a missing or malformed file."""
-    import json
-
-    from .cli import UsageError
-
-    try:
-        with open(path) as fh:
-            data = json.load(fh)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"--known {path}: {e}") from None
-    entries = data.get("findings", data.get("known")) if isinstance(data, dict) else data
-    if not isinstance(entries, list):
-        raise UsageError(f"--known {path}: expected a list of bucket ids")
-    ids = {e.get("id") if isinstance(e, dict) else e for e in entries}
-    if not all(isinstance(i, str) for i in ids):
-        raise UsageError(f"--known {path}: every entry needs a string bucket id")
-    return ids  # type: ignore[return-value]
-
-
-def write_repros(result: GateResult, report_dir: str, meta: dict[str, object]) -> list[str]:
-    """``repros/<bucket>.json`` for each regression: the case under the ambient mode that
-    showed it, the finding, and the two passes; ``fxfuzz gate --corpus`` replays them."""
-    import json
-    import os
-
-    from .serialize import case_to_dict
-
-    folder = os.path.join(report_dir, "repros")
-    os.makedirs(folder, exist_ok=True)
-    paths = []
-    for bid, b in result.buckets.items():
-        path = os.path.join(folder, f"{bid}.json")
-        data = {**meta, "finding": b.finding.to_dict(), "case": case_to_dict(case_of(b))}
-        with open(path, "w") as fh:
-            json.dump(data, fh, indent=1, default=str)
-        paths.append(path)
-    return paths
 
 
 def gate_command(args: object) -> int:
     """``fxfuzz gate``: exit 1 when the candidate regresses against the baseline, else 0."""
+    import os
+
     from strategies.corpus import corpus_cases
 
     from .cli import UsageError
+    from .known import KnownFileError, load_known
     from .passes import load_pass
     from .progress import ProgressPrinter
-    from .report import default_report_dir, write_report
+    from .report import Extras, default_report_dir, utc_now, write_all
     from .serialize import SerializeError
 
     a = args  # argparse.Namespace built by fuzz.cli
@@ -285,37 +231,46 @@ def gate_command(args: object) -> int:
     candidate, baseline = load_pass(a.candidate), load_pass(a.baseline)
     try:
         corpus = saved_cases(a.corpus) if a.corpus else []
-    except SerializeError as e:
+        known = load_known(a.known) if a.known else {}
+    except (SerializeError, KnownFileError) as e:
         raise UsageError(str(e)) from None
-    known = load_known(a.known) if a.known else set()
     corpus += corpus_cases()
     report_dir = a.report_dir or default_report_dir()
     # --max-examples alone means "this many fresh cases, however long they take".
     budget_s = a.budget if a.budget is not None else (1e9 if a.max_examples else 60.0)
     max_examples = a.max_examples or 1_000_000
     progress = ProgressPrinter(budget_s, max_examples)
+    started = utc_now()
     result = run_gate(
-        candidate,
-        baseline,
-        corpus,
-        budget_s=budget_s,
-        max_examples=max_examples,
-        seed_=a.seed,
-        progress=progress,
-        known=known.__contains__,
+        candidate, baseline, corpus, budget_s=budget_s, max_examples=max_examples, seed_=a.seed, progress=progress
     )
     progress.close()
-    meta = {"command": "gate", "pass": a.candidate, "candidate": a.candidate, "baseline": a.baseline,
-            "domain": "export", "seed": a.seed, "workers": a.workers, "corpus_cases": result.corpus_cases}
-    path = write_report(result.campaign, meta, report_dir)
-    repros = write_repros(result, report_dir, {"candidate": a.candidate, "baseline": a.baseline})
-    print(f"fxfuzz gate: {result.corpus_cases} corpus cases in {result.corpus_s:.1f}s, "
-          f"{result.campaign.examples} fresh cases (each under both grad modes)")
-    if not result.regressed:
-        print(f"fxfuzz gate: no regression of {a.candidate} against {a.baseline}")
-    for (bid, b), repro in zip(result.buckets.items(), repros):
-        where = result.corpus_sources.get(bid, "fresh case")
-        print(f"  REGRESSION {bid}: {b.count}x, first on {where}, {b.graph_nodes} nodes: {b.finding.message}")
-        print(f"    repro: {repro}")
-    print(f"fxfuzz gate: report written to {path}")
-    return 1 if result.regressed else 0
+    for b in result.buckets.values():
+        b.case = case_of(b)  # the repro replays under the grad mode that showed the regression
+    meta = {
+        "command": "gate",
+        "pass": a.candidate,
+        "candidate": a.candidate,
+        "baseline": a.baseline,
+        "domain": "export",
+        "seed": a.seed,
+        "workers": a.workers,
+        "started": started,
+        "corpus_cases": result.corpus_cases,
+        "corpus_s": round(result.corpus_s, 3),
+    }
+    report = write_all(result.campaign, meta, report_dir, Extras(known=known))
+    new = [f for f in report["findings"] if not f["known"]]
+    print(
+        f"fxfuzz gate: {result.corpus_cases} corpus cases in {result.corpus_s:.1f}s, "
+        f"{result.campaign.examples} fresh cases (each under both grad modes)"
+    )
+    for f in report["findings"]:
+        where = result.corpus_sources.get(f["id"], "a fresh case")
+        label = "known" if f["known"] else "REGRESSION"
+        print(f"  {label} {f['id']}: {f['count']}x, first on {where}, {f['graph_nodes']} nodes: {f['message']}")
+        print(f"    repro: {os.path.join(report_dir, f['repro'])}" if f["repro"] else "    (no repro)")
+    if not new:
+        print(f"fxfuzz gate: no new regression of {a.candidate} against {a.baseline}")
+    print(f"fxfuzz gate: report written to {os.path.join(report_dir, 'report.json')}")
+    return 1 if new else 0

@@ -7,6 +7,11 @@ effect is that the Hypothesis profiles ``ci`` and ``nightly`` exist (registered 
 before any conftest, which may redefine them, and before ``--hypothesis-profile`` loads one).
 The properties use whatever Hypothesis profile is loaded, so ``--hypothesis-profile nightly``
 runs them longer.
+
+Properties: ``fxfuzz::generated_graphs`` holds the pass to every oracle on generated graph
+cases; ``fxfuzz::corpus[<module>]`` holds it, on what torch.export hands the pass for each
+built-in corpus module, to no regression against ``--fxfuzz-baseline`` (torch's own pass by
+default), since torch's pass itself has findings on some of those modules.
 """
 
 from __future__ import annotations
@@ -37,6 +42,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="SPEC",
         help="run fxfuzz's equivalence properties against this pass (registered name, pkg.module:fn or file.py:fn)",
     )
+    group.addoption(
+        "--fxfuzz-baseline",
+        dest="fxfuzz_baseline",
+        default="set_grad",
+        metavar="SPEC",
+        help="on the corpus modules, fail only where the pass regresses against this one (default: torch's set_grad)",
+    )
 
 
 class PropertyItem(pytest.Item):
@@ -58,61 +70,54 @@ class PropertyItem(pytest.Item):
         return "fxfuzz", 0, self.name
 
 
-def _assert_clean(pass_fn: Any, case: Any) -> None:
-    from oracles import verify
-
-    findings = verify(case, pass_fn)
+def _assert_clean(findings: list[Any], case: Any) -> None:
     assert not findings, "\n".join(["fxfuzz findings:", *map(str, findings), "on the case:", str(case)])
 
 
-def _corpus_property(pass_fn: Any, entry: Any) -> None:
+def _corpus_property(pass_fn: Any, baseline: Any, entry: Any) -> None:
+    from fuzz.gate import regressions
     from strategies.corpus import capture
 
     for ambient in (True, False):
-        _assert_clean(pass_fn, capture(entry, ambient))
+        case = capture(entry, ambient)
+        _assert_clean(regressions(case, pass_fn, baseline), case)
 
 
-def _properties(pass_fn: Any) -> dict[str, Callable[[], None]]:
-    """Name -> property: generated graph cases, then each built-in corpus module."""
+def _properties(pass_fn: Any, baseline: Any) -> dict[str, Callable[[], None]]:
+    """Name -> property: every oracle on generated graph cases; on each built-in corpus
+    module (real torch.export output), no regression against the baseline pass."""
     from hypothesis import given
 
+    from oracles import verify
     from strategies import graph_cases
     from strategies.corpus import MODULES
 
     @given(graph_cases())
     def generated_graphs(case: Any) -> None:
-        _assert_clean(pass_fn, case)
+        _assert_clean(verify(case, pass_fn), case)
 
     props: dict[str, Callable[[], None]] = {"generated_graphs": generated_graphs}
     for entry in MODULES:
-        props[f"corpus[{entry.name}]"] = functools.partial(_corpus_property, pass_fn, entry)
+        props[f"corpus[{entry.name}]"] = functools.partial(_corpus_property, pass_fn, baseline, entry)
     return props
 
 
-def _loaded_pass(config: pytest.Config) -> Any:
+def _loaded_pass(config: pytest.Config, option: str = "fxfuzz_pass") -> Any:
     from fuzz.passes import PassSpecError, load_pass
 
-    spec = config.getoption("fxfuzz_pass")
     try:
-        return load_pass(spec)
+        return load_pass(config.getoption(option))
     except PassSpecError as e:
-        raise pytest.UsageError(f"{_OPTION}: {e}") from None
+        raise pytest.UsageError(f"--{option.replace('_', '-')}: {e}") from None
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("fxfuzz_pass") is None:
         return
-    pass_fn = _loaded_pass(config)
-    from strategies.corpus import MODULES
-
-    known = {f"corpus[{e.name}]": e.known for e in MODULES if e.known}
-    for name, prop in _properties(pass_fn).items():
-        item = PropertyItem.from_parent(session, name=f"fxfuzz::{name}", prop=prop)
-        if name in known:
-            # Torch's own pass fails here; a pass that fixes it shows as XPASS, not as an error.
-            item.add_marker(pytest.mark.xfail(reason=f"known finding of torch's pass: {known[name]}", strict=False))
-        items.append(item)
+    props = _properties(_loaded_pass(config), _loaded_pass(config, "fxfuzz_baseline"))
+    for name, prop in props.items():
+        items.append(PropertyItem.from_parent(session, name=f"fxfuzz::{name}", prop=prop))
 
 
 @pytest.fixture
