@@ -23,13 +23,9 @@ def workers_arg(text: str) -> int:
     """``--workers``: a positive count, or ``auto`` for one per CPU this process may use."""
     if text == "auto":
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return value
+    from .cli import _positive_int
+
+    return _positive_int(text)
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -71,6 +71,8 @@ class BucketRecord:
 
 @dataclass
 class ParallelResult:
+    """What the supervisor gathered; ``to_campaign_result`` turns it into a CampaignResult."""
+
     examples: int = 0
     duration_s: float = 0.0
     buckets: dict[str, BucketRecord] = field(default_factory=dict)
@@ -82,10 +84,6 @@ class ParallelResult:
     coverage_files: list[str] = field(default_factory=list)
     unserializable: int = 0
     worker_errors: list[str] = field(default_factory=list)
-
-    @property
-    def examples_per_s(self) -> float:
-        return self.examples / self.duration_s if self.duration_s > 0 else 0.0
 
 
 # ---------------------------------------------------------------------------- worker side

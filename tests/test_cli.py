@@ -50,6 +50,11 @@ def test_broken_pass_is_reported_with_exit_1(tmp_path):
         (["run", "--max-examples", "-3"], "--max-examples"),
         (["run", "--domain", "nowhere"], "--domain"),
         (["frobnicate"], "invalid choice"),
+        (["run", "--workers", "many"], "--workers"),
+        (["run", "--workers", "0"], "--workers"),
+        (["run", "--known", "/no/such/known.txt"], "known"),
+        (["run", "--db-shared", "not-a-repo"], "OWNER/REPO"),
+        (["repro", "/no/such/repro.py"], "no such file"),
     ],
 )
 def test_bad_usage_is_one_line_and_exit_2(args, needle):

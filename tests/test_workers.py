@@ -9,11 +9,12 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-# Segfaults on graphs with an aten.neg node, hangs on graphs with aten.exp; otherwise correct.
+# Segfaults on graphs with an aten.neg node, hangs on graphs with aten.exp; otherwise the
+# identity with no contract, so the only findings are the ones the workers must survive.
 KILLER = '''
 import ctypes, time
 import torch
-from torch._export.passes.replace_set_grad_with_hop_pass import replace_set_grad_with_hop_pass
+from oracles.contract import NONE
 
 def killer(gm, sig):
     targets = {n.target for m in gm.modules() if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes}
@@ -21,7 +22,9 @@ def killer(gm, sig):
         ctypes.string_at(0)
     if torch.ops.aten.exp.default in targets:
         time.sleep(600)
-    return replace_set_grad_with_hop_pass(gm, sig)
+    return gm, sig
+
+killer.fxfuzz_contract = NONE
 '''
 
 
