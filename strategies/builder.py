@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import logging
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,8 +26,16 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 SET_GRAD = torch._C._set_grad_enabled
 
 
-def _meta_of(arg: Any) -> Any:
-    return fx.node.map_arg(arg, lambda n: n.meta.get("val"))
+_FAKE_LOG = logging.getLogger("torch._subclasses.fake_tensor")
+AUTOCAST_ENTER = torch.amp.autocast_mode._enter_autocast
+AUTOCAST_EXIT = torch.amp.autocast_mode._exit_autocast
+
+
+@functools.cache
+def shared_fake_mode() -> FakeTensorMode:
+    """One fake mode per process: creating one costs more than building a small graph, and
+    cases never compare fake tensors across modes."""
+    return FakeTensorMode(allow_non_fake_inputs=True)
 
 
 class GraphBuilder:
@@ -36,11 +47,29 @@ class GraphBuilder:
 
     def __init__(self, grad_mode: bool, fake_mode: FakeTensorMode | None = None) -> None:
         self.graph = fx.Graph()
-        self.fake_mode = fake_mode or FakeTensorMode(allow_non_fake_inputs=True)
+        self.fake_mode = fake_mode or shared_fake_mode()
         self.grad_mode = grad_mode
         self.input_specs: list[InputSpec] = []
         self.inputs: list[torch.Tensor] = []
         self.attrs: dict[str, torch.nn.Module] = {}
+        # (dtype, enabled) of each autocast region the next node runs inside, outermost first.
+        self.autocast: list[tuple[torch.dtype, bool]] = []
+
+    def _meta_of(self, arg: Any) -> Any:
+        # A get_attr stands for its subgraph module, which HOPs take in place of a tensor.
+        return fx.node.map_arg(arg, lambda n: self.attrs[n.target] if n.op == "get_attr" else n.meta.get("val"))
+
+    def _propagate(self, target: Callable[..., Any], args: Sequence[Any], kwargs: dict) -> Any:
+        """Run ``target`` on fake tensors under the grad mode and autocast state the node
+        will execute in, as export's tracing did."""
+        if target is operator.getitem:
+            return self._meta_of(args[0])[args[1]]
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self.fake_mode)
+            stack.enter_context(torch.set_grad_enabled(self.grad_mode))
+            for dtype, enabled in self.autocast:
+                stack.enter_context(torch.autocast("cpu", dtype=dtype, enabled=enabled))
+            return target(*self._meta_of(tuple(args)), **self._meta_of(kwargs))
 
     def placeholder(
         self,
@@ -57,18 +86,42 @@ class GraphBuilder:
         self.inputs.append(example)
         return node
 
-    def call(self, target: Callable[..., Any], args: Sequence[Any], kwargs: dict | None = None) -> fx.Node:
+    def placeholder_like(self, name: str, meta: torch.Tensor) -> fx.Node:
+        """A subgraph input: no signature entry, its meta taken from the outer value."""
+        node = self.graph.placeholder(name)
+        with self.fake_mode:
+            node.meta["val"] = torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype).requires_grad_(
+                meta.requires_grad
+            )
+        node.meta["tensor_meta"] = _extract_tensor_metadata(node.meta["val"])
+        return node
+
+    def call(
+        self, target: Callable[..., Any], args: Sequence[Any], kwargs: dict | None = None, name: str | None = None
+    ) -> fx.Node:
+        """Emit a call node; raises whatever the op raises on fake tensors."""
         kwargs = kwargs or {}
-        node = self.graph.call_function(target, tuple(args), kwargs)
-        if target is operator.getitem:
-            node.meta["val"] = _meta_of(args[0])[args[1]]
-        else:
-            with self.fake_mode, torch.set_grad_enabled(self.grad_mode):
-                node.meta["val"] = target(*_meta_of(tuple(args)), **_meta_of(kwargs))
-        val = node.meta["val"]
+        val = self._propagate(target, args, kwargs)
+        # Export names a node after its op (``add_``, ``sum_1``, ``cond``), not its overload.
+        name = name or getattr(target, "_opname", None) or getattr(target, "__name__", None)
+        node = self.graph.create_node("call_function", target, tuple(args), kwargs, name=name)
+        node.meta["val"] = val
         if isinstance(val, torch.Tensor):
             node.meta["tensor_meta"] = _extract_tensor_metadata(val)
         return node
+
+    def try_call(
+        self, target: Callable[..., Any], args: Sequence[Any], kwargs: dict | None = None, name: str | None = None
+    ) -> fx.Node | None:
+        """Emit a call node unless the op rejects these operands (shape, dtype, aliasing)."""
+        # Fake-tensor dispatch logs every failing meta kernel; here failure is an expected answer.
+        was_disabled, _FAKE_LOG.disabled = _FAKE_LOG.disabled, True
+        try:
+            return self.call(target, args, kwargs, name)
+        except Exception:  # any op error means "does not fit": the caller draws something else
+            return None
+        finally:
+            _FAKE_LOG.disabled = was_disabled
 
     def set_grad(self, mode: bool) -> fx.Node:
         """Record a grad-mode toggle exactly as pre-dispatch tracing does."""
@@ -77,17 +130,42 @@ class GraphBuilder:
         self.grad_mode = mode
         return node
 
-    def get_attr(self, name: str, module: torch.nn.Module) -> fx.Node:
-        self.attrs[name] = module
-        return self.graph.get_attr(name)
+    def enter_autocast(self, dtype: torch.dtype, enabled: bool = True) -> fx.Node:
+        """Record entering ``torch.autocast("cpu", ...)`` as pre-dispatch export does."""
+        node = self.graph.call_function(AUTOCAST_ENTER, ("cpu", dtype, enabled, False))
+        node.meta["val"] = None
+        self.autocast.append((dtype, enabled))
+        return node
 
-    def finish(self, outputs: Sequence[fx.Node | None]) -> tuple[fx.GraphModule, ExportGraphSignature]:
-        """Close the graph with a tuple output and return it with its export signature."""
+    def exit_autocast(self, enter: fx.Node) -> fx.Node:
+        node = self.graph.call_function(AUTOCAST_EXIT, (enter,))
+        node.meta["val"] = None
+        self.autocast.pop()
+        return node
+
+    def get_attr(self, name: str, module: torch.nn.Module) -> fx.Node:
+        """Attach ``module`` under a fresh attribute name (``name`` or ``name_1``...)."""
+        unique = name
+        while unique in self.attrs:
+            unique = f"{name}_{len(self.attrs)}"
+        self.attrs[unique] = module
+        return self.graph.get_attr(unique)
+
+    def finish_subgraph(self, outputs: Sequence[fx.Node]) -> fx.GraphModule:
+        """Close a HOP subgraph (cond branch, map body): a tuple output, no signature."""
         self.graph.output(tuple(outputs))
+        return self._module()
+
+    def _module(self) -> fx.GraphModule:
         root = torch.nn.Module()
         for name, mod in self.attrs.items():
             setattr(root, name, mod)
-        gm = fx.GraphModule(root, self.graph)
+        return fx.GraphModule(root, self.graph)
+
+    def finish(self, outputs: Sequence[Any]) -> tuple[fx.GraphModule, ExportGraphSignature]:
+        """Close the graph with a tuple output and return it with its export signature."""
+        self.graph.output(tuple(outputs))
+        gm = self._module()
         output_specs = [
             OutputSpec(
                 OutputKind.USER_OUTPUT,

@@ -1,164 +1,98 @@
-"""``graph_cases()``: random pre-dispatch graphs with interleaved and nested grad toggles."""
+"""``graph_cases()``: random pre-dispatch graphs as torch.export hands them to a grad-mode pass.
+
+Two domains: ``export`` (the default) draws only what torch.export can produce; ``adversarial``
+also draws unbalanced toggles, crossing regions, already-wrapped regions, colliding names and
+missing metas.
+"""
 
 from __future__ import annotations
 
-import operator
 from collections import Counter
-from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from hypothesis import strategies as st
 from torch import fx
-from torch.export.graph_signature import InputKind
 
-from .builder import GraphBuilder
-from .case import GraphCase
-from .ops import INPLACE_OPS, OPS, VIEW_OPS, OpSpec
+from .builder import SET_GRAD, GraphBuilder
+from .case import DOMAINS, GraphCase
+from .inputs import base_shapes, draw_inputs
+from .names import placeholder_names, rename_some
+from .regions import draw_block
+from .state import Budget, State, Value, pick, rarely
 
-MAX_DEPTH = 3
-
-
-@dataclass
-class _Value:
-    """A tensor in the pool that later ops may consume."""
-
-    node: fx.Node
-    # May this value be mutated in place without breaking autograd or aliasing an input?
-    mutable: bool
+# Steps per case, nested subgraphs included: keeps the median graph near 20 compute nodes.
+MAX_STEPS = 14
 
 
-@dataclass
-class _State:
-    builder: GraphBuilder
-    pool: list[_Value]
-    buffers: list[fx.Node]
-    stats: Counter = field(default_factory=Counter)
+def _outputs(draw: st.DrawFn, s: State, stats: Counter) -> list[Any]:
+    """User outputs: computed values or inputs passed straight through, possibly repeated,
+    with None and non-tensor constants mixed in."""
+    # A view taken under no_grad of a tensor needing grad claims requires_grad yet has no
+    # grad_fn; autograd cannot differentiate it as an output, so no gradient could be checked.
+    candidates = [v for v in s.pool if not _detached_view(v.node)]
+    outputs: list[Any] = [pick(draw, candidates).node for _ in range(draw(st.integers(1, 3)))]
+    if len(set(outputs)) < len(outputs):
+        stats["output:duplicate"] += 1
+    stats["output:input_passthrough"] += sum(o.op == "placeholder" for o in outputs)
+    for extra in draw(st.lists(st.sampled_from([None, 3, 0.5]), max_size=1)):
+        outputs.insert(draw(st.integers(0, len(outputs))), extra)
+        stats[f"output:{'none' if extra is None else 'constant'}"] += 1
+    return outputs
 
 
-def shapes() -> st.SearchStrategy[tuple[int, ...]]:
-    """Small shapes, 0-d included; small sizes keep cases fast and shrink toward scalars."""
-    return st.lists(st.integers(1, 3), min_size=0, max_size=3).map(tuple)
+def _detached_view(node: fx.Node) -> bool:
+    val = node.meta.get("val")
+    return node.op != "placeholder" and isinstance(val, torch.Tensor) and val.requires_grad and val.grad_fn is None
 
 
-def _tensor(draw: st.DrawFn, shape: tuple[int, ...], requires_grad: bool) -> torch.Tensor:
-    seed = draw(st.integers(0, 2**16))
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randn(shape, generator=gen).requires_grad_(requires_grad)
+def _drop_metas(draw: st.DrawFn, graph: fx.Graph) -> int:
+    dropped = 0
+    for node in graph.nodes:
+        if node.op == "call_function" and "val" in node.meta and rarely(draw, 6):
+            del node.meta["val"]
+            node.meta.pop("tensor_meta", None)
+            dropped += 1
+    return dropped
 
 
-def _draw_inputs(draw: st.DrawFn, b: GraphBuilder, base: tuple[int, ...]) -> _State:
-    state = _State(b, [], [])
-    # Inputs share the base shape or a broadcastable suffix of it, so binary ops mostly fit.
-    def shape() -> tuple[int, ...]:
-        return base[draw(st.integers(0, len(base))):]
-
-    for i in range(draw(st.integers(0, 2))):
-        t = _tensor(draw, shape(), True)
-        node = b.placeholder(f"p_{i}", t, InputKind.PARAMETER, f"w{i}")
-        state.pool.append(_Value(node, False))
-    for i in range(draw(st.integers(0, 1))):
-        t = _tensor(draw, shape(), False)
-        node = b.placeholder(f"b_{i}", t, InputKind.BUFFER, f"buf{i}", persistent=True)
-        state.pool.append(_Value(node, False))
-        state.buffers.append(node)
-    for i in range(draw(st.integers(0, 1))):
-        t = _tensor(draw, shape(), False)
-        node = b.placeholder(f"c_{i}", t, InputKind.CONSTANT_TENSOR, f"const{i}")
-        state.pool.append(_Value(node, False))
-    for i in range(draw(st.integers(1, 3))):
-        t = _tensor(draw, shape(), draw(st.booleans()))
-        node = b.placeholder(f"x_{i}", t, InputKind.USER_INPUT)
-        state.pool.append(_Value(node, False))
-    state.stats["inputs"] = len(state.pool)
-    return state
-
-
-def _pick(draw: st.DrawFn, pool: list[_Value]) -> _Value:
-    # Prefer recent values: shrinking toward index 0 of the reversed pool keeps chains short.
-    return pool[-1 - draw(st.integers(0, len(pool) - 1))]
-
-
-def _draw_op(draw: st.DrawFn, s: _State) -> None:
-    spec: OpSpec = draw(st.sampled_from(OPS))
-    operands = [_pick(draw, s.pool) for _ in range(spec.arity)]
-    metas = [v.node.meta["val"] for v in operands]
-    extra = spec.extra(draw, metas)
-    if extra is None:
-        spec, operands, extra = OPS[0], [operands[0], operands[0]], ()
-    node = s.builder.call(spec.target, [v.node for v in operands] + list(extra), spec.kwargs)
-    s.stats[f"op:{spec.name}"] += 1
-    if spec.outputs > 1:
-        for i in range(spec.outputs):
-            item = s.builder.call(operator.getitem, [node, i])
-            s.pool.append(_Value(item, False))
-        return
-    mutable = not spec.saves_output and spec.name not in VIEW_OPS
-    s.pool.append(_Value(node, mutable))
-
-
-def _draw_inplace(draw: st.DrawFn, s: _State) -> bool:
-    """Mutate a fresh activation, or a buffer under no_grad as ``self.buf.add_(...)`` does."""
-    candidates = [v.node for v in s.pool if v.mutable and not v.node.users]
-    if not s.builder.grad_mode:
-        # A buffer already read by an op may be saved for backward: mutating it would break it.
-        candidates += [b for b in s.buffers if not b.users]
-    if not candidates:
-        return False
-    target = candidates[draw(st.integers(0, len(candidates) - 1))]
-    spec: OpSpec = draw(st.sampled_from(INPLACE_OPS))
-    others = [_pick(draw, s.pool).node for _ in range(spec.arity - 1)]
-    shapes_ = [target.meta["val"].shape] + [o.meta["val"].shape for o in others]
-    try:
-        if torch.broadcast_shapes(*shapes_) != shapes_[0]:
-            return False
-    except RuntimeError:
-        return False
-    extra = spec.extra(draw, [target.meta["val"]]) if spec.arity == 1 else ()
-    node = s.builder.call(spec.target, [target, *others, *(extra or ())])
-    s.stats[f"op:{spec.name}"] += 1
-    for v in s.pool:
-        if v.node is target:
-            v.node, v.mutable = node, False
-    s.buffers = [node if b is target else b for b in s.buffers]
-    return True
-
-
-def _draw_block(draw: st.DrawFn, s: _State, depth: int) -> None:
-    """A run of ops and nested grad blocks; each block restores the mode it entered from."""
-    s.stats["max_depth"] = max(s.stats["max_depth"], depth)
-    for _ in range(draw(st.integers(0, 5))):
-        kind = draw(st.sampled_from(["op", "block", "inplace"] if depth < MAX_DEPTH else ["op", "inplace"]))
-        if kind == "op" or (kind == "inplace" and not _draw_inplace(draw, s)):
-            _draw_op(draw, s)
-        elif kind == "block":
-            outer = s.builder.grad_mode
-            inner = draw(st.booleans())
-            s.builder.set_grad(inner)
-            s.stats[f"toggle:{'same' if inner == outer else 'flip'}"] += 1
-            _draw_block(draw, s, depth + 1)
-            s.builder.set_grad(outer)
+def _shape_stats(gm: fx.GraphModule, stats: Counter) -> None:
+    calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+    if calls and calls[0].target is SET_GRAD:
+        stats["toggle:first_node"] += 1
+    if calls and calls[-1].target is SET_GRAD:
+        stats["toggle:last_node"] += 1
 
 
 @st.composite
-def graph_cases(draw: st.DrawFn, domain: str = "export") -> GraphCase:
-    """Random GraphCases: parameters, buffers, constants and user inputs feeding ATen ops
-    inside nested grad-mode blocks, with the ambient grad mode drawn per case."""
+def graph_cases(draw: st.DrawFn, domain: str = "export", max_steps: int = MAX_STEPS) -> GraphCase:
+    """Random GraphCases: parameters, buffers, constants and user inputs of mixed dtypes and
+    requires_grad feeding ATen ops inside nested grad-mode and autocast regions and
+    cond/map subgraphs, with the ambient grad mode drawn per case. ``max_steps`` bounds the
+    ops, regions and subgraphs drawn (nested ones included)."""
+    if domain not in DOMAINS:
+        raise ValueError(f"unknown domain {domain!r}; expected one of {DOMAINS}")
     ambient = draw(st.booleans())
     builder = GraphBuilder(grad_mode=ambient)
-    state = _draw_inputs(draw, builder, draw(shapes()))
-    _draw_block(draw, state, 0)
-    tensors = [v.node for v in state.pool]
-    outputs: list[fx.Node | None] = [
-        tensors[-1 - i] for i in draw(st.lists(st.integers(0, len(tensors) - 1), min_size=1, max_size=3))
-    ]
-    if draw(st.booleans()):
-        outputs.insert(draw(st.integers(0, len(outputs))), None)
+    stats: Counter = Counter({f"domain:{domain}": 1})
+    inputs = draw_inputs(draw, builder, draw(base_shapes()), stats, placeholder_names(draw, domain))
+    s = State(builder, domain, stats, Budget(max_steps), [Value(n) for n in inputs.values], inputs.mutable)
+    draw_block(draw, s, 0)
+    outputs = _outputs(draw, s, stats)
+    if domain == "adversarial":
+        if rarely(draw, 6):
+            builder.set_grad(not builder.grad_mode)  # a toggle left on when the graph returns
+            stats["adversarial:trailing_toggle"] += 1
+        stats["adversarial:renamed"] += rename_some(draw, builder.graph)
+        stats["adversarial:missing_meta"] += _drop_metas(draw, builder.graph)
     gm, signature = builder.finish(outputs)
+    _shape_stats(gm, stats)
+    stats[f"depth:{s.max_depth}"] += 1
     return GraphCase(
         gm=gm,
         signature=signature,
         inputs=tuple(builder.inputs),
         ambient_grad=ambient,
         domain=domain,
-        features=dict(state.stats),
+        features=dict(+stats),
     )

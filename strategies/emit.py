@@ -1,0 +1,97 @@
+"""One op step: draw an overload from the op table, operands that fit it, and emit the call."""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+from hypothesis import strategies as st
+from torch import fx
+
+from .ops import INPLACE_OPS, OPS, OpSpec, dtype_ok
+from .state import State, Value, pick
+
+aten = torch.ops.aten
+_ASSERT_META = aten._assert_tensor_metadata.default
+
+
+def _meta(v: Value | fx.Node) -> torch.Tensor:
+    node = v.node if isinstance(v, Value) else v
+    return node.meta["val"]
+
+
+def _operands(draw: st.DrawFn, spec: OpSpec, first: list[Value], pool: list[Value]) -> list[Value] | None:
+    """The first operand from ``first``, each later one from the pool values that fit."""
+    if not first:
+        return None
+    chosen = [pick(draw, first)]
+    for _ in range(spec.arity - 1):
+        metas = [_meta(v) for v in chosen]
+        # No bool operand anywhere for a numeric op: ``x - mask`` fails only in the real kernel.
+        fitting = [
+            v for v in pool if spec.fits(metas, _meta(v)) and (spec.dtypes != "num" or _meta(v).dtype != torch.bool)
+        ]
+        if not fitting:
+            return None
+        chosen.append(pick(draw, fitting))
+    return chosen
+
+
+def _emit(draw: st.DrawFn, s: State, spec: OpSpec, operands: list[Value]) -> fx.Node | None:
+    metas = [_meta(v) for v in operands]
+    extra = spec.extra(draw, metas)
+    if extra is None:
+        return None
+    args, kwargs = extra
+    tensors = [] if spec.shape_from else [v.node for v in operands]
+    if spec.name == "to_dtype":
+        # Export records a metadata assertion in front of every .to(dtype).
+        m = metas[0]
+        s.builder.call(_ASSERT_META, [operands[0].node], {"dtype": m.dtype, "device": m.device, "layout": m.layout})
+    node = s.builder.try_call(spec.target, tensors + list(args), {**spec.kwargs, **kwargs})
+    if node is not None:
+        s.stats[f"op:{spec.name}"] += 1
+    else:
+        s.stats["op_rejected"] += 1
+    return node
+
+
+def draw_op(draw: st.DrawFn, s: State) -> None:
+    """A functional op on pool values; tuple results enter the pool through getitem."""
+    spec: OpSpec = draw(st.sampled_from(OPS))
+    first = [v for v in s.pool if dtype_ok(spec, _meta(v))]
+    operands = _operands(draw, spec, first, s.pool)
+    node = _emit(draw, s, spec, operands) if operands else None
+    if node is None:
+        s.stats["op_unfit"] += 1
+        return
+    if spec.tuple_out:
+        # Export unpacks every element, used or not.
+        for i in range(len(node.meta["val"])):
+            item = s.builder.call(operator.getitem, [node, i])
+            s.pool.append(Value(item, alias=spec.view))
+        return
+    s.pool.append(Value(node, mutable=not (spec.view or spec.saves_output), alias=spec.view))
+
+
+def draw_inplace(draw: st.DrawFn, s: State) -> bool:
+    """Mutate a fresh activation, or under no_grad a buffer or input, as ``self.buf.add_(y)``
+    records it. Only values nothing has read yet: a read may have saved it for backward."""
+    if not s.inplace_ok:
+        return False
+    spec: OpSpec = draw(st.sampled_from(INPLACE_OPS))
+    targets = [v for v in s.pool if v.mutable and not v.node.users]
+    if not s.builder.grad_mode:
+        targets += [Value(n) for n in s.targets if not n.users]
+    first = [v for v in targets if dtype_ok(spec, _meta(v))]
+    operands = _operands(draw, spec, first, s.pool)
+    node = _emit(draw, s, spec, operands) if operands else None
+    if node is None:
+        return False
+    target = operands[0].node
+    s.stats["inplace:" + ("input" if target.op == "placeholder" else "activation")] += 1
+    # Later reads see the mutated tensor through the in-place node, as make_fx records it.
+    for v in s.pool:
+        if v.node is target:
+            v.node, v.mutable = node, False
+    return True

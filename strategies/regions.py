@@ -1,0 +1,89 @@
+"""Grad-mode and autocast regions drawn as a first-class shape.
+
+``with torch.no_grad()``, ``torch.enable_grad()``, ``torch.set_grad_enabled(b)`` (blocks or
+decorators) all record ``_set_grad_enabled(mode)`` on entry and ``_set_grad_enabled(outer)``
+on exit; ``torch.autocast`` records ``_enter_autocast``/``_exit_autocast``. Regions nest, may be
+empty, and values cross their boundaries both ways because every step draws from one pool.
+The adversarial domain also leaves regions unbalanced and lets grad and autocast regions cross.
+"""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from .emit import draw_inplace, draw_op
+from .state import State, rarely
+from .subgraphs import draw_cond, draw_map, draw_wrapped
+
+MAX_DEPTH = 3
+# Step kinds, repeated for weight; shrinking moves toward the first (a plain op).
+_STEPS = ("op", "op", "op", "inplace", "grad", "grad", "autocast", "cond", "map")
+_LEAF_STEPS = ("op", "op", "inplace")
+_ADVERSARIAL_STEPS = _STEPS + ("wrapped",)
+
+
+def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
+    """A run of steps at nesting ``depth``; every region restores the modes it entered from
+    (except where the adversarial domain decides otherwise)."""
+    s.max_depth = max(s.max_depth, depth)
+    kinds = _LEAF_STEPS if depth >= MAX_DEPTH else _ADVERSARIAL_STEPS if s.domain == "adversarial" else _STEPS
+    # A "one more step?" choice before each step, rather than a count up front: the shrinker
+    # then deletes any single step, not only the last ones.
+    steps = 0
+    while s.budget.left > 0 and draw(st.integers(0, 12 if depth == 0 else 3)) != 0:
+        steps += 1
+        s.budget.left -= 1
+        kind = draw(st.sampled_from(kinds))
+        if kind == "op" or (kind == "inplace" and not draw_inplace(draw, s)):
+            draw_op(draw, s)
+        elif kind == "grad":
+            grad_region(draw, s, depth)
+        elif kind == "autocast":
+            autocast_region(draw, s, depth)
+        elif kind == "cond":
+            draw_cond(draw, s, depth + 1, draw_block)
+        elif kind == "map":
+            draw_map(draw, s, depth + 1, draw_block)
+        elif kind == "wrapped":
+            draw_wrapped(draw, s, depth + 1, draw_block)
+    if steps == 0 and depth > 0:
+        s.stats["region:empty"] += 1
+
+
+def grad_region(draw: st.DrawFn, s: State, depth: int) -> None:
+    b = s.builder
+    outer = b.grad_mode
+    style = draw(st.sampled_from(["no_grad", "enable_grad", "set_grad_enabled"]))
+    inner = {"no_grad": False, "enable_grad": True}.get(style, None)
+    inner = draw(st.booleans()) if inner is None else inner
+    b.set_grad(inner)
+    s.stats[f"region:{style}"] += 1
+    s.stats[f"toggle:{'same' if inner == outer else 'flip'}"] += 1
+    if rarely(draw, 4):
+        # A decorated function called inside a block of the same mode: back-to-back toggles.
+        b.set_grad(inner)
+        s.stats["toggle:duplicate"] += 1
+    draw_block(draw, s, depth + 1)
+    if s.domain == "adversarial" and rarely(draw, 4):
+        s.stats["adversarial:unbalanced_toggle"] += 1
+        return
+    b.set_grad(outer)
+
+
+def autocast_region(draw: st.DrawFn, s: State, depth: int) -> None:
+    b = s.builder
+    dtype = draw(st.sampled_from([torch.bfloat16, torch.float16]))
+    enabled = not rarely(draw, 4)
+    enter = b.enter_autocast(dtype, enabled)
+    s.stats[f"autocast:{str(dtype).removeprefix('torch.')}{'' if enabled else ':disabled'}"] += 1
+    crossing = s.domain == "adversarial" and rarely(draw, 4)
+    if crossing:
+        # A grad region that starts inside the autocast region and ends after it.
+        outer = b.grad_mode
+        b.set_grad(not outer)
+        s.stats["adversarial:crossing_regions"] += 1
+    draw_block(draw, s, depth + 1)
+    b.exit_autocast(enter)
+    if crossing:
+        b.set_grad(outer)

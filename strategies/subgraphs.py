@@ -1,0 +1,123 @@
+"""Nested subgraphs: ``torch.cond`` branches and ``map`` bodies with their own grad regions,
+and (adversarial) regions already wrapped by ``wrap_with_set_grad_enabled``.
+
+They take the form pre-dispatch export gives them: a get_attr of a GraphModule, a HOP call
+node, and an ``operator.getitem`` per result.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+
+import torch
+from hypothesis import strategies as st
+from torch import fx
+
+from .builder import GraphBuilder
+from .case import copy_graph_module
+from .names import attr_name
+from .ops import SIBLINGS
+from .state import State, Value, pick
+
+aten = torch.ops.aten
+hop = torch.ops.higher_order
+
+# draw, subgraph state, depth: fills a subgraph with steps (regions.draw_block).
+Body = Callable[[st.DrawFn, State, int], None]
+
+
+def _subgraph(
+    draw: st.DrawFn, s: State, operands: list[torch.Tensor], depth: int, body: Body, grad_mode: bool
+) -> tuple[fx.GraphModule, int]:
+    """A subgraph taking ``operands`` (metas), filled by ``body``; returns it and its output count.
+
+    Its outputs are values it computed, never its inputs or views of them: cond and map
+    reject subgraphs whose outputs alias their inputs.
+    """
+    b = GraphBuilder(grad_mode, s.builder.fake_mode)
+    b.autocast = list(s.builder.autocast)
+    sub = State(b, s.domain, s.stats, s.budget, inplace_ok=False, max_depth=depth)
+    for i, meta in enumerate(operands):
+        sub.pool.append(Value(b.placeholder_like(f"arg{i}_1", meta), alias=True))
+    body(draw, sub, depth)
+    s.max_depth = max(s.max_depth, sub.max_depth)
+    fresh = [v for v in sub.pool if not v.alias]
+    if not fresh:
+        fresh = [Value(b.call(aten.clone.default, [sub.pool[0].node]))]
+    outs = [pick(draw, fresh).node for _ in range(draw(st.integers(1, 2)))]
+    return b.finish_subgraph(list(dict.fromkeys(outs))), len(dict.fromkeys(outs))
+
+
+def _results(s: State, node: fx.Node | None, count: int, kind: str) -> None:
+    if node is None:
+        s.stats[f"hop_rejected:{kind}"] += 1
+        return
+    s.stats[f"hop:{kind}"] += 1
+    for i in range(count):
+        s.pool.append(Value(s.builder.call(operator.getitem, [node, i])))
+
+
+def _operands(draw: st.DrawFn, s: State) -> list[Value]:
+    return list({id(v.node): v for v in (pick(draw, s.pool) for _ in range(draw(st.integers(1, 2))))}.values())
+
+
+def _predicate(draw: st.DrawFn, s: State) -> fx.Node:
+    """A 0-d bool: an existing one, or ``x.sum() > 0`` as user code writes it."""
+    ready = [v for v in s.pool if v.node.meta["val"].dtype == torch.bool and v.node.meta["val"].dim() == 0]
+    if ready and draw(st.booleans()):
+        return pick(draw, ready).node
+    total = s.builder.call(aten.sum.default, [pick(draw, s.pool).node])
+    return s.builder.call(aten.gt.Scalar, [total, 0])
+
+
+def _sibling(gm: fx.GraphModule) -> fx.GraphModule:
+    """The other cond branch: the same graph with some unary ops swapped (sin for cos...),
+    so both branches return identical metadata yet compute different values."""
+    other = copy_graph_module(gm)
+    for mod in other.modules():
+        if isinstance(mod, fx.GraphModule):
+            for n in mod.graph.nodes:
+                if n.op == "call_function" and n.target in SIBLINGS:
+                    n.target = SIBLINGS[n.target]
+            mod.recompile()
+    return other
+
+
+def draw_cond(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:
+    """``torch.cond(pred, true_fn, false_fn, operands)`` with grad regions inside the branches."""
+    pred = _predicate(draw, s)
+    operands = _operands(draw, s)
+    metas = [v.node.meta["val"] for v in operands]
+    true_gm, count = _subgraph(draw, s, metas, depth, body, s.builder.grad_mode)
+    t = s.builder.get_attr(attr_name(draw, s.domain, "true_graph_0"), true_gm)
+    f = s.builder.get_attr(attr_name(draw, s.domain, "false_graph_0"), _sibling(true_gm))
+    node = s.builder.try_call(hop.cond, [pred, t, f, tuple(v.node for v in operands)])
+    _results(s, node, count, "cond")
+
+
+def draw_map(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:
+    """``map(body, xs, *args)`` as export records it: ``map_impl(body_graph, [xs], [args])``."""
+    mapped = [v for v in s.pool if v.node.meta["val"].dim() >= 1]
+    if not mapped:
+        return
+    xs = pick(draw, mapped)
+    args = [pick(draw, s.pool) for _ in range(draw(st.integers(0, 1)))]
+    with s.builder.fake_mode:
+        row = xs.node.meta["val"][0]
+    metas = [row] + [v.node.meta["val"] for v in args]
+    gm, count = _subgraph(draw, s, metas, depth, body, s.builder.grad_mode)
+    g = s.builder.get_attr(attr_name(draw, s.domain, "body_graph_0"), gm)
+    node = s.builder.try_call(hop.map_impl, [g, [xs.node], [v.node for v in args]])
+    _results(s, node, count, "map")
+
+
+def draw_wrapped(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:
+    """A region a pass already wrapped: ``wrap_with_set_grad_enabled(mode, submod, *args)``."""
+    mode = draw(st.booleans())
+    operands = _operands(draw, s)
+    gm, count = _subgraph(draw, s, [v.node.meta["val"] for v in operands], depth, body, mode)
+    g = s.builder.get_attr(attr_name(draw, s.domain, "submod_0"), gm)
+    node = s.builder.try_call(hop.wrap_with_set_grad_enabled, [mode, g, *(v.node for v in operands)])
+    _results(s, node, count, "wrap_with_set_grad_enabled")
+

@@ -1,0 +1,183 @@
+"""graph_cases: valid by construction, deterministic, wide, and shrinking to small graphs."""
+
+from __future__ import annotations
+
+import operator
+from collections import Counter
+
+import pytest
+import torch
+from hypothesis import HealthCheck, find, given, seed, settings
+from torch import fx
+
+from oracles.execute import run_graph
+from oracles.gradients import input_grads
+from strategies import graph_cases
+from strategies.builder import AUTOCAST_ENTER, AUTOCAST_EXIT, SET_GRAD
+from strategies.ops import INPLACE_OPS, OPS
+
+# Plain generation, no shrinking: these tests look at what is drawn, not at failures.
+GENERATE = dict(database=None, deadline=None, phases=["generate"], suppress_health_check=list(HealthCheck))
+
+
+def _draw(n: int, domain: str = "export", seed_: int = 0) -> list:
+    cases = []
+
+    @seed(seed_)
+    @settings(max_examples=n, derandomize=False, **GENERATE)
+    @given(graph_cases(domain=domain))
+    def collect(case):
+        cases.append(case)
+
+    collect()
+    return cases
+
+
+@pytest.fixture(scope="module")
+def export_cases():
+    return _draw(150)
+
+
+def _graphs(gm: fx.GraphModule):
+    return [m for m in gm.modules() if isinstance(m, fx.GraphModule)]
+
+
+def test_op_table_has_at_least_40_overloads():
+    assert len({spec.target for spec in OPS + INPLACE_OPS}) >= 40
+
+
+def test_export_domain_rejects_under_one_percent(export_cases):
+    """Every case must run forward and backward on its own inputs: a case whose reference
+    run fails would be rejected by the campaign, so count those."""
+    failed = []
+    for case in export_cases:
+        run = run_graph(case.gm, case.inputs, case.ambient_grad)
+        grads = input_grads(run) if run.error is None else None
+        if run.error is not None or grads.error is not None:
+            failed.append((case, run.error or grads.error))
+    assert len(failed) / len(export_cases) < 0.01, failed[:3]
+
+
+def test_export_domain_is_balanced_and_fully_annotated(export_cases):
+    """What export hands the pass: every toggle and autocast region closed by the return,
+    every value-producing call node with a fake-tensor meta."""
+    for case in export_cases:
+        for gm in _graphs(case.gm):
+            mode, open_autocast = None, 0
+            for n in gm.graph.nodes:
+                if n.op != "call_function":
+                    continue
+                if n.target is SET_GRAD:
+                    mode = n.args[0]
+                elif n.target is AUTOCAST_ENTER:
+                    open_autocast += 1
+                elif n.target is AUTOCAST_EXIT:
+                    open_autocast -= 1
+                else:
+                    assert "val" in n.meta, (n.name, case)
+            assert open_autocast == 0
+            if gm is case.gm:
+                assert mode in (None, case.ambient_grad), case
+
+
+def test_generation_covers_every_feature(export_cases):
+    seen = Counter()
+    for case in export_cases:
+        seen.update({k: 1 for k in case.features})
+    wanted = [
+        "input:parameter", "input:buffer", "input:buffer_nonpersistent", "input:constant_tensor",
+        "input:user_input", "input:requires_grad", "dtype:float32", "dtype:float64", "dtype:float16",
+        "dtype:bfloat16", "dtype:int64", "dtype:bool", "hop:cond", "hop:map", "region:no_grad",
+        "region:enable_grad", "region:set_grad_enabled", "region:empty", "toggle:duplicate",
+        "toggle:flip", "toggle:same", "toggle:first_node", "toggle:last_node", "autocast:bfloat16",
+        "autocast:float16", "inplace:activation", "inplace:input", "output:none", "output:constant",
+        "output:duplicate", "output:input_passthrough", "depth:3",
+    ]
+    assert [k for k in wanted if not seen[k]] == []
+    assert len([k for k in seen if k.startswith("op:")]) >= 40
+    families = {
+        "tuple": ["var_mean", "max_dim", "split", "topk", "sort", "unbind"],
+        "matmul": ["mm", "matmul", "linear", "addmm"],
+        "view": ["view", "transpose", "permute", "slice", "select", "expand", "squeeze", "unsqueeze", "t"],
+        "factory": ["zeros_like", "ones_like", "ones", "full", "arange"],
+        "cast": ["to_dtype", "_to_copy"],
+        "bool_or_int_out": ["argmax", "eq", "gt", "lt_scalar", "logical_not"],
+        "inplace": ["add_", "mul_", "mul_scalar_", "copy_", "clamp_"],
+        "reduction": ["sum", "sum_dim", "mean_dim", "amax", "logsumexp"],
+    }
+    assert [f for f, ops in families.items() if not any(seen["op:" + o] for o in ops)] == []
+
+
+def test_adversarial_domain_breaks_export_guarantees():
+    cases = _draw(50, "adversarial")
+    assert all(c.domain == "adversarial" and c.features["domain:adversarial"] == 1 for c in cases)
+    seen = Counter(k for c in cases for k in c.features)
+    for key in ["adversarial:unbalanced_toggle", "adversarial:crossing_regions", "adversarial:missing_meta",
+                "adversarial:renamed", "hop:wrap_with_set_grad_enabled"]:
+        assert seen[key], key
+
+
+def test_same_seed_same_graphs_and_other_seed_other_graphs():
+    first = [c.code() for c in _draw(10, seed_=7)]
+    again = [c.code() for c in _draw(10, seed_=7)]
+    other = [c.code() for c in _draw(10, seed_=8)]
+    assert first == again
+    assert first != other
+
+
+def test_cond_and_map_take_exports_form(export_cases):
+    """The HOP nodes have the argument structure torch.export records (see test_capture)."""
+    forms = Counter()
+    for case in export_cases:
+        for gm in _graphs(case.gm):
+            for n in gm.graph.nodes:
+                if n.target is torch.ops.higher_order.cond:
+                    pred, t, f, ops = n.args
+                    assert t.op == f.op == "get_attr" and isinstance(ops, tuple)
+                    assert pred.meta["val"].dtype == torch.bool and pred.meta["val"].dim() == 0
+                    forms["cond"] += 1
+                if n.target is torch.ops.higher_order.map_impl:
+                    body, xs, args = n.args
+                    assert body.op == "get_attr" and isinstance(xs, list) and isinstance(args, list)
+                    forms["map"] += 1
+                if n.op == "call_function" and isinstance(n.meta.get("val"), (tuple, list)):
+                    # Export unpacks every element of a tuple result through getitem.
+                    items = sorted(u.args[1] for u in n.users if u.target is operator.getitem)
+                    assert items == list(range(len(n.meta["val"]))), n
+    assert forms["cond"] and forms["map"]
+
+
+def _tuple_op_in_other_mode(gm: fx.GraphModule, ambient: bool) -> bool:
+    mode = ambient
+    for n in gm.graph.nodes:
+        if n.target is SET_GRAD:
+            mode = n.args[0]
+        elif isinstance(n.target, torch._ops.OpOverload) and isinstance(n.meta.get("val"), (tuple, list)):
+            if mode != ambient:
+                return True
+    return False
+
+
+def planted_tuple_region_bug(gm, sig):
+    """Crashes on a tuple-returning ATen op (var_mean, max.dim, split...) inside a region
+    whose grad mode differs from the ambient one: a bug that needs two regions and a tuple-returning op to show."""
+    if _tuple_op_in_other_mode(gm, torch.is_grad_enabled()):
+        raise RuntimeError("planted")
+    return gm, sig
+
+
+def test_shrinks_a_two_region_tuple_bug_to_six_nodes():
+    def fails(case):
+        work = case.copy()
+        with torch.set_grad_enabled(case.ambient_grad):
+            try:
+                planted_tuple_region_bug(work.gm, work.signature)
+            except RuntimeError:
+                return True
+        return False
+
+    # A small step budget keeps each example cheap; the shrinker still starts from cases of
+    # several regions, subgraphs and ops.
+    case = find(graph_cases(max_steps=6), fails, settings=settings(max_examples=3000, database=None, deadline=None))
+    assert fails(case)
+    assert case.compute_nodes() <= 6, case
