@@ -86,6 +86,11 @@ class _Stop(BaseException):
     treat it as a failing example to shrink."""
 
 
+class _ShrinkTimeUp(_Stop):
+    """Ends one bucket's shrinking (its best example so far is kept) so that a slow shrink
+    cannot eat the whole budget."""
+
+
 class _FoundBug(Exception):
     """Raised for a case in an unminimized bucket; one subclass per bucket, so that
     Hypothesis shrinks toward the same bucket rather than any failure."""
@@ -196,6 +201,7 @@ def run_campaign(
     on_bucket: BucketHook | None = None,
     codec: Codec | None = GRAPH_CASES,
     replay_saved: bool = True,
+    max_shrink_s: float = 60.0,
 ) -> CampaignResult:
     """Fuzz ``pass_fn`` until ``budget_s`` seconds or ``max_examples`` examples are spent,
     or ``stop()`` turns true.
@@ -207,7 +213,8 @@ def run_campaign(
 
     With a ``database``, each bucket's minimized example is saved (through ``codec``) and,
     when ``replay_saved``, the saved examples run first: a failure found once shows in the
-    first examples of the next campaign.
+    first examples of the next campaign. Shrinking one bucket stops after ``max_shrink_s``
+    seconds with the smallest example found so far.
     """
     result = CampaignResult()
     start = time.monotonic()
@@ -234,6 +241,13 @@ def run_campaign(
     # Buckets whose round of shrinking is over; an example may show several new buckets at
     # once, and each gets its own round when a later example shows it again.
     minimized: set[str] = set()
+
+    def finish_round(shrunk: list[str]) -> None:
+        """The round's bucket is as small as it gets: stop shrinking it, save its example."""
+        minimized.update(shrunk)
+        for bid in shrunk if store else []:
+            store.keep(bid, store.codec.dumps(result.buckets[bid].case))  # type: ignore[union-attr]
+
     for raw in store.saved() if store and replay_saved else []:
         if result.examples >= max_examples or time.monotonic() >= deadline or (stop is not None and stop()):
             break
@@ -256,6 +270,7 @@ def run_campaign(
             result.stopped_by = "budget"
             break
         shrinking: list[str] = []  # the bucket this round is minimizing, once one appeared
+        shrink_started: list[float] = []
 
         @settings(
             max_examples=remaining,
@@ -277,6 +292,8 @@ def run_campaign(
             ids = {bucket_id(f): f for f in findings}
             if shrinking:
                 # Shrink attempts: keep the smallest case of the bucket being minimized.
+                if now - shrink_started[0] > max_shrink_s:
+                    raise _ShrinkTimeUp
                 b = result.buckets[shrinking[0]]
                 if shrinking[0] in ids:
                     if case.compute_nodes() <= b.graph_nodes:
@@ -290,22 +307,23 @@ def run_campaign(
             target = next((bid for bid in ids if bid not in minimized), None)
             if target:
                 shrinking.append(target)
+                shrink_started.append(time.monotonic())
                 _raise_found(target, ids[target])
 
         try:
             body()
+        except _ShrinkTimeUp:
+            pass
         except _Stop:
             result.stopped_by = "stopped" if stop is not None and stop() else "budget"
+            finish_round(shrinking)
             break
         except (_FoundBug, Flaky):
             # Flaky: the pass misbehaved on a case once and not on replay; the bucket and its
             # case are already recorded.
-            minimized.update(shrinking)
-            if store:
-                for bid in shrinking:
-                    store.keep(bid, store.codec.dumps(result.buckets[bid].case))
-            continue
+            pass
         else:
             break
+        finish_round(shrinking)
     result.duration_s = time.monotonic() - start
     return result

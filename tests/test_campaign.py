@@ -34,7 +34,7 @@ def test_a_failure_found_once_replays_first_next_campaign(tmp_path):
     db = DirectoryBasedExampleDatabase(str(tmp_path / "db"))
     sizes: list[int] = []
     first = run_campaign(
-        big_graph_bug, budget_s=120, max_examples=300, seed_=1, database=db, check=crash_only,
+        big_graph_bug, budget_s=120, max_examples=80, seed_=1, database=db, check=crash_only,
         on_bucket=lambda b: sizes.append(b.graph_nodes),
     )
     assert len(first.buckets) == 1, first.buckets
@@ -66,3 +66,14 @@ def test_buckets_deduplicate_and_hooks_see_each_bucket():
 def test_stop_request_ends_the_campaign():
     result = run_campaign(real, budget_s=60, max_examples=50, stop=lambda: True)
     assert result.examples == 0 and result.stopped_by == "stopped"
+
+
+def test_shrinking_stops_at_its_time_limit_keeping_the_example():
+    sizes: list[int] = []
+    result = run_campaign(
+        big_graph_bug, budget_s=60, max_examples=80, seed_=1, check=crash_only, max_shrink_s=0.0,
+        on_bucket=lambda b: sizes.append(b.graph_nodes),
+    )
+    (bucket,) = result.buckets.values()
+    assert sizes == [bucket.graph_nodes] and bucket.graph_nodes >= 8  # found, kept, not shrunk
+    assert result.examples == 80  # the campaign went on after the shrink was cut short
