@@ -37,6 +37,24 @@ def test_no_grad_around_cond_is_dropped():
     assert ("equivalence", "requires_grad_mismatch") in found
 
 
+class NoGradInsideAutocast(torch.nn.Module):
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.no_grad():
+                y = -x
+            z = -y
+        return y, z
+
+
+def test_no_grad_inside_autocast_is_dropped():
+    """The same defect with autocast around the no_grad block: the exported program's
+    outputs require grad where eager's do not."""
+    x = torch.ones(3, requires_grad=True)
+    assert not any(t.requires_grad for t in NoGradInsideAutocast()(x))
+    found = kinds(verify(from_module(NoGradInsideAutocast(), (x,)), REAL))
+    assert ("equivalence", "requires_grad_mismatch") in found
+
+
 class SingleOutputRegionReadTwice(torch.nn.Module):
     def forward(self, x):
         with torch.no_grad():
