@@ -316,7 +316,8 @@ OPS: tuple[OpSpec, ...] = (
 INPLACE_OPS: tuple[OpSpec, ...] = (
     OpSpec("add_", aten.add_.Tensor, 2, dtypes="num", fits=_fits_into, inplace=True),
     OpSpec("mul_", aten.mul_.Tensor, 2, dtypes="num", fits=_fits_into, inplace=True),
-    OpSpec("mul_scalar_", aten.mul_.Tensor, 1, _scalar, dtypes="num", inplace=True),
+    # float only: an int tensor cannot take ``*= 0.5`` in place, which fake tensors do not catch.
+    OpSpec("mul_scalar_", aten.mul_.Tensor, 1, _scalar, dtypes="float", inplace=True),
     OpSpec("copy_", aten.copy_.default, 2, dtypes="any", fits=_fits_into, inplace=True),
     OpSpec("clamp_", aten.clamp_.default, 1, _clamp, dtypes="num", inplace=True),
 )
