@@ -45,6 +45,8 @@ def _rate_chart(timeline: list[list[float]]) -> str:
 def _coverage(cov: dict[str, Any]) -> str:
     if not cov.get("enabled"):
         return "<p>Coverage was not measured (run with <code>--coverage</code>).</p>"
+    if "error" in cov:
+        return f"<p>Coverage could not be summarized: {escape(cov['error'])}</p>"
 
     def pct(r: dict[str, Any]) -> str:
         if r["percent"] is None:

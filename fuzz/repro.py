@@ -100,7 +100,7 @@ class _Source:
     def graph(self, g: dict[str, Any], fname: str, out: list[str]) -> None:
         """Append ``def fname(fake)`` building this graph module (nested ones first)."""
         subs = {}
-        for i, (target, sub) in enumerate(g.get("submodules", {}).items()):
+        for target, sub in g.get("submodules", {}).items():
             subs[target] = f"{fname}_{re.sub(r'[^0-9a-zA-Z_]', '_', target)}"
             self.graph(sub, subs[target], out)
         lines = [f"def {fname}(fake):", "    g = fx.Graph()"]

@@ -66,9 +66,13 @@ def run_command(args: argparse.Namespace) -> int:
     parallel = run_parallel(opts, progress.update)
     progress.close()
     result = to_campaign_result(parallel)
+    try:
+        coverage = summarize(parallel.coverage_files, targets) if targets else {"enabled": False}
+    except Exception as e:  # coverage is a figure about the run: never lose the findings for it
+        coverage = {"enabled": True, "error": f"{type(e).__name__}: {e}"}
     extras = Extras(
         known=known,
-        coverage=summarize(parallel.coverage_files, targets) if targets else {"enabled": False},
+        coverage=coverage,
         timeline=parallel.timeline,
         workers={
             "restarts": parallel.restarts,

@@ -23,7 +23,7 @@ def print_summary(report: dict[str, Any], report_dir: str) -> None:
         if f["repro"]:
             print(f"    repro: {report_dir}/{f['repro']}")
     cov = report.get("coverage", {})
-    if cov.get("enabled"):
+    if cov.get("enabled") and "lines" in cov:
         print(f"fxfuzz: coverage of the pass: lines {_pct(cov['lines'])}, branches {_pct(cov['branches'])}")
     print(f"fxfuzz: report written to {report_dir}/report.json (.md, .html, junit.xml)")
 
@@ -71,7 +71,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                 "",
             ]
     cov = report.get("coverage", {})
-    if cov.get("enabled"):
+    if cov.get("enabled") and "lines" in cov:
         lines.append(f"Pass coverage: lines {_pct(cov['lines'])}, branches {_pct(cov['branches'])}.")
         lines.append("")
     lines.append("Full report: `report.html`; repros run with `python repros/<bucket>.py` or `fxfuzz repro`.")

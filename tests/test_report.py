@@ -40,9 +40,12 @@ def test_known_findings_keep_the_campaign_green_but_are_reported(tmp_path, capsy
     pass_file = tmp_path / "crasher.py"
     pass_file.write_text(CRASHER)
     run = ["run", "--pass", f"{pass_file}:crasher", "--max-examples", "3", "--budget", "120", "--no-db"]
-    assert main([*run, "--report-dir", str(tmp_path / "first")]) == 1
+    assert main([*run, "--coverage", "--report-dir", str(tmp_path / "first")]) == 1
     first = json.loads((tmp_path / "first" / "report.json").read_text())
     assert SCHEMA <= first.keys() and first["workers"] == 1 and first["examples"] == 3
+    # The pass file's own coverage, its module-level def included (measured from before import).
+    (measured,) = first["coverage"]["files"]
+    assert measured["path"].endswith("crasher.py") and measured["lines"] == {"covered": 2, "total": 2, "percent": 100.0}
     (finding,) = first["findings"]
     assert FINDING <= finding.keys() and finding["known"] is False and finding["count"] == 3
     assert (tmp_path / "first" / finding["repro"]).is_file()
@@ -103,3 +106,31 @@ def test_clean_report_renders_green():
     suite = ET.fromstring(render_junit(report)).find("testsuite")
     assert suite.get("failures") == "0" and len(list(suite.iter("testcase"))) == 1
     assert "No findings." in render_html(report)
+
+
+BRANCHY = "def pick(x):\n    if x:\n        return 1\n    return 2\n"
+
+
+def test_coverage_merges_the_workers_data_files(tmp_path):
+    """Two workers each took one side of a branch: combined, both sides are covered."""
+    import coverage
+
+    from fuzz.coverage_probe import Target, summarize
+
+    src = tmp_path / "branchy.py"
+    src.write_text(BRANCHY)
+    files = []
+    for i, arg in enumerate((True, False)):
+        data = str(tmp_path / f".coverage.w{i}")
+        cov = coverage.Coverage(data_file=data, branch=True, include=[str(src)])
+        cov.start()
+        namespace: dict = {}
+        exec(compile(BRANCHY, str(src), "exec"), namespace)
+        namespace["pick"](arg)
+        cov.stop()
+        cov.save()
+        files.append(data)
+    one = summarize(files[:1], [Target("branchy", str(src))])
+    both = summarize(files, [Target("branchy", str(src))])
+    assert one["branches"]["percent"] == 50.0 and one["lines"]["covered"] == 3
+    assert both["branches"] == {"covered": 2, "total": 2, "percent": 100.0} and both["lines"]["percent"] == 100.0
