@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -119,7 +120,7 @@ def write_repros(result: CampaignResult, report_dir: str, pass_spec: str) -> dic
     """``repros/<bucket>.py`` and ``.json`` for every bucket with an example; bucket id ->
     .py path relative to ``report_dir``."""
     from .repro import repro_document, write_repro
-    from .serialize import case_to_dict
+    from .serialize import SerializeError, case_to_dict
 
     out = {}
     for b in result.buckets.values():
@@ -127,7 +128,11 @@ def write_repros(result: CampaignResult, report_dir: str, pass_spec: str) -> dic
         if data is None:
             continue
         doc = repro_document(b.id, b.finding.to_dict(), data, pass_spec)
-        path = write_repro(os.path.join(report_dir, "repros"), doc)
+        try:
+            path = write_repro(os.path.join(report_dir, "repros"), doc)
+        except SerializeError as e:  # the finding is still reported, without a .py
+            print(f"fxfuzz: no repro for {b.id}: {e}", file=sys.stderr)
+            continue
         out[b.id] = os.path.relpath(path, report_dir)
     return out
 

@@ -225,8 +225,9 @@ def write_repro(directory: str, doc: dict[str, Any]) -> str:
     base = os.path.join(directory, doc["bucket"])
     with open(base + ".json", "w") as fh:
         json.dump(doc, fh, indent=1)
+    source = repro_source(doc)  # before opening the .py, so a failure leaves no empty file
     with open(base + ".py", "w") as fh:
-        fh.write(repro_source(doc))
+        fh.write(source)
     return base + ".py"
 
 

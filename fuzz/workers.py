@@ -439,10 +439,13 @@ def to_campaign_result(r: ParallelResult) -> Any:
     from oracles import Finding
 
     from .campaign import Bucket, CampaignResult
-    from .serialize import case_from_dict
+    from .serialize import SerializeError, case_from_dict
 
     buckets = {}
     for bid, rec in r.buckets.items():
-        case = case_from_dict(rec.case) if rec.case is not None else None
+        try:
+            case = case_from_dict(rec.case) if rec.case is not None else None
+        except SerializeError:  # keep the finding (and its data) even if the graph will not rebuild
+            case = None
         buckets[bid] = Bucket(bid, Finding(**rec.finding), case, max(1, r.counts.get(bid, 0)), rec.case)
     return CampaignResult(r.examples, r.duration_s, buckets, r.stats, r.stopped_by)
