@@ -4,7 +4,9 @@ every regression.
 A regression on a case is, per oracle family: the baseline passes the oracle and the candidate
 fails it; or both fail it and the two transformed graphs disagree with each other (run on the
 same inputs and compared like the equivalence and gradient oracles compare). A candidate that
-passes an oracle the baseline fails is a fix, never a regression.
+passes an oracle the baseline fails is a fix, never a regression. Beyond behaviour, the
+candidate's graph must show its consumers what the baseline's shows: the same signature specs
+(names included) and the same metadata keys on each kind of node.
 
 The cases are, in order: the regression corpus (saved cases of earlier campaigns, then the
 built-in modules of ``strategies.corpus``), then fresh Hypothesis cases for the budget, each
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -30,6 +33,7 @@ from .passes import PassFn
 
 # The oracles whose checks compare two executions, and so can compare two transformed graphs.
 _RUN_ORACLES = ("equivalence", "gradients")
+_BEHAVIOUR = {"crash", "equivalence", "gradients"}
 
 
 @dataclass
@@ -38,6 +42,45 @@ class Judged:
 
     findings: list[Finding]
     gm: fx.GraphModule | None
+    interface: Interface | None = None
+
+
+@dataclass(frozen=True)
+class Interface:
+    """What a transformed graph shows its consumers beyond behaviour: the signature's specs,
+    and which metadata keys each kind of node carries (export's later stages read them)."""
+
+    specs: tuple[tuple[str, ...], ...]
+    meta: tuple[tuple[str, tuple[str, ...], int], ...]
+
+    @staticmethod
+    def of(gm: fx.GraphModule, sig: object) -> Interface:
+        from .serialize import target_name
+
+        specs = tuple(
+            (str(s.kind), str(getattr(s.arg, "name", s.arg)), str(s.target))
+            for s in [*getattr(sig, "input_specs", []), *getattr(sig, "output_specs", [])]
+        )
+        meta = Counter(
+            (target_name(n.target) if n.op == "call_function" else n.op, tuple(sorted(n.meta)))
+            for m in gm.modules()
+            if isinstance(m, fx.GraphModule)
+            for n in m.graph.nodes
+        )
+        return Interface(specs, tuple(sorted((k, keys, c) for (k, keys), c in meta.items())))
+
+
+def interface_differences(candidate: Interface, baseline: Interface, compare_specs: bool) -> list[Finding]:
+    """The candidate's signature specs (unless the candidate fixed the baseline's signature)
+    and node metadata keys against the baseline's."""
+    found = []
+    if compare_specs and candidate.specs != baseline.specs:
+        diff = [f"{b} became {c}" for b, c in zip(baseline.specs, candidate.specs) if b != c][:3]
+        found.append(Finding("signature", "vs_baseline_signature_differs", f"the signature differs from the baseline's: {diff}"))
+    if candidate.meta != baseline.meta:
+        diff = sorted(set(baseline.meta) ^ set(candidate.meta))[:3]
+        found.append(Finding("structure", "vs_baseline_metadata_differs", f"node metadata keys differ from the baseline's: {diff}"))
+    return found
 
 
 def judge(case: GraphCase, pass_fn: PassFn) -> Judged:
@@ -47,15 +90,15 @@ def judge(case: GraphCase, pass_fn: PassFn) -> Judged:
     def recording(gm: object, sig: object) -> tuple[object, object]:
         out = pass_fn(gm, sig)
         if not outputs and isinstance(out, tuple) and out and isinstance(out[0], fx.GraphModule):
-            # A copy: later checks (idempotence) may run passes on the graph verify holds.
-            outputs.append((copy_graph_module(out[0]), out[1]))
+            # Copies: later checks (idempotence) may run passes on what verify holds.
+            outputs.append((copy_graph_module(out[0]), Interface.of(out[0], out[1])))
         return out
 
     for attr in ("fxfuzz_contract", "__name__", "__qualname__"):
         if hasattr(pass_fn, attr):
             setattr(recording, attr, getattr(pass_fn, attr))
     findings = verify(case, recording)
-    return Judged(findings, outputs[0][0] if outputs else None)
+    return Judged(findings, *outputs[0]) if outputs else Judged(findings, None)
 
 
 def disagreements(case: GraphCase, candidate_gm: fx.GraphModule, baseline_gm: fx.GraphModule) -> list[Finding]:
@@ -78,6 +121,11 @@ def regressions(case: GraphCase, candidate: PassFn, baseline: PassFn) -> list[Fi
     both_failed = failed_by_baseline & failed_by_candidate & set(_RUN_ORACLES)
     if both_failed and cand.gm is not None and base.gm is not None:
         found += [f for f in disagreements(case, cand.gm, base.gm) if f.oracle in both_failed]
+    # Where the baseline misbehaves a correct candidate's graph must differ from it, so the
+    # interface is compared only where the baseline's behaviour is a trustworthy reference.
+    if cand.interface is not None and base.interface is not None and not failed_by_baseline & _BEHAVIOUR:
+        fixed_signature = "signature" in failed_by_baseline - failed_by_candidate
+        found += interface_differences(cand.interface, base.interface, not fixed_signature)
     return found
 
 

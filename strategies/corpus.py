@@ -235,6 +235,20 @@ class TwoOutputsFromNoGrad(nn.Module):
         return a + y, b
 
 
+class ConstantOutputs(nn.Module):
+    """A grad block next to outputs that are Python constants, which export records as
+    ConstantArgument output specs rather than nodes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(_t(0.5, -1.0, 2.0))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, int, None]:
+        with torch.no_grad():
+            a = (x * self.w).sin()
+        return a + x, 3, None
+
+
 @dataclass(frozen=True)
 class CorpusModule:
     """One corpus entry: how to build the module and its example arguments."""
@@ -266,6 +280,7 @@ MODULES: tuple[CorpusModule, ...] = (
     CorpusModule("decorated_helpers", DecoratedHelpers, _x),
     CorpusModule("grad_mode_from_argument", GradModeFromArgument, _x),
     CorpusModule("two_outputs_from_no_grad", TwoOutputsFromNoGrad, _x),
+    CorpusModule("constant_outputs", ConstantOutputs, _x),
 )
 
 

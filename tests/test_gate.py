@@ -130,3 +130,17 @@ def test_malformed_corpus_file_is_a_usage_error(tmp_path):
     r = fxfuzz("gate", "--candidate", "set_grad", "--corpus", str(tmp_path))
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "bad.json" in lines[0], r.stderr
+
+
+def test_metadata_keys_and_signature_names_must_match_the_baseline():
+    """Two mutants of torch's pass that behave identically but drop the HOP's torch_fn
+    metadata, or keep getitem names instead of the names of the values they carry."""
+    from fuzz.mutants import enumerate_mutants
+    from strategies.corpus import MODULES, capture
+
+    mutants = {m.id: m for m in enumerate_mutants("set_grad")}
+    case = capture(next(e for e in MODULES if e.name == "two_outputs_from_no_grad"), True)
+    no_torch_fn = load_pass_variant("set_grad", mutants["replace_with_hop_pass_util._replace_with_hop_helper:38:remove:5"])
+    no_rename = load_pass_variant("set_grad", mutants["replace_with_hop_pass_util._replace_with_hop_helper:82:remove:27"])
+    assert {f.kind for f in regressions(case, no_torch_fn, REAL)} == {"vs_baseline_metadata_differs"}
+    assert {f.kind for f in regressions(case, no_rename, REAL)} == {"vs_baseline_signature_differs"}
