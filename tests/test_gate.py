@@ -50,13 +50,13 @@ def test_fresh_copy_of_the_real_pass_has_no_regression(corpus):
     installed one: same behaviour on the whole corpus and on fresh cases in both grad modes."""
     copy = load_pass_variant("set_grad")
     assert copy is not REAL
-    result = run_gate(copy, REAL, corpus, max_examples=15)
+    result = run_gate(copy, REAL, corpus, budget_s=1e9, max_examples=15)  # a count, not a time limit
     assert result.corpus_cases == len(corpus) and result.campaign.examples == 15
     assert result.buckets == {}
 
 
 def test_broken_candidate_regresses_on_the_corpus(corpus):
-    result = run_gate(bp.drops_toggles, REAL, corpus, max_examples=1)
+    result = run_gate(bp.drops_toggles, REAL, corpus, budget_s=1e9, max_examples=1)
     oracles = {b.finding.oracle for b in result.buckets.values()}
     assert {"equivalence", "gradients"} <= oracles
     assert all(bid in result.corpus_sources for bid in result.buckets)
