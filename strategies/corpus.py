@@ -249,6 +249,21 @@ class ConstantOutputs(nn.Module):
         return a + x, 3, None
 
 
+class CondBesideGradBlock(nn.Module):
+    """``torch.cond`` after a no_grad block: the region the pass inlines holds the branches'
+    ``get_attr`` nodes, which inlining must carry over into the parent module."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(_t(0.5, -1.0, 2.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            a = x.sin()
+        y = torch.cond(x.sum() > 0, lambda x: x.cos() * self.w, lambda x: x.sin(), (x,))
+        return y + a
+
+
 @dataclass(frozen=True)
 class CorpusModule:
     """One corpus entry: how to build the module and its example arguments."""
@@ -281,6 +296,7 @@ MODULES: tuple[CorpusModule, ...] = (
     CorpusModule("grad_mode_from_argument", GradModeFromArgument, _x),
     CorpusModule("two_outputs_from_no_grad", TwoOutputsFromNoGrad, _x),
     CorpusModule("constant_outputs", ConstantOutputs, _x),
+    CorpusModule("cond_beside_grad_block", CondBesideGradBlock, _x),
 )
 
 
