@@ -216,3 +216,12 @@ def test_known_export_crash_on_cond_then_autocast_then_no_grad():
         if f.kind == "export_raised"
     }
     assert crashes == {(True, "AttributeError", "'GraphModule' object has no attribute 'submod_1'")}
+
+
+def test_program_check_leaves_no_compiled_cond_branches_behind():
+    """Eager torch.cond installs a dynamo-compiled global per program; the check drops them,
+    so memory stays bounded over a long campaign."""
+    import torch._higher_order_ops.cond as cond_module
+
+    check_program(COND_AUTOCAST_NO_GRAD, REAL)
+    assert not [n for n in vars(cond_module) if n.startswith("__compiled_fn")]
