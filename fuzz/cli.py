@@ -86,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("path", help="repros/<bucket>.py or .json from a report folder")
     repro.add_argument("--pass", dest="pass_spec", default=None, help="replay against this pass instead of the recorded one")
     repro.add_argument("--example-timeout", type=_positive_float, default=60.0, help="seconds before the pass counts as hung")
+    bench = sub.add_parser("bench", help="measure the pass, the harness loop per example and the worker speed-up")
+    bench.add_argument("--json", action="store_true", help="end with one line of JSON holding every figure")
+    bench.add_argument("--graphs", type=_positive_int, default=200, help="cases in the seeded population (default 200)")
+    bench.add_argument("--seed", type=_int, default=0, help="population seed (default 0)")
+    bench.add_argument("--workers", type=_positive_int, default=2, help="workers for the speed-up over one (default 2)")
+    bench.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered name, pkg.module:fn or file.py:fn")
+    bench.add_argument("--profile", action="store_true", help="profile the harness loop and print where the time goes")
     gate = sub.add_parser("gate", help="fail when a candidate pass regresses against a baseline pass")
     gate.add_argument("--candidate", required=True, help="the changed pass: registered name, pkg.module:fn or file.py:fn")
     gate.add_argument("--baseline", default="set_grad", help="the pass it must not regress against (default set_grad)")
@@ -130,7 +137,13 @@ def _cmd_mutate(args: argparse.Namespace) -> int:
     return mutate_command(args)
 
 
-COMMANDS = {"run": _cmd_run, "repro": _cmd_repro, "gate": _cmd_gate, "mutate": _cmd_mutate}
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import bench_command
+
+    return bench_command(args)
+
+
+COMMANDS = {"bench": _cmd_bench, "run": _cmd_run, "repro": _cmd_repro, "gate": _cmd_gate, "mutate": _cmd_mutate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,293 @@
+"""``fxfuzz bench``: what the harness costs next to the pass it checks.
+
+All figures come from one population: the first ``graphs`` export-domain cases the default
+campaign draws with ``seed`` (the same Hypothesis loop, so the harness run sees the very
+cases the pass was timed on).
+
+- ``pass_ms``: median time of the pass alone on prebuilt copies of those cases (the floor);
+- ``harness_ms``: median time per example of the default loop on them: generation, the pass,
+  every default oracle, bookkeeping. Findings are counted, not shrunk: shrinking is spent
+  once per bucket, not per example;
+- ``examples_per_s``: that loop's throughput in one process;
+- ``speedup_2_workers``: the summed throughput of two processes running that loop at the
+  same time over one process (each warm, started together);
+- ``peak_rss_mb``: the largest peak RSS of the in-process loop and of any worker process.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import os
+import pstats
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from .campaign import CampaignResult, run_campaign
+from .passes import PassFn, identity_pass, load_pass
+
+DEFAULT_GRAPHS = 200
+WARMUP = 5
+# graph_cases' step bound for the population: at 200 cases the median is about 20 compute
+# nodes (the default bound of 14 gives about 7; Hypothesis starts with small examples).
+BENCH_STEPS = 24
+
+
+@dataclass
+class BenchResult:
+    graphs: int
+    seed: int
+    pass_spec: str
+    median_nodes: float
+    pass_ms: float
+    harness_ms: float
+    ratio: float
+    examples_per_s: float
+    workers: int
+    worker_examples_per_s: dict[int, float]
+    speedup_2_workers: float | None
+    peak_rss_mb: float
+    findings: int
+    load_avg: tuple[float, float, float]
+    time_by_area: dict[str, float] = field(default_factory=dict)
+    ms_by_step: dict[str, float] = field(default_factory=dict)
+
+
+def population(graphs: int, seed: int, domain: str = "export") -> list[Any]:
+    """The first ``graphs`` cases the default campaign draws with ``seed``."""
+    cases: list[Any] = []
+
+    def keep(case: Any, pass_fn: PassFn) -> list:
+        cases.append(case)
+        return []
+
+    run_campaign(
+        identity_pass, budget_s=float("inf"), max_examples=graphs, seed_=seed, strategy=bench_cases(domain), check=keep
+    )
+    return cases
+
+
+def bench_cases(domain: str = "export") -> Any:
+    """The strategy of the population: the default graph cases, a little larger."""
+    from strategies import graph_cases
+
+    return graph_cases(domain=domain, max_steps=BENCH_STEPS)
+
+
+def pass_times_ms(cases: list[Any], pass_fn: PassFn) -> list[float]:
+    """Time of ``pass_fn`` alone on a fresh copy of each case, under its ambient grad mode
+    (copies are made outside the timed region)."""
+    times = []
+    before = torch.is_grad_enabled()
+    try:
+        for case in cases[:WARMUP] + cases:
+            work = case.copy()
+            torch.set_grad_enabled(case.ambient_grad)
+            start = time.perf_counter()
+            try:
+                pass_fn(work.gm, work.signature)
+            except Exception:
+                pass  # a crashing pass is still a measured pass
+            times.append((time.perf_counter() - start) * 1000)
+    finally:
+        torch.set_grad_enabled(before)
+    return times[WARMUP:]
+
+
+def harness_loop(graphs: int, seed: int, pass_fn: PassFn, domain: str = "export") -> tuple[list[float], CampaignResult, int]:
+    """The default campaign loop on the population: per-example times in ms, the result,
+    and the number of findings (counted, not shrunk)."""
+    from oracles import verify
+
+    stamps = [time.perf_counter()]
+    found = Counter()
+
+    def check(case: Any, fn: PassFn) -> list:
+        found["findings"] += len(verify(case, fn))
+        return []
+
+    def progress(result: CampaignResult, elapsed: float) -> None:
+        stamps.append(time.perf_counter())
+
+    result = run_campaign(
+        pass_fn,
+        budget_s=float("inf"),
+        max_examples=graphs,
+        seed_=seed,
+        strategy=bench_cases(domain),
+        check=check,
+        progress=progress,
+    )
+    times = [(b - a) * 1000 for a, b in zip(stamps, stamps[1:])]
+    return times, result, found["findings"]
+
+
+def child_main() -> None:
+    """One worker process of the speed-up measurement (``python -c`` entry point): warm up,
+    say ``ready``, wait for ``go`` on stdin, run the loop, print its rate and peak RSS."""
+    import sys
+
+    cfg = json.loads(sys.argv[1])
+    pass_fn = load_pass(cfg["pass"])
+    harness_loop(WARMUP, cfg["seed"] + 7919, pass_fn)  # imports, first-call caches
+    print("ready", flush=True)
+    sys.stdin.readline()
+    _, result, _ = harness_loop(cfg["graphs"], cfg["seed"], pass_fn)
+    print(json.dumps({"examples_per_s": result.examples_per_s, "peak_rss_mb": _peak_rss_mb()}), flush=True)
+
+
+def parallel_rate(pass_spec: str, workers: int, graphs: int, seed: int) -> tuple[float, float]:
+    """Summed examples per second of ``workers`` processes running the loop at the same time
+    (started together once all are warm), and their largest peak RSS in MB."""
+    code = "from fuzz.bench import child_main; child_main()"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, json.dumps({"pass": pass_spec, "graphs": graphs, "seed": seed + i})],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(workers)
+    ]
+    try:
+        for p in procs:
+            if p.stdout.readline().strip() != "ready":  # type: ignore[union-attr]
+                raise RuntimeError("a bench worker failed to start")
+        for p in procs:
+            p.stdin.write("go\n")  # type: ignore[union-attr]
+            p.stdin.flush()  # type: ignore[union-attr]
+        reports = [json.loads(p.stdout.readline()) for p in procs]  # type: ignore[union-attr]
+    finally:
+        for p in procs:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    return sum(r["examples_per_s"] for r in reports), max(r["peak_rss_mb"] for r in reports)
+
+
+def _area(filename: str) -> str:
+    """Where a profiled function lives, coarsely: fxfuzz folders, Hypothesis, parts of torch."""
+    path = filename.replace(os.sep, "/")
+    for own in ("strategies", "oracles", "fuzz"):
+        if f"/{own}/" in path and "site-packages" not in path:
+            return own
+    for lib, name in (
+        ("hypothesis/", "hypothesis"),
+        ("torch/_subclasses/", "torch fake tensors"),
+        ("torch/fx/", "torch.fx"),
+        ("torch/_export/", "torch._export (the pass)"),
+        ("torch/autograd/", "torch.autograd"),
+        ("torch/", "torch (other)"),
+    ):
+        if lib in path:
+            return name
+    return "builtins and C" if path.startswith("~") or path.startswith("<") else "other"
+
+
+def time_by_area(profile: cProfile.Profile) -> dict[str, float]:
+    """Share (percent) of the profiled run's own time spent in each area."""
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    own: Counter = Counter()
+    for (filename, _, _), (_, _, tottime, _, _) in stats.items():
+        own[_area(filename)] += tottime
+    total = sum(own.values()) or 1.0
+    return {k: round(100 * v / total, 1) for k, v in own.most_common()}
+
+
+# label -> (file, function) of each step of the loop, for the per-step breakdown.
+STEPS: dict[str, tuple[str, str]] = {
+    "generation (graph_cases)": ("strategies/graphs.py", "graph_cases"),
+    "pass on a copy (apply_pass)": ("oracles/__init__.py", "apply_pass"),
+    "  of which case.copy": ("strategies/case.py", "copy"),
+    "structure checks": ("oracles/structure.py", "check_structure"),
+    "signature checks": ("oracles/signature.py", "check_signature"),
+    "export verifier": ("oracles/exported.py", "check_exported"),
+    "reference runs (original graph)": ("oracles/semantics.py", "__init__"),
+    "transformed runs and comparison": ("oracles/semantics.py", "compare_graphs"),
+    "downstream clean-ups": ("oracles/downstream.py", "check_downstream"),
+    "idempotence (second pass)": ("oracles/idempotence.py", "check_idempotence"),
+}
+
+
+def time_by_step(profile: cProfile.Profile, examples: int) -> dict[str, float]:
+    """Milliseconds per example spent in each step of the loop (cumulative, so a step
+    includes what it calls; the pass runs inside two of them)."""
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    steps: dict[str, float] = {}
+    for label, (suffix, name) in STEPS.items():
+        cum = sum(v[3] for (f, _, fn), v in stats.items() if fn == name and f.replace(os.sep, "/").endswith(suffix))
+        steps[label] = round(1000 * cum / max(examples, 1), 2)
+    return steps
+
+
+def _peak_rss_mb() -> float:
+    # Linux reports ru_maxrss in KiB.
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def run_bench(graphs: int = DEFAULT_GRAPHS, seed: int = 0, workers: int = 2, pass_spec: str = "set_grad", profile: bool = False) -> BenchResult:
+    """Measure the pass, the harness loop and the worker speed-up on one population."""
+    pass_fn = load_pass(pass_spec)
+    cases = population(graphs, seed)
+    nodes = statistics.median(c.compute_nodes() for c in cases)
+    pass_ms = statistics.median(pass_times_ms(cases, pass_fn))
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
+    times, result, findings = harness_loop(graphs, seed, pass_fn)
+    if profiler:
+        profiler.disable()
+    harness_ms = statistics.median(times)
+    rates, rss = {}, [_peak_rss_mb()]
+    for k in sorted({1, workers}):
+        rates[k], peak = parallel_rate(pass_spec, k, graphs, seed)
+        rss.append(peak)
+    speedup = round(rates[workers] / rates[1], 2) if workers > 1 and rates[1] > 0 else None
+    return BenchResult(
+        graphs=graphs,
+        seed=seed,
+        pass_spec=pass_spec,
+        median_nodes=nodes,
+        pass_ms=round(pass_ms, 3),
+        harness_ms=round(harness_ms, 3),
+        ratio=round(harness_ms / pass_ms, 2) if pass_ms > 0 else float("inf"),
+        examples_per_s=round(result.examples_per_s, 1),
+        workers=workers,
+        worker_examples_per_s={k: round(v, 1) for k, v in rates.items()},
+        speedup_2_workers=speedup if workers == 2 else None,
+        peak_rss_mb=max(rss),
+        findings=findings,
+        load_avg=tuple(round(x, 2) for x in os.getloadavg()),  # type: ignore[arg-type]
+        time_by_area=time_by_area(profiler) if profiler else {},
+        ms_by_step=time_by_step(profiler, result.examples) if profiler else {},
+    )
+
+
+def bench_command(args: Any) -> int:
+    """``fxfuzz bench``: print the figures; with ``--json`` the last line is one JSON object."""
+    r = run_bench(args.graphs, args.seed, args.workers, args.pass_spec, args.profile)
+    print(f"population: {r.graphs} export-domain graph cases, seed {r.seed}, median {r.median_nodes:g} compute nodes")
+    print(f"pass alone        {r.pass_ms:8.2f} ms/case (median)")
+    print(f"harness loop      {r.harness_ms:8.2f} ms/example (median)  ratio {r.ratio:.2f}")
+    print(f"throughput        {r.examples_per_s:8.1f} examples/s in one process; workers: {r.worker_examples_per_s}")
+    print(f"speed-up, 2 workers {r.speedup_2_workers}   peak RSS {r.peak_rss_mb} MB   load average {r.load_avg}")
+    if r.ms_by_step:
+        print("where an example's time goes (ms per example, profiled):")
+        for step, ms in r.ms_by_step.items():
+            print(f"  {ms:8.2f}  {step}")
+        print("own time by area (percent):")
+    for area, pct in r.time_by_area.items():
+        print(f"  {pct:5.1f}%  {area}")
+    if args.json:
+        print(json.dumps(asdict(r)))
+    return 0
