@@ -8,10 +8,10 @@ before any conftest, which may redefine them, and before ``--hypothesis-profile`
 The properties use whatever Hypothesis profile is loaded, so ``--hypothesis-profile nightly``
 runs them longer.
 
-Properties: ``fxfuzz::generated_graphs`` holds the pass to every oracle on generated graph
-cases; ``fxfuzz::corpus[<module>]`` holds it, on what torch.export hands the pass for each
-built-in corpus module, to no regression against ``--fxfuzz-baseline`` (torch's own pass by
-default), since torch's pass itself has findings on some of those modules.
+Properties: ``fxfuzz::generated_graphs`` on generated graph cases and ``fxfuzz::corpus[<module>]``
+on what torch.export hands the pass for each built-in corpus module. Each fails where the pass
+regresses against ``--fxfuzz-baseline`` (torch's own pass by default, which itself has findings
+on some of these cases), or with ``--fxfuzz-baseline none`` on every finding.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="fxfuzz_baseline",
         default="set_grad",
         metavar="SPEC",
-        help="on the corpus modules, fail only where the pass regresses against this one (default: torch's set_grad)",
+        help="fail only where the pass regresses against this one (default: torch's set_grad; 'none': on every finding)",
     )
 
 
@@ -74,27 +74,32 @@ def _assert_clean(findings: list[Any], case: Any) -> None:
     assert not findings, "\n".join(["fxfuzz findings:", *map(str, findings), "on the case:", str(case)])
 
 
-def _corpus_property(pass_fn: Any, baseline: Any, entry: Any) -> None:
+def _judge(pass_fn: Any, baseline: Any, case: Any) -> None:
+    """Every finding of the pass, or with a baseline only its regressions against it."""
     from fuzz.gate import regressions
+    from oracles import verify
+
+    _assert_clean(verify(case, pass_fn) if baseline is None else regressions(case, pass_fn, baseline), case)
+
+
+def _corpus_property(pass_fn: Any, baseline: Any, entry: Any) -> None:
     from strategies.corpus import capture
 
     for ambient in (True, False):
-        case = capture(entry, ambient)
-        _assert_clean(regressions(case, pass_fn, baseline), case)
+        _judge(pass_fn, baseline, capture(entry, ambient))
 
 
 def _properties(pass_fn: Any, baseline: Any) -> dict[str, Callable[[], None]]:
-    """Name -> property: every oracle on generated graph cases; on each built-in corpus
-    module (real torch.export output), no regression against the baseline pass."""
+    """Name -> property: generated graph cases, then each built-in corpus module (real
+    torch.export output)."""
     from hypothesis import given
 
-    from oracles import verify
     from strategies import graph_cases
     from strategies.corpus import MODULES
 
     @given(graph_cases())
     def generated_graphs(case: Any) -> None:
-        _assert_clean(verify(case, pass_fn), case)
+        _judge(pass_fn, baseline, case)
 
     props: dict[str, Callable[[], None]] = {"generated_graphs": generated_graphs}
     for entry in MODULES:
@@ -115,7 +120,8 @@ def _loaded_pass(config: pytest.Config, option: str = "fxfuzz_pass") -> Any:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("fxfuzz_pass") is None:
         return
-    props = _properties(_loaded_pass(config), _loaded_pass(config, "fxfuzz_baseline"))
+    baseline = None if config.getoption("fxfuzz_baseline") == "none" else _loaded_pass(config, "fxfuzz_baseline")
+    props = _properties(_loaded_pass(config), baseline)
     for name, prop in props.items():
         items.append(PropertyItem.from_parent(session, name=f"fxfuzz::{name}", prop=prop))
 

@@ -78,6 +78,13 @@ def test_nightly_loaded():
     result.assert_outcomes(passed=1)
 
 
+def test_without_baseline_every_finding_fails(user_suite):
+    result = user_suite.runpytest_inprocess(
+        "--fxfuzz-pass", BROKEN, "--fxfuzz-baseline", "none", "--hypothesis-profile", "tiny", "-p", "no:cacheprovider", "-k", "nested"
+    )
+    result.assert_outcomes(failed=1)
+
+
 def test_bad_spec_is_a_usage_error(user_suite):
     result = user_suite.runpytest_inprocess("--fxfuzz-pass", "no_such_module:fn", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
