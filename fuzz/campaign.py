@@ -202,6 +202,7 @@ def run_campaign(
     codec: Codec | None = GRAPH_CASES,
     replay_saved: bool = True,
     max_shrink_s: float = 60.0,
+    known: frozenset[str] = frozenset(),
 ) -> CampaignResult:
     """Fuzz ``pass_fn`` until ``budget_s`` seconds or ``max_examples`` examples are spent,
     or ``stop()`` turns true.
@@ -214,7 +215,8 @@ def run_campaign(
     With a ``database``, each bucket's minimized example is saved (through ``codec``) and,
     when ``replay_saved``, the saved examples run first: a failure found once shows in the
     first examples of the next campaign. Shrinking one bucket stops after ``max_shrink_s``
-    seconds with the smallest example found so far.
+    seconds with the smallest example found so far. Buckets in ``known`` (the baseline) are
+    counted but not shrunk: the budget goes to finding something new.
     """
     result = CampaignResult()
     start = time.monotonic()
@@ -240,7 +242,7 @@ def run_campaign(
 
     # Buckets whose round of shrinking is over; an example may show several new buckets at
     # once, and each gets its own round when a later example shows it again.
-    minimized: set[str] = set()
+    minimized: set[str] = set(known)
 
     def finish_round(shrunk: list[str]) -> None:
         """The round's bucket is as small as it gets: stop shrinking it, save its example."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TextIO
 
 from .campaign import CampaignResult
 
@@ -12,7 +13,10 @@ class ProgressPrinter:
     """Prints elapsed time, examples, rate and buckets at most once per ``every_s`` seconds
     (every 0.5 s on a terminal, every 10 s into a log)."""
 
-    def __init__(self, budget_s: float, max_examples: int, stream=sys.stderr) -> None:
+    def __init__(self, budget_s: float, max_examples: int, stream: TextIO | None = None) -> None:
+        # sys.stderr is looked up per printer, not bound at import: it may have been replaced
+        # (and the old stream closed) since, as pytest's capture does.
+        stream = stream or sys.stderr
         self.budget_s, self.max_examples, self.stream = budget_s, max_examples, stream
         self.tty = stream.isatty()
         self.every_s = 0.5 if self.tty else 10.0

@@ -58,6 +58,7 @@ def run_command(args: argparse.Namespace) -> int:
         db_path=None if args.no_db else args.db,
         db_shared=args.db_shared,
         device=args.device,
+        known=frozenset(known),
         coverage_include=[t.path for t in targets],
         log_dir=os.path.join(report_dir, "logs"),
     )

@@ -57,6 +57,7 @@ class CampaignOptions:
     device: str = "cpu"  # oracles.verify's device: cuda adds CUDA runs and CPU/CUDA parity
     coverage_include: list[str] = field(default_factory=list)  # source files to measure; empty: off
     log_dir: str | None = None
+    known: frozenset[str] = frozenset()  # baseline buckets: counted, not shrunk
 
 
 @dataclass
@@ -150,6 +151,7 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
         stop=conn.poll,  # any message from the parent means stop
         on_bucket=on_bucket,
         replay_saved=cfg["replay_saved"],
+        known=frozenset(cfg["known"]),
     )
     if cov is not None:
         cov.stop()
@@ -215,6 +217,7 @@ class Supervisor:
             # Saved failures replay once, in the first worker: a replacement worker must not
             # replay the example that just killed its predecessor.
             "replay_saved": index == 0 and generation == 0,
+            "known": sorted(self.opts.known),
         }
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")])))
         log = subprocess.DEVNULL

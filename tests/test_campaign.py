@@ -77,3 +77,18 @@ def test_shrinking_stops_at_its_time_limit_keeping_the_example():
     (bucket,) = result.buckets.values()
     assert sizes == [bucket.graph_nodes] and bucket.graph_nodes >= 8  # found, kept, not shrunk
     assert result.examples == 80  # the campaign went on after the shrink was cut short
+
+
+def test_known_buckets_are_counted_but_not_shrunk():
+    """A baseline bucket keeps the first example that showed it, and every example counts."""
+    import broken_passes as bp
+    from fuzz.campaign import run_campaign
+
+    (bid,) = run_campaign(bp.crashes, budget_s=120, max_examples=1).buckets
+    seen: list[int] = []
+    result = run_campaign(
+        bp.crashes, budget_s=120, max_examples=25, known=frozenset({bid}),
+        on_bucket=lambda b: seen.append(b.graph_nodes),
+    )
+    assert result.examples == 25 and result.buckets[bid].count == 25
+    assert len(seen) == 1  # appeared once, never re-minimized

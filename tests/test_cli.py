@@ -10,6 +10,7 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 
 
 def fxfuzz(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
@@ -19,11 +20,17 @@ def fxfuzz(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
 
 
 def test_run_real_pass_writes_report(tmp_path):
-    r = fxfuzz("run", "--budget", "20", "--max-examples", "40", "--report-dir", str(tmp_path))
-    assert r.returncode == 0, r.stderr
+    """The real pass of torch 2.13.0 has known findings (fxfuzz-known.txt): the campaign
+    counts them, marks them known and stays green; anything else it finds fails this test."""
+    r = fxfuzz(
+        "run", "--budget", "300", "--max-examples", "30", "--no-db",
+        "--known", os.path.join(ROOT, "fxfuzz-known.txt"), "--report-dir", str(tmp_path),
+    )
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["examples"] == 40
-    assert report["pass"] == "set_grad" and report["findings"] == []
+    new = [f["id"] + ": " + f["message"] for f in report["findings"] if not f["known"]]
+    assert r.returncode == 0 and not new, "\n".join(new) or r.stderr
+    assert report["examples"] == 30
+    assert report["pass"] == "set_grad"
     assert report["torch_version"].startswith("2.")
 
 
