@@ -98,7 +98,8 @@ def draw_cond(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:
 
 def draw_map(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:
     """``map(body, xs, *args)`` as export records it: ``map_impl(body_graph, [xs], [args])``."""
-    mapped = [v for v in s.pool if v.node.meta["val"].dim() >= 1]
+    # map slices along dim 0: an empty leading dim has no row to draw the body's meta from.
+    mapped = [v for v in s.pool if v.node.meta["val"].dim() >= 1 and v.node.meta["val"].shape[0] > 0]
     if not mapped:
         return
     xs = pick(draw, mapped)
