@@ -164,10 +164,6 @@ class GateResult:
     def buckets(self) -> dict[str, Bucket]:
         return self.campaign.buckets
 
-    @property
-    def regressed(self) -> bool:
-        return bool(self.campaign.buckets)
-
 
 class StopGate(BaseException):
     """Raised by ``on_regression`` to end the gate at once (mutation testing stops at the

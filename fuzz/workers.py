@@ -178,7 +178,6 @@ class _Worker:
     inflight: dict[str, Any] | None = None
     inflight_since: float | None = None
     finished: str | None = None
-    busy: bool = False
 
 
 class Supervisor:

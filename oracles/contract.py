@@ -29,8 +29,6 @@ SET_GRAD = PassContract(
 AUTOCAST = PassContract("autocast", _autocast_targets(), getattr(torch.ops.higher_order, "wrap_with_autocast", None))
 NONE = PassContract("none")
 
-CONTRACTS = {c.name: c for c in (SET_GRAD, AUTOCAST, NONE)}
-
 
 def contract_of(pass_fn: Any) -> PassContract:
     """The contract a pass declares through ``fxfuzz_contract``; set-grad by default,

@@ -93,10 +93,3 @@ def compare_grads(ref: Grads, got: Grads, labels: Sequence[str], exact: bool = T
     assert ref.values is not None and got.values is not None
     return compare_derivatives("grad", [labels[i] for i in ref.leaves], ref.values, got.values, exact)
 
-
-def check_gradients(ref: Run, got: Run, labels: Sequence[str] | None = None, exact: bool = True) -> list[Finding]:
-    """Gradients of both runs (outputs that cannot be compared are equivalence's to report)."""
-    if not ref.ok or not got.ok or ref.spec != got.spec:
-        return []
-    labels = labels or [f"input {i}" for i in range(len(ref.inputs))]
-    return compare_grads(input_grads(ref), input_grads(got), labels, exact)

@@ -7,7 +7,6 @@ import linecache
 import sys
 import types
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
