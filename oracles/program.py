@@ -68,21 +68,6 @@ def _export_crash(e: BaseException) -> Finding:
     )
 
 
-def stripped_by_export(f: Finding) -> bool:
-    """A verifier verdict on metadata export itself removes right after the pass.
-
-    torch.export pops ``nn_module_stack`` and ``stack_trace`` from every placeholder and
-    output node of every graph module right after the set-grad and autocast passes
-    (``torch/export/_trace.py``, ``_produce_aten_artifact``), before its verifier runs; on a
-    graph export captured, that metadata on those nodes is no defect of the pass.
-    """
-    return (
-        f.kind == "export_verifier_rejects"
-        and f.details.get("check") in ("nn_module_stack", "stack_trace")
-        and any(f"of type {op}" in f.message for op in ("placeholder", "output"))
-    )
-
-
 def _end_to_end(eager: dict[str, Any], exported: dict[str, Any]) -> list[Finding]:
     """Findings (kinds prefixed ``e2e_``) where ep.module() and eager disagree."""
     if exported["error"] is not None:
@@ -141,7 +126,6 @@ def _check_mode(program_class: Any, example_inputs: Any, pass_fn: PassFn, grad_m
         findings = [
             Finding(f.oracle, f.kind, f"captured graph: {f.message}", {**f.details, "source": "captured_graph"})
             for f in verify(case, pass_fn)
-            if not stripped_by_export(f)
         ]
         if any(f.oracle == "crash" for f in findings):
             return findings  # the export below would only raise the same crash again

@@ -8,8 +8,7 @@ from torch.export.graph_signature import InputKind
 
 import torch._export.passes.replace_set_grad_with_hop_pass as set_grad_module
 from fuzz.passes import load_pass
-from oracles import verify as verify_all
-from oracles.program import stripped_by_export
+from oracles import verify
 from oracles.execute import run_graph
 from strategies import from_module
 
@@ -58,12 +57,6 @@ class Autocast(torch.nn.Module):
         with torch.no_grad():
             z = y.float().sum()
         return y, z
-
-
-def verify(case, pass_fn):
-    """Findings on a captured case, less verdicts on placeholder/output metadata that export
-    itself strips right after the pass (so the pass is not to blame for them)."""
-    return [f for f in verify_all(case, pass_fn) if not stripped_by_export(f)]
 
 
 def _toggles(gm):

@@ -106,3 +106,41 @@ def test_wrapped_buffer_update_is_dead_code():
     side-effecting, so eliminate_dead_code deletes it and the buffer update with it."""
     case = from_module(BufferUpdateUnderNoGrad(), (torch.ones(3, requires_grad=True),))
     assert kinds(verify(case, REAL)) == {("structure", "dead_code_elimination_changes_meaning")}
+
+
+class CondUnderEnableGrad(torch.nn.Module):
+    def forward(self, x):
+        with torch.enable_grad():
+            z = x * 3
+            y = torch.cond(z.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (z,))
+        return y + x
+
+
+class NoGradBlockWithoutCond(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        with torch.no_grad():
+            z = y.sin() + 1
+        return y + z
+
+
+def test_forward_ad_differs_because_the_region_around_cond_is_dropped():
+    """cond's autograd.Function has no jvp rule, so forward-mode AD through cond raises exactly
+    when cond runs with grad enabled. The pass drops the region around cond (the get_attrs of
+    its branches are hoisted ahead of the toggle), so cond runs in the other grad mode: under
+    ambient grad a no_grad block's cond starts raising, under ambient no_grad an enable_grad
+    block's cond stops raising. The bucket is that defect, not a forward-AD gap of the HOP."""
+    x = torch.ones(3, requires_grad=True)
+    assert ("gradients", "jvp_raises_differently") in kinds(verify(from_module(CondUnderNoGrad(), (x,)), REAL))
+    with torch.no_grad():
+        case = from_module(CondUnderEnableGrad(), (x,))
+    assert not case.ambient_grad
+    assert ("gradients", "jvp_raises_differently") in kinds(verify(case, REAL))
+
+
+def test_wrap_with_set_grad_enabled_carries_tangents():
+    """Where the pass does wrap the region, forward AD matches: the HOP keeps tangents."""
+    case = from_module(NoGradBlockWithoutCond(), (torch.ones(3, requires_grad=True),))
+    result, _ = REAL(case.copy().gm, case.signature)
+    assert any(n.target is torch.ops.higher_order.wrap_with_set_grad_enabled for n in result.graph.nodes)
+    assert verify(case, REAL) == []
