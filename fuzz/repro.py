@@ -125,6 +125,9 @@ class _Source:
                     f"{self.arg(n['kwargs'], names)}, name={n['name']!r})"
                 )
             names[n["name"]] = var
+            if "module_stack" in n:
+                stack = {k: tuple(v) for k, v in n["module_stack"].items()}
+                lines.append(f"    {var}.meta['nn_module_stack'] = {stack!r}")
             if n.get("val") is not None:
                 lines.append(f"    {var}.meta['val'] = meta_val(fake, {n['val']!r})")
         if "pytree" in g:

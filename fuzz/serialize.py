@@ -178,6 +178,11 @@ def decode_tensor(d: dict[str, Any]) -> Any:
 # ---------------------------------------------------------------------------- graphs
 
 
+def encode_module_stack(stack: dict[str, tuple[str, Any]]) -> dict[str, list[str]]:
+    """``meta['nn_module_stack']`` (export's verifier checks it): module types by name."""
+    return {k: [path, ty if isinstance(ty, str) else f"{ty.__module__}.{ty.__qualname__}"] for k, (path, ty) in stack.items()}
+
+
 def encode_graph_module(gm: fx.GraphModule) -> dict[str, Any]:
     """Nodes in order, nested graph modules (every child, in order) and tensor attributes,
     and the pytree codegen."""
@@ -195,6 +200,8 @@ def encode_graph_module(gm: fx.GraphModule) -> dict[str, Any]:
                 "val": encode_meta_val(n.meta["val"]) if "val" in n.meta else None,
             }
         )
+        if n.meta.get("nn_module_stack"):
+            nodes[-1]["module_stack"] = encode_module_stack(n.meta["nn_module_stack"])
         if n.op == "get_attr":
             attr = gm
             for part in n.target.split("."):
@@ -235,6 +242,8 @@ def decode_graph_module(d: dict[str, Any], fake: FakeTensorMode) -> fx.GraphModu
         node = graph.create_node(op, target, args, kwargs, name=name)
         if name is not None and node.name != name:
             raise SerializeError(f"node name {name!r} is not reproducible (got {node.name!r})")
+        if "module_stack" in spec:
+            node.meta["nn_module_stack"] = {k: tuple(v) for k, v in spec["module_stack"].items()}
         if spec.get("val") is not None:
             node.meta["val"] = meta_val(fake, spec["val"])
             if isinstance(node.meta["val"], torch.Tensor):

@@ -38,6 +38,10 @@ def shared_fake_mode() -> FakeTensorMode:
     return FakeTensorMode(allow_non_fake_inputs=True)
 
 
+# What torch.export records on every op of a graph traced from a module with no submodules.
+ROOT_MODULE_STACK = {"L__self__": ("", "torch.nn.modules.module.Module")}
+
+
 class GraphBuilder:
     """Builds one fx.Graph while tracking the grad mode its nodes run under.
 
@@ -163,7 +167,11 @@ class GraphBuilder:
         return fx.GraphModule(root, self.graph)
 
     def finish(self, outputs: Sequence[Any]) -> tuple[fx.GraphModule, ExportGraphSignature]:
-        """Close the graph with a tuple output and return it with its export signature."""
+        """Close the graph with a tuple output and return it with its export signature.
+        Root ops get the ``nn_module_stack`` export records, which its verifier demands."""
+        for node in self.graph.nodes:
+            if node.op in ("call_function", "get_attr"):
+                node.meta["nn_module_stack"] = dict(ROOT_MODULE_STACK)
         self.graph.output(tuple(outputs))
         gm = self._module()
         output_specs = [

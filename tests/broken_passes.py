@@ -211,6 +211,16 @@ def calls_python_sin(gm, sig):
     return _recompile(gm), sig
 
 
+def forgets_module_stack(gm, sig):
+    """The wrapped regions' HOP calls without the nn_module_stack export records on every
+    root op: same graph, but torch.export's nn_module_stack check rejects it."""
+    gm, sig = real(gm, sig)
+    for node in gm.graph.nodes:
+        if node.target is HOP:
+            node.meta.pop("nn_module_stack", None)
+    return gm, sig
+
+
 # --- equivalence -----------------------------------------------------------------------
 
 

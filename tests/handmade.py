@@ -15,16 +15,8 @@ from strategies.case import GraphCase
 aten = torch.ops.aten
 
 
-# What torch.export records for ops of the root module, so export's nn_module_stack check
-# has something to accept in the original.
-ROOT_STACK = {"L__self__": ("", "torch.nn.Module")}
-
-
 def _case(b: GraphBuilder, outputs, ambient: bool) -> GraphCase:
     gm, sig = b.finish(outputs)
-    for node in gm.graph.nodes:
-        if node.op in ("call_function", "get_attr"):
-            node.meta["nn_module_stack"] = dict(ROOT_STACK)
     return GraphCase(gm, sig, tuple(b.inputs), ambient_grad=ambient)
 
 

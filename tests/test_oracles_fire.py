@@ -70,6 +70,7 @@ BROKEN = [
     (bp.adds_pytree_convention, hm.no_grad_region_case, ("signature", "calling_convention_changed")),
     (bp.drops_pytree_convention, hm.pytree_case, ("signature", "calling_convention_changed")),
     (bp.calls_python_sin, hm.no_grad_region_case, ("signature", "export_verifier_rejects")),
+    (bp.forgets_module_stack, hm.no_grad_region_case, ("signature", "export_verifier_rejects")),
     (bp.drops_toggles, hm.no_grad_region_case, ("equivalence", "requires_grad_mismatch")),
     (bp.sin_to_cos, hm.no_grad_region_case, ("equivalence", "value_mismatch")),
     (bp.casts_outputs, hm.no_grad_region_case, ("equivalence", "meta_mismatch")),
@@ -184,6 +185,20 @@ def test_generated_cases_reach_each_planted_bug(broken, oracle):
             raise Reached
 
     with pytest.raises(Reached):
+        probe()
+
+
+def test_generated_cases_carry_the_module_stack_export_checks():
+    """Generated cases record nn_module_stack as export does, so the verifier's check bites
+    on them: a pass that forgets it on the nodes it creates is caught."""
+
+    @settings(max_examples=300, database=None, deadline=None, phases=[Phase.generate])
+    @given(graph_cases())
+    def probe(case):
+        checks = {f.details.get("check") for f in verify(case, bp.forgets_module_stack)}
+        assert "nn_module_stack" not in checks
+
+    with pytest.raises(AssertionError):
         probe()
 
 

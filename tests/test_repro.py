@@ -52,6 +52,8 @@ def test_round_trip_keeps_code_signature_and_findings(case):
     assert back.code() == case.code()
     assert str(back.signature) == str(case.signature)
     assert back.ambient_grad == case.ambient_grad
+    stacks = [[n.meta.get("nn_module_stack") for n in c.gm.graph.nodes] for c in (case, back)]
+    assert stacks[0] == stacks[1]
     assert all(torch.equal(a, b) and a.requires_grad == b.requires_grad for a, b in zip(case.inputs, back.inputs))
     assert _findings(back) == _findings(case)
 
