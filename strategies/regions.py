@@ -20,6 +20,9 @@ MAX_DEPTH = 3
 # Step kinds, repeated for weight; shrinking moves toward the first (a plain op).
 _STEPS = ("op", "op", "op", "inplace", "grad", "grad", "autocast", "cond", "map")
 _LEAF_STEPS = ("op", "op", "inplace")
+# Export never hands the set-grad pass a wrap_with_set_grad_enabled call: tracing runs the
+# HOP's body eagerly, so even a re-exported ``ep.module()`` arrives as plain toggles
+# (tests/test_strategies_regions.py). Only a pass's output fed back in holds one.
 _ADVERSARIAL_STEPS = _STEPS + ("wrapped",)
 
 

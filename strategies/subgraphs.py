@@ -114,7 +114,10 @@ def draw_map(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:
 
 
 def draw_wrapped(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:
-    """A region a pass already wrapped: ``wrap_with_set_grad_enabled(mode, submod, *args)``."""
+    """A region a pass already wrapped: ``wrap_with_set_grad_enabled(mode, submod, *args)``.
+
+    Adversarial only: torch.export traces through this HOP, so the set-grad pass never
+    receives one from export (the autocast pass, which runs after it, does)."""
     mode = draw(st.booleans())
     operands = _operands(draw, s)
     gm, count = _subgraph(draw, s, [v.node.meta["val"] for v in operands], depth, body, mode)
