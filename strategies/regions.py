@@ -60,7 +60,7 @@ def grad_region(draw: st.DrawFn, s: State, depth: int) -> None:
     style = draw(st.sampled_from(["no_grad", "enable_grad", "set_grad_enabled"]))
     inner = {"no_grad": False, "enable_grad": True}.get(style, None)
     inner = draw(st.booleans()) if inner is None else inner
-    b.set_grad(inner)
+    enter = b.set_grad(inner)
     s.stats[f"region:{style}"] += 1
     s.stats[f"toggle:{'same' if inner == outer else 'flip'}"] += 1
     if rarely(draw, 4):
@@ -71,7 +71,7 @@ def grad_region(draw: st.DrawFn, s: State, depth: int) -> None:
     if s.domain == "adversarial" and rarely(draw, 4):
         s.stats["adversarial:unbalanced_toggle"] += 1
         return
-    b.set_grad(outer)
+    s.regions.append((enter, b.set_grad(outer)))
 
 
 def autocast_region(draw: st.DrawFn, s: State, depth: int) -> None:

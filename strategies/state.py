@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 from torch import fx
 
-from .builder import GraphBuilder
+from .builder import AUTOCAST_ENTER, AUTOCAST_EXIT, SET_GRAD, GraphBuilder
+
+_MODE_CALLS = (SET_GRAD, AUTOCAST_ENTER, AUTOCAST_EXIT)
 
 
 @dataclass
@@ -43,6 +45,8 @@ class State:
     # cond and map forbid mutating their subgraphs' inputs, so subgraphs draw no in-place ops.
     inplace_ok: bool = True
     max_depth: int = 0
+    # (entering toggle, restoring toggle) of each closed grad region, for region:no_outputs.
+    regions: list[tuple[fx.Node, fx.Node]] = field(default_factory=list)
 
 
 def rarely(draw: st.DrawFn, one_in: int) -> bool:
@@ -53,3 +57,18 @@ def rarely(draw: st.DrawFn, one_in: int) -> bool:
 def pick(draw: st.DrawFn, values: list[Value]) -> Value:
     """Prefer recent values: shrinking toward index 0 of the reversed list keeps chains short."""
     return values[-1 - draw(st.integers(0, len(values) - 1))]
+
+
+def count_regions_without_outputs(s: State) -> None:
+    """Count the closed grad regions of a finished graph that compute values nothing after
+    them reads (dead code, or only in-place updates): the pass must keep their effects even
+    though its split gives their submodule no outputs."""
+    for enter, exit_ in s.regions:
+        inside: set[fx.Node] = set()
+        node = enter.next
+        while node is not exit_:
+            inside.add(node)
+            node = node.next
+        values = [n for n in inside if n.op == "call_function" and n.target not in _MODE_CALLS]
+        if values and all(u in inside for n in values for u in n.users):
+            s.stats["region:no_outputs"] += 1

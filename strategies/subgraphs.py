@@ -18,7 +18,7 @@ from .builder import GraphBuilder
 from .case import copy_graph_module
 from .names import attr_name
 from .ops import SIBLINGS
-from .state import State, Value, pick
+from .state import State, Value, count_regions_without_outputs, pick
 
 aten = torch.ops.aten
 hop = torch.ops.higher_order
@@ -46,7 +46,9 @@ def _subgraph(
     if not fresh:
         fresh = [Value(b.call(aten.clone.default, [sub.pool[0].node]))]
     outs = [pick(draw, fresh).node for _ in range(draw(st.integers(1, 2)))]
-    return b.finish_subgraph(list(dict.fromkeys(outs))), len(dict.fromkeys(outs))
+    gm = b.finish_subgraph(list(dict.fromkeys(outs)))
+    count_regions_without_outputs(sub)
+    return gm, len(dict.fromkeys(outs))
 
 
 def _results(s: State, node: fx.Node | None, count: int, kind: str) -> None:

@@ -3,11 +3,16 @@ checked against what torch.export really hands the set-grad pass."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import torch
+from torch.export.graph_signature import InputKind
 
 from fuzz.passes import load_pass
 from oracles import verify
 from strategies import from_module
+from strategies.builder import GraphBuilder
+from strategies.state import Budget, State, count_regions_without_outputs
 
 SET_GRAD = torch._C._set_grad_enabled
 WRAP = torch.ops.higher_order.wrap_with_set_grad_enabled
@@ -43,3 +48,22 @@ def test_reexported_program_reaches_the_pass_unwrapped():
     targets = _targets(case.gm)
     assert WRAP not in targets and targets.count(SET_GRAD) == 2
     assert verify(case, REAL) == []
+
+
+def _one_region_case(read_outside: bool) -> Counter:
+    """x -> no_grad { y = sin(x) } -> returns y (read outside) or x (y read by nothing)."""
+    b = GraphBuilder(grad_mode=True)
+    x = b.placeholder("arg0_1", torch.ones(3), InputKind.USER_INPUT)
+    s = State(b, "export", Counter(), Budget(0))
+    enter = b.set_grad(False)
+    y = b.call(torch.ops.aten.sin.default, [x])
+    s.regions.append((enter, b.set_grad(True)))
+    b.finish([y if read_outside else x])
+    count_regions_without_outputs(s)
+    return s.stats
+
+
+def test_region_without_outputs_is_counted_only_when_nothing_outside_reads_it():
+    assert _one_region_case(read_outside=False)["region:no_outputs"] == 1
+    assert _one_region_case(read_outside=True)["region:no_outputs"] == 0
+
