@@ -28,7 +28,7 @@ from oracles import Finding, input_labels, verify
 from oracles.semantics import Reference, compare_graphs
 from strategies.case import GraphCase, copy_graph_module
 
-from .campaign import Bucket, CampaignResult, Progress, bucket_id, run_campaign
+from .campaign import Bucket, CampaignResult, Check, Progress, bucket_id, run_campaign
 from .passes import PassFn
 
 # The oracles whose checks compare two executions, and so can compare two transformed graphs.
@@ -170,6 +170,44 @@ class StopGate(BaseException):
     first kill); BaseException so that neither the oracles nor Hypothesis swallow it."""
 
 
+def judge_corpus(
+    candidate: PassFn,
+    baseline: PassFn,
+    corpus: Iterable[tuple[str, GraphCase]],
+    on_regression: Callable[[Bucket], None] | None = None,
+) -> GateResult:
+    """Judge ``candidate`` against ``baseline`` on every corpus case, in this process."""
+    start = time.monotonic()
+    result = GateResult()
+    buckets = result.campaign.buckets
+    for name, case in corpus:
+        result.corpus_cases += 1
+        for f in regressions(case, candidate, baseline):
+            bid = bucket_id(f)
+            if bid in buckets:
+                buckets[bid].count += 1
+                continue
+            buckets[bid] = Bucket(bid, f, case, 1)
+            result.corpus_sources[bid] = name
+            if on_regression:
+                on_regression(buckets[bid])
+    result.corpus_s = time.monotonic() - start
+    return result
+
+
+def add_fresh(result: GateResult, fresh: CampaignResult) -> None:
+    """Merge the fresh cases' campaign into ``result``: corpus buckets keep their first case
+    and gain the fresh counts."""
+    buckets = result.campaign.buckets
+    for bid, b in fresh.buckets.items():
+        if bid in buckets:
+            buckets[bid].count += b.count
+        else:
+            buckets[bid] = b
+    fresh.buckets = buckets
+    result.campaign = fresh
+
+
 def run_gate(
     candidate: PassFn,
     baseline: PassFn,
@@ -188,20 +226,8 @@ def run_gate(
     ``on_regression`` sees each new bucket as it appears (and may raise StopGate).
     """
     start = time.monotonic()
-    result = GateResult()
+    result = judge_corpus(candidate, baseline, corpus, on_regression)
     buckets = result.campaign.buckets
-    for name, case in corpus:
-        result.corpus_cases += 1
-        for f in regressions(case, candidate, baseline):
-            bid = bucket_id(f)
-            if bid in buckets:
-                buckets[bid].count += 1
-                continue
-            buckets[bid] = Bucket(bid, f, case, 1)
-            result.corpus_sources[bid] = name
-            if on_regression:
-                on_regression(buckets[bid])
-    result.corpus_s = time.monotonic() - start
 
     def check(case: GraphCase, cand: PassFn) -> list[Finding]:
         found = regressions_both_modes(case, cand, baseline)
@@ -222,13 +248,54 @@ def run_gate(
             progress=progress,
             check=check,
         )
-        for bid, b in fresh.buckets.items():
-            if bid in buckets:
-                buckets[bid].count += b.count
-            else:
-                buckets[bid] = b
-        fresh.buckets = buckets
-        result.campaign = fresh
+        add_fresh(result, fresh)
+    result.campaign.duration_s = time.monotonic() - start
+    return result
+
+
+def gate_check(baseline: str) -> Check:
+    """The fresh-case judgement of ``run_gate`` for a worker process (``fuzz.workers`` loads
+    it by name): the regressions of the worker's pass against ``baseline``, in both grad modes."""
+    from .passes import load_pass
+
+    base = load_pass(baseline)
+    return lambda case, candidate: regressions_both_modes(case, candidate, base)
+
+
+def run_gate_parallel(
+    candidate: str,
+    baseline: str,
+    corpus: Iterable[tuple[str, GraphCase]],
+    *,
+    workers: int,
+    budget_s: float = 60.0,
+    max_examples: int = 1_000_000,
+    seed_: int = 0,
+    progress: Callable[[int, int, float], None] | None = None,
+    log_dir: str | None = None,
+) -> GateResult:
+    """``run_gate`` with the fresh cases judged in ``workers`` processes (``fuzz.workers``):
+    the corpus in this process, then each worker its share of the fresh cases, with the
+    regressions judged as ``run_gate`` judges them. As in ``fxfuzz run --workers``, a case
+    that kills a worker or hangs is a crash regression instead of the end of the gate."""
+    from .passes import load_pass
+    from .workers import CampaignOptions, run_parallel, to_campaign_result
+
+    start = time.monotonic()
+    result = judge_corpus(load_pass(candidate), load_pass(baseline), corpus)
+    remaining = budget_s - result.corpus_s
+    if remaining > 0:
+        opts = CampaignOptions(
+            pass_spec=candidate,
+            budget_s=remaining,
+            max_examples=max_examples,
+            seed=seed_,
+            workers=workers,
+            check=f"{__name__}:gate_check",
+            check_args={"baseline": baseline},
+            log_dir=log_dir,
+        )
+        add_fresh(result, to_campaign_result(run_parallel(opts, progress)))
     result.campaign.duration_s = time.monotonic() - start
     return result
 
@@ -268,10 +335,6 @@ def gate_command(args: object) -> int:
     from .serialize import SerializeError
 
     a = args  # argparse.Namespace built by fuzz.cli
-    if a.workers != 1:
-        # fuzz.workers runs oracles.verify in its workers; the gate's two-pass check needs a
-        # hook there first, so say so rather than run one process while claiming several.
-        raise UsageError("gate --workers: only 1 is supported so far (parallel gate not implemented)")
     candidate, baseline = load_pass(a.candidate), load_pass(a.baseline)
     try:
         corpus = saved_cases(a.corpus) if a.corpus else []
@@ -285,12 +348,19 @@ def gate_command(args: object) -> int:
     max_examples = a.max_examples or 1_000_000
     progress = ProgressPrinter(budget_s, max_examples)
     started = utc_now()
-    result = run_gate(
-        candidate, baseline, corpus, budget_s=budget_s, max_examples=max_examples, seed_=a.seed, progress=progress
-    )
+    if a.workers > 1:
+        result = run_gate_parallel(
+            a.candidate, a.baseline, corpus, workers=a.workers, budget_s=budget_s, max_examples=max_examples,
+            seed_=a.seed, progress=progress.update, log_dir=os.path.join(report_dir, "logs"),
+        )  # fmt: skip
+    else:
+        result = run_gate(
+            candidate, baseline, corpus, budget_s=budget_s, max_examples=max_examples, seed_=a.seed, progress=progress
+        )
     progress.close()
     for b in result.buckets.values():
-        b.case = case_of(b)  # the repro replays under the grad mode that showed the regression
+        if b.case is not None:  # None: a worker died on a case it could not serialize
+            b.case = case_of(b)  # the repro replays under the grad mode that showed the regression
     meta = {
         "command": "gate",
         "pass": a.candidate,

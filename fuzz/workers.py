@@ -5,6 +5,8 @@ example, serialized, *before* running the pass on it, so when the pass kills the
 (segfault, abort) or never returns, the parent still holds the case responsible and
 records it as a ``crash`` finding, then starts a replacement worker. Buckets and counts
 stream to the parent as they change, so stopping or losing a worker loses nothing found.
+Examples are judged by ``oracles.verify``, or by the check a factory named in the options
+builds in each worker (``fxfuzz gate --workers`` judges a candidate against a baseline).
 
 Workers are fresh interpreters (``python -c``, the spawn model) rather than forks: torch
 does not survive fork reliably, and a fresh process can start coverage before torch is
@@ -13,6 +15,7 @@ imported, so the pass's module-level lines count as covered.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -58,6 +61,10 @@ class CampaignOptions:
     coverage_include: list[str] = field(default_factory=list)  # source files to measure; empty: off
     log_dir: str | None = None
     known: frozenset[str] = frozenset()  # baseline buckets: counted, not shrunk
+    # "pkg.module:factory" whose factory(**check_args) returns the Check each worker judges an
+    # example with (the gate's candidate-vs-baseline judgement); None: oracles.verify.
+    check: str | None = None
+    check_args: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -99,17 +106,26 @@ def _serialize(case: Any) -> dict[str, Any] | None:
         return None
 
 
+def _judgement(cfg: dict[str, Any]) -> Any:
+    """The Check this worker judges examples with: the configured factory's, or verify's."""
+    if cfg["check"] is None:
+        from oracles import verify
+
+        return lambda case, fn: verify(case, fn, device=cfg["device"])
+    module, _, name = cfg["check"].partition(":")
+    return getattr(importlib.import_module(module), name)(**cfg["check_args"])
+
+
 def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
     """Run one worker's share of the campaign, reporting to the parent over ``fd``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
-    from oracles import verify
-
     from .campaign import run_campaign
     from .database import open_database
     from .passes import load_pass
 
     conn = Connection(fd)
     pass_fn = load_pass(cfg["pass"])
+    judge = _judgement(cfg)
     sent: dict[str, Any] = {"case": None, "data": None, "saved": time.monotonic()}
 
     def data_of(case: Any) -> dict[str, Any] | None:
@@ -119,7 +135,7 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
 
     def check(case: Any, fn: Any) -> list:
         conn.send(("start", data_of(case)))
-        findings = verify(case, fn, device=cfg["device"])
+        findings = judge(case, fn)
         conn.send(("done", None))
         return findings
 
@@ -217,6 +233,8 @@ class Supervisor:
             # replay the example that just killed its predecessor.
             "replay_saved": index == 0 and generation == 0,
             "known": sorted(self.opts.known),
+            "check": self.opts.check,
+            "check_args": self.opts.check_args,
         }
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")])))
         log = subprocess.DEVNULL

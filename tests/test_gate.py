@@ -11,6 +11,7 @@ import pytest
 
 import broken_passes as bp
 from fuzz.gate import regressions, regressions_both_modes, run_gate
+from fuzz.workers import _judgement
 from fuzz.mutants import load_pass_variant
 from fuzz.passes import load_pass
 from handmade import no_grad_region_case
@@ -96,6 +97,32 @@ def test_cli_broken_candidate_exits_1_and_its_repros_replay(tmp_path):
     assert r2.returncode == 0, r2.stdout + r2.stderr
     report2 = json.loads((tmp_path / "r2" / "report.json").read_text())
     assert report2["corpus_cases"] == len(repros) + 2 * len(corpus_modules())
+
+
+def test_worker_judgement_is_the_gates():
+    """What a gate worker loads by name judges as the in-process gate does: both grad
+    modes, regressions only (the real pass against itself has none)."""
+    judge = _judgement({"check": "fuzz.gate:gate_check", "check_args": {"baseline": "set_grad"}, "device": "cpu"})
+    case = no_grad_region_case(True)
+    assert judge(case, REAL) == []
+    assert judge(case, bp.drops_toggles) == regressions_both_modes(case, bp.drops_toggles, REAL) != []
+
+
+def test_cli_parallel_gate_regresses_on_fresh_cases_and_passes_the_real_pass(tmp_path):
+    """--workers 2: every fresh case of a crashing candidate is a regression found in a worker
+    (its bucket counts the corpus cases and the fresh ones), with a repro; the real pass
+    against itself has none."""
+    spec = os.path.join(HERE, "broken_passes.py") + ":crashes"
+    r = fxfuzz("gate", "--candidate", spec, "--workers", "2", "--max-examples", "2", "--report-dir", str(tmp_path / "r"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["workers"] == 2 and report["examples"] == 2
+    [finding] = report["findings"]
+    assert finding["oracle"] == "crash" and finding["count"] == report["corpus_cases"] + 2
+    assert (tmp_path / "r" / finding["repro"]).is_file()
+    ok = fxfuzz("gate", "--candidate", "set_grad", "--workers", "2", "--max-examples", "2", "--report-dir", str(tmp_path / "ok"))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert json.loads((tmp_path / "ok" / "report.json").read_text())["examples"] == 2
 
 
 def corpus_modules():
