@@ -57,15 +57,20 @@ def _module_call_graph(gm: fx.GraphModule, sig: ExportGraphSignature) -> list[Mo
 
 def _exported_program(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[Any]) -> None:
     """Build the ExportedProgram export would build; its constructor runs the verifier.
-    The constructor rewrites the graph it is given, so it gets a copy of the root graph."""
+    The constructor rewrites the graph it is given and, through common-getitem elimination,
+    every nested graph of its root in place: it gets copies of both, since ``gm`` may be the
+    case's original, which later checks and the baseline's judgement reuse."""
     import copy
 
+    from strategies.case import copy_graph_module
+
+    root = copy_graph_module(gm)
     graph = fx.Graph()
-    graph.output(graph.graph_copy(gm.graph, {}))
+    graph.output(graph.graph_copy(root.graph, {}))
     sig = copy.deepcopy(sig)
     state, constants = _state(sig, inputs)
     ExportedProgram(
-        root=gm,
+        root=root,
         graph=graph,
         graph_signature=sig,
         state_dict=state,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import operator
 import os
 import subprocess
 import sys
@@ -123,6 +124,30 @@ def test_cli_parallel_gate_regresses_on_fresh_cases_and_passes_the_real_pass(tmp
     ok = fxfuzz("gate", "--candidate", "set_grad", "--workers", "2", "--max-examples", "2", "--report-dir", str(tmp_path / "ok"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert json.loads((tmp_path / "ok" / "report.json").read_text())["examples"] == 2
+
+
+def test_judging_leaves_the_case_as_it_was():
+    """The gate judges the candidate, then the baseline, on the same case object: verify
+    must not change it. torch's ExportedProgram constructor (the export verifier check)
+    eliminates duplicate getitems in every nested graph of the root it is given, which was
+    the case's own graph module."""
+    from oracles.execute import graph_modules
+    from strategies.corpus import MODULES, capture
+
+    case = capture(next(e for e in MODULES if e.name == "cond_with_grad_block"), True)
+    branch = case.gm.true_graph_0.graph
+    with branch.inserting_before(branch.output_node()):
+        x = next(iter(branch.nodes))
+        top = branch.call_function(bp.aten.max.dim, (x, 0))
+        branch.call_function(operator.getitem, (top, 0))
+        branch.call_function(operator.getitem, (top, 0))
+
+    def snapshot():
+        return [(name, [(n.name, n.target, n.args) for n in m.graph.nodes]) for name, m in graph_modules(case.gm)]
+
+    before = snapshot()
+    assert regressions(case, REAL, REAL) == []
+    assert snapshot() == before
 
 
 def corpus_modules():

@@ -66,6 +66,34 @@ def test_real_pass_passes_the_properties(user_suite):
     result.assert_outcomes(passed=1 + 1 + len(MODULES))  # the user's test, generated graphs, each module
 
 
+def test_baselines_own_defect_on_a_generated_graph_is_no_regression():
+    """The failure once seen in a full run: the generated-graphs property shrank to this
+    graph, on which torch's pass corrupts ``add.users`` (README known finding 2). The
+    plugin then judged generated graphs by every finding (before commit cde1c57); judged
+    against the baseline, torch's pass against itself, it is no regression."""
+    import torch
+    from torch.export.graph_signature import InputKind
+
+    from fuzz.passes import load_pass
+    from fuzz.pytest_plugin import _judge
+    from strategies.builder import GraphBuilder
+    from strategies.case import GraphCase
+
+    aten = torch.ops.aten
+    b = GraphBuilder(grad_mode=False)
+    x = b.placeholder("arg0_1", torch.tensor([1.0, 2.0]), InputKind.USER_INPUT)
+    add = b.call(aten.add.Tensor, [x, x])
+    b.call(aten.add.Tensor, [add, add])
+    b.set_grad(False)
+    b.set_grad(False)
+    gm, sig = b.finish([add])
+    case = GraphCase(gm, sig, tuple(b.inputs), ambient_grad=False)
+    real = load_pass("set_grad")
+    with pytest.raises(AssertionError, match="def_use_inconsistent"):
+        _judge(real, None, case)
+    _judge(real, real, case)
+
+
 def test_plugin_registers_ci_and_nightly_profiles(user_suite):
     user_suite.makepyfile(
         test_profile="""
