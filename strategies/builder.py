@@ -23,6 +23,8 @@ from torch.export.graph_signature import (
 )
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
+from .case import graph_module
+
 SET_GRAD = torch._C._set_grad_enabled
 
 
@@ -164,7 +166,7 @@ class GraphBuilder:
         root = torch.nn.Module()
         for name, mod in self.attrs.items():
             setattr(root, name, mod)
-        return fx.GraphModule(root, self.graph)
+        return graph_module(root, self.graph)
 
     def finish(self, outputs: Sequence[Any]) -> tuple[fx.GraphModule, ExportGraphSignature]:
         """Close the graph with a tuple output and return it with its export signature.

@@ -92,6 +92,25 @@ def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
     graph._codegen = copy.deepcopy(gm.graph._codegen)
     out = graph.graph_copy(gm.graph, {})
     graph.output(out)
-    new = fx.GraphModule(root, graph)
+    new = graph_module(root, graph)
     new.meta = dict(gm.meta)
     return new
+
+
+def graph_module(root: torch.nn.Module, graph: fx.Graph) -> fx.GraphModule:
+    """``fx.GraphModule(root, graph)`` with each nested GraphModule of ``root`` compiled once.
+
+    The constructor recompiles every nested GraphModule it copies from ``root``, and each of
+    those recompiles its own, so a graph nested d deep would be compiled d + 1 times. The
+    nested modules are already compiled: they are attached after construction instead,
+    under the same names (the generated code only reads them by name). ``root`` is consumed.
+    """
+    dotted = {str(n.target).split(".")[0] for n in graph.nodes if n.op in ("get_attr", "call_module") and "." in str(n.target)}
+    nested = {k: m for k, m in root.named_children() if isinstance(m, fx.GraphModule) and k not in dotted}
+    for name in nested:
+        setattr(root, name, torch.nn.Module())
+    gm = fx.GraphModule(root, graph)
+    for name, mod in nested.items():
+        if name in gm._modules:
+            setattr(gm, name, mod)
+    return gm

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import torch
+from torch import fx
+
 from fuzz.bench import harness_loop, population
 from fuzz.cli import main
 from fuzz.passes import load_pass
+from strategies.case import copy_graph_module, graph_module
 
 KEYS = ("pass_ms", "harness_ms", "ratio", "examples_per_s", "speedup_2_workers", "peak_rss_mb")
 
@@ -31,3 +35,32 @@ def test_harness_loop_sees_the_population(monkeypatch):
 def test_bench_rejects_bad_counts(capsys):
     assert main(["bench", "--graphs", "0"]) == 2
     assert "--graphs" in capsys.readouterr().err
+
+
+def _nested(depth: int) -> fx.GraphModule:
+    """sin(x) wrapped in ``depth`` graphs that each call the next as a submodule."""
+    g = fx.Graph()
+    x = g.placeholder("x")
+    root = torch.nn.Module()
+    if depth == 0:
+        g.output(g.call_function(torch.sin, (x,)))
+    else:
+        root.sub = _nested(depth - 1)
+        g.output(g.call_module("sub", (x,)))
+    return graph_module(root, g)
+
+
+def test_nested_graphs_compile_once_when_built_and_copied(monkeypatch):
+    """fx.GraphModule's constructor recompiles every nested graph again (six compiles for
+    three nested graphs); graph_module and copy_graph_module compile each graph once, and
+    the copy has the same code and output."""
+    compiled = []
+    recompile = fx.GraphModule.recompile
+    monkeypatch.setattr(fx.GraphModule, "recompile", lambda self: compiled.append(self) or recompile(self))
+    gm = _nested(2)
+    assert len(compiled) == 3
+    copy = copy_graph_module(gm)
+    assert len(compiled) == 6
+    assert [m.code for m in copy.modules()] == [m.code for m in gm.modules()]
+    x = torch.randn(3)
+    assert torch.equal(copy(x), gm(x)) and torch.equal(gm(x), x.sin())
