@@ -25,10 +25,18 @@ def _clean(gm: fx.GraphModule) -> fx.GraphModule:
     """A deep copy with dead code eliminated and the code regenerated in every graph it changed
     (deepcopy already generated the code of the others)."""
     dc = copy.deepcopy(gm)
-    for _, mod in graph_modules(dc):
-        if mod.graph.eliminate_dead_code():
+    changed = [name for name, mod in graph_modules(dc) if mod.graph.eliminate_dead_code()]
+    # recompile() regenerates a module's code and that of every graph nested in it, so only
+    # the outermost changed modules need it (one per changed graph would redo the nested ones).
+    for name, mod in graph_modules(dc):
+        if name in changed and not any(_nested_in(name, outer) for outer in changed):
             mod.recompile()
     return dc
+
+
+def _nested_in(name: str, outer: str) -> bool:
+    """Whether the module named ``name`` (as ``graph_modules`` names it) lies inside ``outer``."""
+    return name != outer and (outer == "<root>" or name.startswith(outer + "."))
 
 
 def _attempt(fn: Callable[[], Any]) -> tuple[Any, BaseException | None]:
