@@ -82,7 +82,7 @@ def _sibling(gm: fx.GraphModule) -> fx.GraphModule:
             for n in mod.graph.nodes:
                 if n.op == "call_function" and n.target in SIBLINGS:
                     n.target = SIBLINGS[n.target]
-            mod.recompile()
+    other.recompile()  # regenerates the nested graphs' code too
     return other
 
 
