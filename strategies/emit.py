@@ -8,6 +8,7 @@ import torch
 from hypothesis import strategies as st
 from torch import fx
 
+from .names import attr_name
 from .ops import INPLACE_OPS, OPS, OpSpec, dtype_ok
 from .state import State, Value, pick
 
@@ -95,3 +96,23 @@ def draw_inplace(draw: st.DrawFn, s: State) -> bool:
         if v.node is target:
             v.node, v.mutable = node, False
     return True
+
+
+def draw_tensor_attr(draw: st.DrawFn, s: State) -> None:
+    """(adversarial) A constant tensor read through ``get_attr``, which export never emits (it
+    lifts tensors to placeholders) but a hand-built graph may: a new attribute, possibly named
+    like one the passes create (``submod_1``), or one more read of an existing one, so that
+    inlining a region that reads it collides with an attribute the parent already has."""
+    b = s.builder
+    existing = [name for name, attr in b.attrs.items() if isinstance(attr, torch.Tensor)]
+    if existing and draw(st.booleans()):
+        node = b.graph.get_attr(draw(st.sampled_from(existing)))
+        s.stats["adversarial:tensor_attr_reread"] += 1
+    else:
+        like = _meta(pick(draw, s.pool))
+        value = torch.linspace(-1.0, 1.0, like.numel()).reshape(like.shape).to(like.dtype)
+        node = b.get_attr(attr_name(draw, s.domain, "_tensor_constant0"), value)
+        s.stats["adversarial:tensor_attr"] += 1
+    node.meta["val"] = b.fake_mode.from_tensor(b.attrs[node.target])
+    # Not mutable and alias: a shared constant, never updated in place nor returned by a subgraph.
+    s.pool.append(Value(node, alias=True))

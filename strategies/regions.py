@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from .emit import draw_inplace, draw_op
+from .emit import draw_inplace, draw_op, draw_tensor_attr
 from .state import State, rarely
 from .subgraphs import draw_cond, draw_map, draw_wrapped
 
@@ -23,7 +23,7 @@ _LEAF_STEPS = ("op", "op", "inplace")
 # Export never hands the set-grad pass a wrap_with_set_grad_enabled call: tracing runs the
 # HOP's body eagerly, so even a re-exported ``ep.module()`` arrives as plain toggles
 # (tests/test_strategies_regions.py). Only a pass's output fed back in holds one.
-_ADVERSARIAL_STEPS = _STEPS + ("wrapped",)
+_ADVERSARIAL_STEPS = _STEPS + ("wrapped", "tensor_attr")
 
 
 def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
@@ -50,6 +50,8 @@ def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
             draw_map(draw, s, depth + 1, draw_block)
         elif kind == "wrapped":
             draw_wrapped(draw, s, depth + 1, draw_block)
+        elif kind == "tensor_attr":
+            draw_tensor_attr(draw, s)
     if steps == 0 and depth > 0:
         s.stats["region:empty"] += 1
 

@@ -5,18 +5,23 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 import torch
+from hypothesis import Phase, given, seed, settings
 from torch.export.graph_signature import InputKind
 
+from fuzz.mutants import enumerate_mutants, load_pass_variant
 from fuzz.passes import load_pass
 from oracles import verify
-from strategies import from_module
+from oracles.execute import run_graph
+from strategies import from_module, graph_cases
 from strategies.builder import GraphBuilder
 from strategies.state import Budget, State, count_regions_without_outputs
 
 SET_GRAD = torch._C._set_grad_enabled
 WRAP = torch.ops.higher_order.wrap_with_set_grad_enabled
 REAL = load_pass("set_grad")
+MUTANTS = {m.id: m for m in enumerate_mutants("set_grad")}
 
 
 class NoGradBlock(torch.nn.Module):
@@ -67,3 +72,62 @@ def test_region_without_outputs_is_counted_only_when_nothing_outside_reads_it():
     assert _one_region_case(read_outside=False)["region:no_outputs"] == 1
     assert _one_region_case(read_outside=True)["region:no_outputs"] == 0
 
+
+
+@pytest.fixture(scope="module")
+def adversarial_cases():
+    cases = []
+
+    @seed(0)
+    @settings(max_examples=60, derandomize=False, database=None, deadline=None, phases=[Phase.generate])
+    @given(graph_cases(domain="adversarial"))
+    def collect(case):
+        cases.append(case)
+
+    collect()
+    return cases
+
+
+def _reads_tensor_attr(case) -> bool:
+    return any(
+        n.op == "get_attr" and isinstance(getattr(m, n.target), torch.Tensor)
+        for m in case.gm.modules()
+        if isinstance(m, torch.fx.GraphModule)
+        for n in m.graph.nodes
+    )
+
+
+def test_adversarial_cases_read_tensor_attributes_and_run(adversarial_cases):
+    readers = [c for c in adversarial_cases if c.features.get("adversarial:tensor_attr")]
+    assert readers and all(_reads_tensor_attr(c) for c in readers)
+    assert any(c.features.get("adversarial:tensor_attr_reread") for c in adversarial_cases)
+    balanced = [c for c in readers if not any(k.startswith("adversarial:") and "tensor_attr" not in k for k in c.features)]
+    assert balanced and all(run_graph(c.gm, c.inputs, c.ambient_grad).error is None for c in balanced)
+
+
+@pytest.mark.parametrize(
+    "mutant_id",
+    [
+        # The recursion skips a get_attr that is not a GraphModule: only a tensor attribute tells.
+        "replace_with_hop_pass_util._replace_with_hop_pass_helper:191:remove:7",
+        # node_inline_ renames an inlined get_attr whose name the parent already has (submod_N).
+        "utils.node_inline_:860:remove:20",
+        "utils.node_inline_:864:negate:12",
+    ],
+)
+def test_adversarial_cases_kill_mutants_export_cannot_reach(adversarial_cases, mutant_id):
+    """No export-domain case reaches these branches (export lifts tensors to placeholders and
+    names subgraphs true_graph_N / body_graph_N, never like a split's submod_N)."""
+    candidate = load_pass_variant("set_grad", MUTANTS[mutant_id])
+    # Each of these mutants crashes where torch's pass copes; running the passes is enough.
+    assert any(_raises(candidate, c) and not _raises(REAL, c) for c in adversarial_cases)
+
+
+def _raises(pass_fn, case) -> bool:
+    work = case.copy()
+    try:
+        with torch.set_grad_enabled(case.ambient_grad):
+            pass_fn(work.gm, work.signature)
+    except Exception:
+        return True
+    return False
