@@ -3,13 +3,17 @@ checked against what torch.export really hands the set-grad pass."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import pytest
 import torch
 from hypothesis import Phase, given, seed, settings
+from torch._higher_order_ops.map import map as cf_map
 from torch.export.graph_signature import InputKind
 
+from fuzz.campaign import bucket_id
+from fuzz.known import load_known
 from fuzz.mutants import enumerate_mutants, load_pass_variant
 from fuzz.passes import load_pass
 from oracles import verify
@@ -21,6 +25,7 @@ from strategies.state import Budget, State, count_regions_without_outputs
 SET_GRAD = torch._C._set_grad_enabled
 WRAP = torch.ops.higher_order.wrap_with_set_grad_enabled
 REAL = load_pass("set_grad")
+KNOWN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fxfuzz-known.txt")
 MUTANTS = {m.id: m for m in enumerate_mutants("set_grad")}
 
 
@@ -131,3 +136,34 @@ def _raises(pass_fn, case) -> bool:
     except Exception:
         return True
     return False
+
+
+class MapUnderNoGrad(torch.nn.Module):
+    """``map`` over a buffer updated in place, inside no_grad (the shape a campaign drew with
+    a nested autocast around it; the autocast plays no part)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.p = torch.nn.Parameter(torch.tensor([0.5, -1.0, 2.0]))
+        self.register_buffer("buf", torch.ones(2, 3))
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.buf.add_(x)
+            y = cf_map(lambda r, p: r * p, self.buf, self.p)
+        return y * self.p
+
+
+def test_map_under_no_grad_is_the_known_dropped_region():
+    """The split moves the map body's get_attr in front of the region's toggle, so the pass
+    inlines the region and deletes the toggle: the map then runs with grad on and ``p``
+    receives a gradient through it (eager: 2, -6, 16; ep.module(): twice that). Known
+    finding 1 (fxfuzz-known.txt), not a new one."""
+    case = from_module(MapUnderNoGrad(), (torch.tensor([1.0, 2.0, 3.0]),))
+    assert _targets(case.gm).count(SET_GRAD) == 2
+    work = case.copy()
+    out, _ = REAL(work.gm, work.signature)
+    assert SET_GRAD not in _targets(out) and WRAP not in _targets(out)
+    found = {bucket_id(f) for f in verify(case, REAL)}
+    assert "gradients-grad_value_mismatch-7964935e" in found
+    assert found <= set(load_known(KNOWN))
