@@ -321,11 +321,43 @@ def saved_cases(corpus_dir: str) -> list[tuple[str, GraphCase]]:
     return cases
 
 
+def with_pytree_convention(case: GraphCase) -> GraphCase:
+    """A copy of ``case`` whose graph carries a pytree calling convention, as graphs reach a
+    pass from callers other than torch.export (``make_fx(..., pre_dispatch=True)`` on
+    structured arguments; export itself installs the convention only after its passes).
+    Inputs stay flat, since the oracles call graphs with flat inputs; outputs become a dict."""
+    import torch.utils._pytree as pytree
+    from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
+
+    out = case.copy()
+    names = [n.name for n in out.gm.graph.nodes if n.op == "placeholder"]
+    results = out.gm.graph.output_node().args[0]
+    in_spec = pytree.tree_flatten((tuple(names), {}))[1]
+    out_spec = pytree.tree_flatten({f"out{i}": 0 for i in range(len(results))})[1]
+    out.gm.graph._codegen = _PyTreeCodeGen(_PyTreeInfo(names, in_spec, out_spec))
+    out.gm.recompile()
+    return out
+
+
+# The built-in module whose capture also runs with a pytree calling convention: two outputs.
+_CONVENTION_MODULE = "two_outputs_from_no_grad"
+
+
+def gate_corpus() -> list[tuple[str, GraphCase]]:
+    """The built-in regression corpus: every corpus module captured under both grad modes,
+    then one of them again with a pytree calling convention, which the pass must keep (no
+    capture has one, so without it nothing tests that the split graph keeps the codegen)."""
+    from strategies.corpus import corpus_cases
+
+    cases = corpus_cases()
+    return cases + [
+        (f"{name}[pytree]", with_pytree_convention(case)) for name, case in cases if name.startswith(_CONVENTION_MODULE + "[")
+    ]
+
+
 def gate_command(args: object) -> int:
     """``fxfuzz gate``: exit 1 when the candidate regresses against the baseline, else 0."""
     import os
-
-    from strategies.corpus import corpus_cases
 
     from .cli import UsageError
     from .known import KnownFileError, load_known
@@ -341,7 +373,7 @@ def gate_command(args: object) -> int:
         known = load_known(a.known) if a.known else {}
     except (SerializeError, KnownFileError) as e:
         raise UsageError(str(e)) from None
-    corpus += corpus_cases()
+    corpus += gate_corpus()
     report_dir = a.report_dir or default_report_dir()
     # --max-examples alone means "this many fresh cases, however long they take".
     budget_s = a.budget if a.budget is not None else (1e9 if a.max_examples else 60.0)

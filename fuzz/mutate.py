@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
-from .gate import StopGate, run_gate
+from .gate import StopGate, gate_corpus, run_gate
 from .mutants import Mutant, enumerate_mutants, load_pass_variant
 from .passes import load_pass
 
@@ -106,8 +106,6 @@ def summarize(results: list[MutantResult]) -> dict[str, object]:
 def mutate_command(args: object) -> int:
     """``fxfuzz mutate``: run every mutant (or ``--only``), print one line each and a summary;
     exit 1 when a non-equivalent mutant survives, 0 when all were killed."""
-    from strategies.corpus import corpus_cases
-
     from .cli import UsageError
 
     a = args  # argparse.Namespace built by fuzz.cli
@@ -125,7 +123,7 @@ def mutate_command(args: object) -> int:
             raise UsageError(f"--only: no mutant {unknown[0]!r} (see fxfuzz mutate --list)")
         mutants = [m for m in mutants if m.id in wanted]
     equivalent = load_equivalent()
-    corpus = corpus_cases()
+    corpus = gate_corpus()
     results = []
     for i, m in enumerate(mutants, 1):
         if m.id in equivalent:

@@ -77,7 +77,7 @@ def verify(case: GraphCase, pass_fn: PassFn, contract: PassContract | None = Non
         return [Finding("crash", "bad_return", f"the pass returned {type(result).__name__}, not (GraphModule, signature)")]
     gm, sig = result
     labels = input_labels(case)
-    findings = _guarded("structure", lambda: check_structure(gm, contract))
+    findings = _guarded("structure", lambda: check_structure(gm, contract, case.gm))
     findings += _guarded("signature", lambda: check_signature(gm, sig, case.signature, case.gm))
     findings += _guarded("signature", lambda: check_exported(gm, sig, case.gm, case.signature, case.inputs))
     ref = Reference(case.gm, case.inputs, case.ambient_grad, labels, "cpu")

@@ -83,10 +83,43 @@ def _hop_problems(mod: fx.GraphModule, node: fx.Node) -> list[str]:
     return problems
 
 
-def check_structure(gm: fx.GraphModule, contract: PassContract) -> list[Finding]:
+def unused_submodules(gm: fx.GraphModule) -> set[str]:
+    """Qualified names of the submodules that no ``get_attr`` or ``call_module`` node of
+    their parent graph reads (the module and every nested GraphModule)."""
+    unused = set()
+    for name, mod in graph_modules(gm):
+        prefix = "" if mod is gm else f"{name}."
+        read = set()
+        for n in mod.graph.nodes:
+            if n.op in ("get_attr", "call_module"):
+                parts = str(n.target).split(".")
+                read.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        unused.update(prefix + child for child, _ in mod.named_children() if child not in read)
+    return unused
+
+
+def _unused_left(gm: fx.GraphModule, original: fx.GraphModule) -> list[Finding]:
+    """Submodules the result keeps although nothing reads them, unless the original
+    already had them unused."""
+    left = sorted(unused_submodules(gm) - unused_submodules(original))
+    if not left:
+        return []
+    return [
+        Finding(
+            "structure",
+            "unused_submodule",
+            f"the result keeps submodules nothing calls or reads: {', '.join(left[:5])}; dead weight that "
+            "deepcopy, serialization, state_dict consumers and every later pass carry along",
+            {"submodules": left[:20]},
+        )
+    ]
+
+
+def check_structure(gm: fx.GraphModule, contract: PassContract, original: fx.GraphModule | None = None) -> list[Finding]:
     """``graph.lint()``, def-use consistency, none of the contract's eliminated calls left,
-    and every call of the contract's higher-order op well formed."""
-    findings = []
+    every call of the contract's higher-order op well formed, and (given the ``original``)
+    no submodule left behind unused that the original did not have unused."""
+    findings = _unused_left(gm, original) if original is not None else []
     for name, mod in graph_modules(gm):
         try:
             mod.graph.lint()

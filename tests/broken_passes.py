@@ -136,6 +136,16 @@ def stateful(gm, sig):
     return gm, sig
 
 
+def keeps_unused_submodule(gm, sig):
+    """Leaves a split-off region attached after inlining it, as torch's pass would without
+    ``node_inline_``'s ``delete_all_unused_submodules``."""
+    gm, sig = real(gm, sig)
+    region = fx.Graph()
+    region.output(())
+    gm.add_submodule("submod_0", fx.GraphModule(torch.nn.Module(), region))
+    return gm, sig
+
+
 # --- signature -------------------------------------------------------------------------
 
 

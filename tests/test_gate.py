@@ -11,12 +11,11 @@ import sys
 import pytest
 
 import broken_passes as bp
-from fuzz.gate import regressions, regressions_both_modes, run_gate
+from fuzz.gate import gate_corpus, regressions, regressions_both_modes, run_gate
 from fuzz.workers import _judgement
 from fuzz.mutants import load_pass_variant
 from fuzz.passes import load_pass
 from handmade import no_grad_region_case
-from strategies.corpus import corpus_cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REAL = load_pass("set_grad")
@@ -28,7 +27,7 @@ def fxfuzz(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def corpus():
-    return corpus_cases()
+    return gate_corpus()
 
 
 def _sin_grad_times(k: float):
@@ -97,7 +96,8 @@ def test_cli_broken_candidate_exits_1_and_its_repros_replay(tmp_path):
                 "--max-examples", "1", "--report-dir", str(tmp_path / "r2"))
     assert r2.returncode == 0, r2.stdout + r2.stderr
     report2 = json.loads((tmp_path / "r2" / "report.json").read_text())
-    assert report2["corpus_cases"] == len(repros) + 2 * len(corpus_modules())
+    # the saved repros, every module under both grad modes, and the pytree-convention pair
+    assert report2["corpus_cases"] == len(repros) + 2 * len(corpus_modules()) + 2
 
 
 def test_worker_judgement_is_the_gates():
