@@ -143,10 +143,13 @@ def test_judging_leaves_the_case_as_it_was():
         branch.call_function(operator.getitem, (top, 0))
 
     def snapshot():
-        return [(name, [(n.name, n.target, n.args) for n in m.graph.nodes]) for name, m in graph_modules(case.gm)]
+        graphs = [(name, [(n.name, n.target, n.args, sorted(n.meta)) for n in m.graph.nodes]) for name, m in graph_modules(case.gm)]
+        return graphs, str(case.signature)
 
     before = snapshot()
     assert regressions(case, REAL, REAL) == []
+    assert snapshot() == before
+    regressions(case, bp.drops_toggles, REAL)
     assert snapshot() == before
 
 
