@@ -9,8 +9,10 @@ candidate's graph must show its consumers what the baseline's shows: the same si
 (names included) and the same metadata keys on each kind of node.
 
 The cases are, in order: the regression corpus (saved cases of earlier campaigns, then the
-built-in modules of ``strategies.corpus``), then fresh Hypothesis cases for the budget, each
-judged under both ambient grad modes so that a regression shrinks like any campaign finding.
+built-in modules of ``strategies.corpus`` and one with a pytree calling convention), then fresh
+Hypothesis cases for the budget, each judged under both ambient grad modes so that a
+regression shrinks like any campaign finding; ``run_gate_parallel`` judges the fresh cases in
+worker processes.
 """
 
 from __future__ import annotations
