@@ -53,6 +53,11 @@ class BenchResult:
     # regions cost tens of times the median), and the profiled breakdown is a mean.
     pass_mean_ms: float
     harness_mean_ms: float
+    # The same medians in CPU time of the process, and their ratio: steadier than wall time
+    # on a machine other jobs share.
+    pass_cpu_ms: float
+    harness_cpu_ms: float
+    ratio_cpu: float
     ratio: float
     examples_per_s: float
     workers: int
@@ -86,32 +91,47 @@ def bench_cases(domain: str = "export") -> Any:
     return graph_cases(domain=domain, max_steps=BENCH_STEPS)
 
 
-def pass_times_ms(cases: list[Any], pass_fn: PassFn) -> list[float]:
-    """Time of ``pass_fn`` alone on a fresh copy of each case, under its ambient grad mode
-    (copies are made outside the timed region)."""
+# (wall clock, this process's CPU time) in seconds. CPU time barely moves when other jobs
+# share the machine; wall time is what a user waits for. Both are reported.
+Stamp = tuple[float, float]
+
+
+def _stamp() -> Stamp:
+    return time.perf_counter(), time.process_time()
+
+
+def _elapsed_ms(start: Stamp, end: Stamp) -> tuple[float, float]:
+    return (end[0] - start[0]) * 1000, (end[1] - start[1]) * 1000
+
+
+def pass_times_ms(cases: list[Any], pass_fn: PassFn) -> list[tuple[float, float]]:
+    """(wall, CPU) time of ``pass_fn`` alone on a fresh copy of each case, under its ambient
+    grad mode (copies are made outside the timed region)."""
     times = []
     before = torch.is_grad_enabled()
     try:
         for case in cases[:WARMUP] + cases:
             work = case.copy()
             torch.set_grad_enabled(case.ambient_grad)
-            start = time.perf_counter()
+            start = _stamp()
             try:
                 pass_fn(work.gm, work.signature)
             except Exception:
                 pass  # a crashing pass is still a measured pass
-            times.append((time.perf_counter() - start) * 1000)
+            times.append(_elapsed_ms(start, _stamp()))
     finally:
         torch.set_grad_enabled(before)
     return times[WARMUP:]
 
 
-def harness_loop(graphs: int, seed: int, pass_fn: PassFn, domain: str = "export") -> tuple[list[float], CampaignResult, int]:
-    """The default campaign loop on the population: per-example times in ms, the result,
-    and the number of findings (counted, not shrunk)."""
+def harness_loop(
+    graphs: int, seed: int, pass_fn: PassFn, domain: str = "export"
+) -> tuple[list[tuple[float, float]], CampaignResult, int]:
+    """The default campaign loop on the population: per-example (wall, CPU) times in ms,
+    the result, and the number of findings (counted, not shrunk)."""
     from oracles import verify
 
-    stamps = [time.perf_counter()]
+    stamps = [_stamp()]
     found = Counter()
 
     def check(case: Any, fn: PassFn) -> list:
@@ -119,7 +139,7 @@ def harness_loop(graphs: int, seed: int, pass_fn: PassFn, domain: str = "export"
         return []
 
     def progress(result: CampaignResult, elapsed: float) -> None:
-        stamps.append(time.perf_counter())
+        stamps.append(_stamp())
 
     result = run_campaign(
         pass_fn,
@@ -130,7 +150,7 @@ def harness_loop(graphs: int, seed: int, pass_fn: PassFn, domain: str = "export"
         check=check,
         progress=progress,
     )
-    times = [(b - a) * 1000 for a, b in zip(stamps, stamps[1:])]
+    times = [_elapsed_ms(a, b) for a, b in zip(stamps, stamps[1:])]
     return times, result, found["findings"]
 
 
@@ -244,10 +264,11 @@ def run_bench(graphs: int = DEFAULT_GRAPHS, seed: int = 0, workers: int = 2, pas
     pass_fn = load_pass(pass_spec)
     cases = population(graphs, seed)
     nodes = statistics.median(c.compute_nodes() for c in cases)
-    pass_times = pass_times_ms(cases, pass_fn)
-    pass_ms = statistics.median(pass_times)
-    times, result, findings = harness_loop(graphs, seed, pass_fn)
-    harness_ms = statistics.median(times)
+    pass_times, pass_cpu = zip(*pass_times_ms(cases, pass_fn))
+    pass_ms, pass_cpu_ms = statistics.median(pass_times), statistics.median(pass_cpu)
+    loop_times, result, findings = harness_loop(graphs, seed, pass_fn)
+    times, cpu = zip(*loop_times)
+    harness_ms, harness_cpu_ms = statistics.median(times), statistics.median(cpu)
     # The breakdown comes from a second, profiled run of the same loop: cProfile slows
     # Python-heavy code (fx codegen, Hypothesis) two to three times, which would inflate
     # harness_ms and the one-process throughput if they were timed under it.
@@ -270,6 +291,9 @@ def run_bench(graphs: int = DEFAULT_GRAPHS, seed: int = 0, workers: int = 2, pas
         harness_ms=round(harness_ms, 3),
         pass_mean_ms=round(statistics.mean(pass_times), 3),
         harness_mean_ms=round(statistics.mean(times), 3),
+        pass_cpu_ms=round(pass_cpu_ms, 3),
+        harness_cpu_ms=round(harness_cpu_ms, 3),
+        ratio_cpu=round(harness_cpu_ms / pass_cpu_ms, 2) if pass_cpu_ms > 0 else float("inf"),
         ratio=round(harness_ms / pass_ms, 2) if pass_ms > 0 else float("inf"),
         examples_per_s=round(result.examples_per_s, 1),
         workers=workers,
@@ -290,6 +314,7 @@ def bench_command(args: Any) -> int:
     print(f"pass alone        {r.pass_ms:8.2f} ms/case (median)")
     print(f"harness loop      {r.harness_ms:8.2f} ms/example (median)  ratio {r.ratio:.2f}")
     print(f"means             pass {r.pass_mean_ms:.2f} ms, harness {r.harness_mean_ms:.2f} ms")
+    print(f"CPU time medians  pass {r.pass_cpu_ms:.2f} ms, harness {r.harness_cpu_ms:.2f} ms  ratio {r.ratio_cpu:.2f}")
     print(f"throughput        {r.examples_per_s:8.1f} examples/s in one process; workers: {r.worker_examples_per_s}")
     print(f"speed-up, 2 workers {r.speedup_2_workers}   peak RSS {r.peak_rss_mb} MB   load average {r.load_avg}")
     if r.ms_by_step:

@@ -12,7 +12,7 @@ from fuzz.cli import main
 from fuzz.passes import load_pass
 from strategies.case import copy_graph_module, graph_module
 
-KEYS = ("pass_ms", "harness_ms", "ratio", "examples_per_s", "speedup_2_workers", "peak_rss_mb")
+KEYS = ("pass_ms", "harness_ms", "ratio", "examples_per_s", "speedup_2_workers", "peak_rss_mb", "pass_cpu_ms", "harness_cpu_ms", "ratio_cpu")
 
 
 def test_bench_json_smoke(capsys):
