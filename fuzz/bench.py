@@ -91,8 +91,8 @@ def bench_cases(domain: str = "export") -> Any:
     return graph_cases(domain=domain, max_steps=BENCH_STEPS)
 
 
-# (wall clock, this process's CPU time) in seconds. CPU time barely moves when other jobs
-# share the machine; wall time is what a user waits for. Both are reported.
+# (wall clock, this process's CPU time) in seconds. CPU time moves less than wall time when
+# other jobs share the machine; wall time is what a user waits for. Both are reported.
 Stamp = tuple[float, float]
 
 
