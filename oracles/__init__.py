@@ -13,6 +13,7 @@ from strategies.case import GraphCase
 from .contract import PassContract, contract_of
 from .crash import crash_finding
 from .downstream import check_downstream
+from .execute import release_frames
 from .exported import check_exported
 from .finding import ORACLES, Finding
 from .idempotence import check_idempotence
@@ -72,7 +73,7 @@ def verify(case: GraphCase, pass_fn: PassFn, contract: PassContract | None = Non
     try:
         result = apply_pass(case, pass_fn)
     except Exception as e:
-        return [crash_finding(e)]
+        return [crash_finding(release_frames(e))]
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], fx.GraphModule)):
         return [Finding("crash", "bad_return", f"the pass returned {type(result).__name__}, not (GraphModule, signature)")]
     gm, sig = result

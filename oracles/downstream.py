@@ -11,7 +11,7 @@ from typing import Any
 from torch import fx
 
 from .equivalence import check_equivalence
-from .execute import Run, graph_modules, run_graph
+from .execute import Run, graph_modules, release_frames, run_graph
 from .finding import Finding
 from .semantics import Reference
 
@@ -43,7 +43,7 @@ def _attempt(fn: Callable[[], Any]) -> tuple[Any, BaseException | None]:
     try:
         return fn(), None
     except Exception as e:
-        return None, e
+        return None, release_frames(e)
 
 
 def _first(findings: list[Finding]) -> str:

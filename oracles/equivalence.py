@@ -152,11 +152,10 @@ def check_equivalence(ref: Run, got: Run, exact: bool = True, same_device: bool 
     for i, (r, g) in enumerate(zip(ref.inputs, got.inputs)):
         findings += [f for f in compare_value(f"input {i} after the call", r, g, exact, same_device) if f.kind != "grad_fn_mismatch"]
     if ref.state_after != got.state_after:
-        kind = "grad_mode_leak" if ref.state_after.grad != got.state_after.grad else "autocast_state_leak"
         findings.append(
             Finding(
                 "equivalence",
-                kind,
+                got.state_after.leak_kind(ref.state_after),
                 f"process state after the call is {got.state_after}, expected {ref.state_after}",
                 {"expected": str(ref.state_after), "got": str(got.state_after)},
             )

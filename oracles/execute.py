@@ -17,13 +17,40 @@ RUN_SEED = 1234
 AUTOCAST_DEVICES = ("cpu", "cuda")
 
 
+def _dispatch_keys() -> tuple[int, int]:
+    """The thread's local dispatch-key include and exclude sets (raw bits)."""
+    return (torch._C._dispatch_tls_local_include_set().raw_repr(), torch._C._dispatch_tls_local_exclude_set().raw_repr())
+
+
+def _set_dispatch_keys(keys: tuple[int, int]) -> None:
+    """Make ``keys`` the thread's dispatch-key sets, every key included (Python's
+    ``DispatchKey`` lacks some, such as Tracer, so setting key by key cannot). torch offers
+    only a guard that sets both sets and restores the previous ones on exit; exited first in,
+    first out, two of them leave the sets they were given in place."""
+    include, exclude = (torch._C.DispatchKeySet.from_raw_repr(bits) for bits in keys)
+    first = torch._C._ForceDispatchKeyGuard(include, exclude)
+    second = torch._C._ForceDispatchKeyGuard(include, exclude)
+    first.__enter__()  # saves the leaked sets
+    second.__enter__()  # saves ``keys``
+    first.__exit__(None, None, None)
+    second.__exit__(None, None, None)
+
+
+def describe_dispatch_keys(keys: tuple[int, int]) -> str:
+    include, exclude = (torch._C.DispatchKeySet.from_raw_repr(bits) for bits in keys)
+    return f"included {include}, excluded {exclude}"
+
+
 @dataclass(frozen=True)
 class GlobalState:
-    """The process-wide state a graph can leave changed: grad mode and autocast settings."""
+    """The process-wide state a graph can leave changed: grad mode, autocast settings, and
+    the thread's dispatch-key sets (torch code that fails half-way can leave autograd
+    excluded: forward-mode AD through ``map`` whose body reads a tensor attribute does)."""
 
     grad: bool
     autocast: tuple[tuple[str, bool, torch.dtype], ...]
     autocast_cache: bool
+    dispatch_keys: tuple[int, int]
 
     @staticmethod
     def read() -> GlobalState:
@@ -31,6 +58,7 @@ class GlobalState:
             torch.is_grad_enabled(),
             tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES),
             torch.is_autocast_cache_enabled(),
+            _dispatch_keys(),
         )
 
     def restore(self) -> None:
@@ -39,6 +67,24 @@ class GlobalState:
             torch.set_autocast_enabled(device, enabled)
             torch.set_autocast_dtype(device, dtype)
         torch.set_autocast_cache_enabled(self.autocast_cache)
+        if _dispatch_keys() != self.dispatch_keys:
+            _set_dispatch_keys(self.dispatch_keys)
+
+    def __str__(self) -> str:
+        autocast = ", ".join(f"{d} {'on' if on else 'off'} {str(dt).removeprefix('torch.')}" for d, on, dt in self.autocast)
+        return (
+            f"grad {'on' if self.grad else 'off'}; autocast {autocast}, cache {'on' if self.autocast_cache else 'off'}; "
+            f"dispatch keys {describe_dispatch_keys(self.dispatch_keys)}"
+        )
+
+    def leak_kind(self, expected: GlobalState) -> str:
+        """The finding kind for leaving this state where ``expected`` was left."""
+        if self.grad != expected.grad:
+            return "grad_mode_leak"
+        # Autocast flags live in the dispatch-key sets too: name the cause a user can see.
+        if (self.autocast, self.autocast_cache) != (expected.autocast, expected.autocast_cache):
+            return "autocast_state_leak"
+        return "dispatch_state_leak"
 
 
 @dataclass
@@ -55,6 +101,38 @@ class Run:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+def release_frames(exc: BaseException) -> BaseException:
+    """Free the locals of the finished frames ``exc``'s traceback holds (and those of the
+    exceptions chained to it), innermost first; return ``exc``, still readable (type,
+    message, file and line for bucketing).
+
+    A traceback keeps torch's frames alive, and with them the dispatch-key guards those
+    frames hold as locals (objects that restore the thread's dispatch-key state when freed).
+    While a recorded error lived, autograd could stay switched off for whatever ran next,
+    and the garbage collector, freeing such frames out of order, left it switched off for
+    good (a later graph's forward-mode AD then failed an internal assert). Innermost first
+    frees the guards in the reverse of the order they were taken, as unwinding would."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        frames = []
+        tb = e.__traceback__
+        while tb is not None:
+            frames.append(tb.tb_frame)
+            tb = tb.tb_next
+        for frame in reversed(frames):
+            try:
+                frame.clear()
+            except RuntimeError:  # a frame still running: the caller's own
+                pass
+        todo += [c for c in (e.__cause__, e.__context__) if c is not None]
+    return exc
 
 
 def clone_to(t: object, device: torch.device | str | None = None) -> object:
@@ -108,7 +186,7 @@ def run_graph(
             leaves, spec = pytree.tree_flatten(out)
             return Run(clones, leaves, spec, state_after)
         except Exception as e:
-            return Run(clones, None, None, state_after or GlobalState.read(), e)
+            return Run(clones, None, None, state_after or GlobalState.read(), release_frames(e))
 
 
 def graph_modules(gm: fx.GraphModule) -> list[tuple[str, fx.GraphModule]]:

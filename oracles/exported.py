@@ -19,6 +19,7 @@ from torch import fx
 from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
 from torch.export.graph_signature import ExportGraphSignature, InputKind
 
+from .execute import release_frames
 from .finding import Finding
 
 try:  # private helpers export runs right after its passes; absent in some torch versions
@@ -128,7 +129,7 @@ def export_rejection(name: str, gm: fx.GraphModule, sig: ExportGraphSignature, i
     try:
         EXPORT_CHECKS[name](gm, sig, inputs)
     except Exception as e:
-        return e
+        return release_frames(e)
     return None
 
 

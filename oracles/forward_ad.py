@@ -10,7 +10,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 from .equivalence import raised_differently
-from .execute import run_graph
+from .execute import release_frames, run_graph
 from .finding import Finding
 from .gradients import compare_derivatives, random_like
 
@@ -50,7 +50,7 @@ def tangents(gm: Any, inputs: tuple[Any, ...], ambient_grad: bool, device: str =
         try:
             run = run_graph(gm, inputs, ambient_grad, device, prepare)
         except Exception as e:  # make_dual itself may refuse an input
-            return Tangents(None, None, e)
+            return Tangents(None, None, release_frames(e))
         if not run.ok:
             return Tangents(None, None, run.error)
         assert run.outputs is not None

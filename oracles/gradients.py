@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from .equivalence import raised_differently
-from .execute import Run
+from .execute import Run, release_frames
 from .finding import Finding
 from .tolerance import max_abs_diff, same_values
 
@@ -51,7 +51,7 @@ def input_grads(run: Run, seed: int = 0) -> Grads:
         grads = torch.autograd.grad(outs, [run.inputs[i] for i in leaves], cots, allow_unused=True)
         return Grads(leaves, list(grads))
     except Exception as e:
-        return Grads(leaves, None, e)
+        return Grads(leaves, None, release_frames(e))
 
 
 def compare_derivatives(

@@ -356,6 +356,19 @@ def leaks_autocast(gm, sig):
     return gm, sig
 
 
+def _exclude_functionalize() -> None:
+    torch._C._dispatch_tls_set_dispatch_key_excluded(torch._C.DispatchKey.Functionalize, True)
+
+
+def leaks_dispatch_keys(gm, sig):
+    """Leaves a dispatch key excluded for whatever the caller runs next."""
+    gm, sig = real(gm, sig)
+    with gm.graph.inserting_before(gm.graph.output_node()):
+        gm.graph.call_function(_exclude_functionalize, ()).meta["val"] = None
+    gm.recompile()
+    return gm, sig
+
+
 # --- gradients -------------------------------------------------------------------------
 
 

@@ -1,0 +1,67 @@
+"""Every run starts from the process state the campaign started with: what a graph (or torch
+failing inside it) leaves behind in the thread's dispatch-key sets is put back, and a recorded
+error does not keep torch's guards alive to restore stale state later."""
+
+from __future__ import annotations
+
+import gc
+import operator
+
+import torch
+import torch.autograd.forward_ad as fwAD
+from torch import fx
+
+from oracles.execute import _dispatch_keys, run_graph
+from oracles.forward_ad import tangents
+
+aten = torch.ops.aten
+FUNCTIONALIZE = torch._C.DispatchKey.Functionalize
+
+
+def _map_reading_a_tensor_attribute() -> fx.GraphModule:
+    """``map`` whose body reads a tensor through ``get_attr`` (the adversarial domain draws
+    these): torch fails inside ``materialize_as_graph`` under forward-mode AD and leaves the
+    autograd keys excluded (torch 2.13)."""
+    body = fx.Graph()
+    row, c = body.placeholder("row"), body.get_attr("c")
+    body.output((body.call_function(aten.add.Tensor, (row, c)),))
+    root = torch.nn.Module()
+    root.body_graph_0 = fx.GraphModule({"c": torch.ones(3)}, body)
+    g = fx.Graph()
+    x, b = g.placeholder("x"), g.get_attr("body_graph_0")
+    m = g.call_function(torch.ops.higher_order.map_impl, (b, [x], []))
+    g.output((g.call_function(operator.getitem, (m, 0)),))
+    return fx.GraphModule(root, g)
+
+
+def test_dispatch_keys_torch_leaves_behind_are_restored():
+    before = _dispatch_keys()
+    x = torch.randn(2, 3, requires_grad=True)
+    failed = tangents(_map_reading_a_tensor_attribute(), (x,), True, "cpu")
+    assert failed.error is not None
+    assert _dispatch_keys() == before
+    # What broke every later example of a campaign: forward-mode AD on a plain int tensor.
+    with fwAD.dual_level():
+        assert fwAD.unpack_dual(torch.tensor([1])).tangent is None
+
+
+def _leaves_a_guard_and_raises(x: torch.Tensor) -> torch.Tensor:
+    torch._C._dispatch_tls_set_dispatch_key_excluded(FUNCTIONALIZE, True)
+    guard = torch._C._ForceDispatchKeyGuard(
+        torch._C._dispatch_tls_local_include_set(), torch._C._dispatch_tls_local_exclude_set()
+    )
+    guard.__enter__()  # its state restores, on the guard's destruction, the exclusion above
+    raise RuntimeError("failed half-way")
+
+
+def test_a_recorded_error_frees_torchs_guards_at_once():
+    """The run's error keeps the raising frame alive; freeing its guard whenever the error
+    goes (or the garbage collector gets to it) would restore a stale exclusion then."""
+    before = _dispatch_keys()
+    run = run_graph(_leaves_a_guard_and_raises, (torch.ones(2),), True)
+    assert isinstance(run.error, RuntimeError) and "half-way" in str(run.error)
+    assert _dispatch_keys() == before
+    del run
+    gc.collect()
+    assert _dispatch_keys() == before
+    assert not torch._C._dispatch_tls_is_dispatch_key_excluded(FUNCTIONALIZE)
