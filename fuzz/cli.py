@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from strategies.case import DOMAINS
+from strategies.case import DOMAIN_CHOICES
 
 from .levels import LEVELS
 from .passes import PassSpecError
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--budget", type=_positive_float, default=60.0, help="seconds to fuzz (default 60)")
     run.add_argument("--max-examples", type=_positive_int, default=1_000_000, help="stop after this many examples")
     run.add_argument("--seed", type=_int, default=0, help="campaign seed (same seed, same graphs)")
-    run.add_argument("--domain", choices=DOMAINS, default="export", help="input space to draw from")
+    run.add_argument("--domain", choices=DOMAIN_CHOICES, default="export", help="input space to draw from (both: each case from either)")
     run.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
     run.add_argument("--level", choices=LEVELS, default="graph", help="generate graphs, nn.Module programs through torch.export, or both (mixed: half the budget each)")
     run.add_argument("--workers", type=workers_arg, default=1, help="worker processes, or 'auto' for one per CPU (default 1)")
@@ -101,12 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
     limit.add_argument("--max-examples", type=_positive_int, default=None, help="fresh cases after the corpus")
     gate.add_argument("--workers", type=_positive_int, default=1, help="processes for the fresh cases (default 1)")
     gate.add_argument("--seed", type=_int, default=0, help="seed of the fresh cases")
+    gate.add_argument("--domain", choices=DOMAIN_CHOICES, default="export", help="input space of the fresh cases (default export)")
     gate.add_argument("--corpus", default=None, help="folder of saved .json cases/repros to replay first")
     gate.add_argument("--known", default=None, help="JSON file of bucket ids that are not regressions")
     gate.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
     mutate = sub.add_parser("mutate", help="measure the gate's kill rate on mutants of a pass's source")
     mutate.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered pass whose source to mutate")
     mutate.add_argument("--budget-per-mutant", type=_positive_float, default=60.0, help="gate seconds per mutant")
+    mutate.add_argument("--domain", choices=DOMAIN_CHOICES, default="both", help="input space of the gate's fresh cases (default both)")
     mutate.add_argument("--only", default=None, help="comma-separated mutant ids (default: all)")
     mutate.add_argument("--list", action="store_true", help="list the mutant ids and exit")
     mutate.add_argument("--out", default=None, help="write the mutation report (JSON) here")

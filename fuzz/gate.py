@@ -10,9 +10,9 @@ candidate's graph must show its consumers what the baseline's shows: the same si
 
 The cases are, in order: the regression corpus (saved cases of earlier campaigns, then the
 built-in modules of ``strategies.corpus`` and one with a pytree calling convention), then fresh
-Hypothesis cases for the budget, each judged under both ambient grad modes so that a
-regression shrinks like any campaign finding; ``run_gate_parallel`` judges the fresh cases in
-worker processes.
+Hypothesis cases for the budget (of the export domain, the adversarial one, or both), each
+judged under both ambient grad modes so that a regression shrinks like any campaign finding;
+``run_gate_parallel`` judges the fresh cases in worker processes.
 """
 
 from __future__ import annotations
@@ -218,12 +218,14 @@ def run_gate(
     budget_s: float = 60.0,
     max_examples: int = 1_000_000,
     seed_: int = 0,
+    domain: str = "export",
     database: ExampleDatabase | None = None,
     progress: Progress | None = None,
     on_regression: Callable[[Bucket], None] | None = None,
 ) -> GateResult:
-    """Judge ``candidate`` against ``baseline`` on every corpus case, then on fresh cases until
-    ``budget_s`` seconds (corpus time included) or ``max_examples`` fresh cases are spent.
+    """Judge ``candidate`` against ``baseline`` on every corpus case, then on fresh cases of
+    ``domain`` until ``budget_s`` seconds (corpus time included) or ``max_examples`` fresh
+    cases are spent.
 
     ``on_regression`` sees each new bucket as it appears (and may raise StopGate).
     """
@@ -246,6 +248,7 @@ def run_gate(
             budget_s=remaining,
             max_examples=max_examples,
             seed_=seed_,
+            domain=domain,
             database=database,
             progress=progress,
             check=check,
@@ -273,6 +276,7 @@ def run_gate_parallel(
     budget_s: float = 60.0,
     max_examples: int = 1_000_000,
     seed_: int = 0,
+    domain: str = "export",
     progress: Callable[[int, int, float], None] | None = None,
     log_dir: str | None = None,
 ) -> GateResult:
@@ -292,6 +296,7 @@ def run_gate_parallel(
             budget_s=remaining,
             max_examples=max_examples,
             seed=seed_,
+            domain=domain,
             workers=workers,
             check=f"{__name__}:gate_check",
             check_args={"baseline": baseline},
@@ -385,12 +390,13 @@ def gate_command(args: object) -> int:
     if a.workers > 1:
         result = run_gate_parallel(
             a.candidate, a.baseline, corpus, workers=a.workers, budget_s=budget_s, max_examples=max_examples,
-            seed_=a.seed, progress=progress.update, log_dir=os.path.join(report_dir, "logs"),
+            seed_=a.seed, domain=a.domain, progress=progress.update, log_dir=os.path.join(report_dir, "logs"),
         )  # fmt: skip
     else:
         result = run_gate(
-            candidate, baseline, corpus, budget_s=budget_s, max_examples=max_examples, seed_=a.seed, progress=progress
-        )
+            candidate, baseline, corpus, budget_s=budget_s, max_examples=max_examples, seed_=a.seed,
+            domain=a.domain, progress=progress,
+        )  # fmt: skip
     progress.close()
     for b in result.buckets.values():
         if b.case is not None:  # None: a worker died on a case it could not serialize
@@ -400,7 +406,7 @@ def gate_command(args: object) -> int:
         "pass": a.candidate,
         "candidate": a.candidate,
         "baseline": a.baseline,
-        "domain": "export",
+        "domain": a.domain,
         "seed": a.seed,
         "workers": a.workers,
         "started": started,

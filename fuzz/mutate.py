@@ -66,8 +66,9 @@ def load_equivalent(path: str = EQUIVALENT_FILE) -> dict[str, str]:
     return out
 
 
-def run_mutant(mutant: Mutant, corpus: list, budget_s: float, seed_: int = 0) -> MutantResult:
-    """Gate one mutant against the real pass until the first regression or ``budget_s``."""
+def run_mutant(mutant: Mutant, corpus: list, budget_s: float, seed_: int = 0, domain: str = "both") -> MutantResult:
+    """Gate one mutant against the real pass until the first regression or ``budget_s``, with
+    fresh cases of ``domain``."""
     baseline = load_pass("set_grad")
     candidate = load_pass_variant("set_grad", mutant)
     kills: list[str] = []
@@ -80,7 +81,7 @@ def run_mutant(mutant: Mutant, corpus: list, budget_s: float, seed_: int = 0) ->
     try:
         # The hang guard leaves the gate its budget plus slack for the case it is inside.
         with _alarm(budget_s + 30):
-            run_gate(candidate, baseline, corpus, budget_s=budget_s, seed_=seed_, on_regression=stop)
+            run_gate(candidate, baseline, corpus, budget_s=budget_s, seed_=seed_, domain=domain, on_regression=stop)
     except StopGate:
         return MutantResult(mutant.id, "killed", time.monotonic() - start, kills[0], mutant.description)
     except _Hang:
@@ -129,22 +130,23 @@ def mutate_command(args: object) -> int:
         if m.id in equivalent:
             r = MutantResult(m.id, "equivalent", 0.0, equivalent[m.id], m.description)
         else:
-            r = run_mutant(m, corpus, a.budget_per_mutant)
+            r = run_mutant(m, corpus, a.budget_per_mutant, domain=a.domain)
         results.append(r)
         print(f"[{i}/{len(mutants)}] {r.status:10s} {r.time_s:6.1f}s {r.id}  ({r.description}) {r.how[:100]}", flush=True)
         if a.out:
-            _write(a.out, results, a.budget_per_mutant)
+            _write(a.out, results, a.budget_per_mutant, a.domain)
     summary = summarize(results)
     print(f"fxfuzz mutate: {json.dumps(summary)}")
     return 1 if summary["survived"] else 0
 
 
-def _write(path: str, results: list[MutantResult], budget_s: float) -> None:
+def _write(path: str, results: list[MutantResult], budget_s: float, domain: str) -> None:
     import torch
 
     data = {
         "torch_version": torch.__version__,
         "budget_per_mutant_s": budget_s,
+        "domain": domain,
         "summary": summarize(results),
         "mutants": [asdict(r) for r in results],
     }

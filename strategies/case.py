@@ -10,6 +10,9 @@ from torch import fx
 from torch.export.graph_signature import ExportGraphSignature
 
 DOMAINS = ("export", "adversarial")
+# What a user may ask for: one domain, or "both", which draws each case's domain (shrinking
+# toward export); a case always records the domain it was drawn from.
+DOMAIN_CHOICES = (*DOMAINS, "both")
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Two domains: ``export`` (the default) draws only what torch.export can produce; ``adversarial``
 also draws unbalanced toggles, crossing regions, already-wrapped regions, colliding names and
-missing metas.
+missing metas; ``both`` draws each case from either.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from torch import fx
 
 from .builder import SET_GRAD, GraphBuilder
-from .case import DOMAINS, GraphCase
+from .case import DOMAIN_CHOICES, DOMAINS, GraphCase
 from .inputs import base_shapes, draw_inputs
 from .names import placeholder_names, rename_some
 from .regions import draw_block
@@ -69,9 +69,12 @@ def graph_cases(draw: st.DrawFn, domain: str = "export", max_steps: int = MAX_ST
     """Random GraphCases: parameters, buffers, constants and user inputs of mixed dtypes and
     requires_grad feeding ATen ops inside nested grad-mode and autocast regions and
     cond/map subgraphs, with the ambient grad mode drawn per case. ``max_steps`` bounds the
-    ops, regions and subgraphs drawn (nested ones included)."""
-    if domain not in DOMAINS:
-        raise ValueError(f"unknown domain {domain!r}; expected one of {DOMAINS}")
+    ops, regions and subgraphs drawn (nested ones included). ``domain="both"`` draws the
+    domain per case, export first, so a failure shrinks toward a case export can produce."""
+    if domain not in DOMAIN_CHOICES:
+        raise ValueError(f"unknown domain {domain!r}; expected one of {DOMAIN_CHOICES}")
+    if domain == "both":
+        domain = draw(st.sampled_from(DOMAINS))
     ambient = draw(st.booleans())
     builder = GraphBuilder(grad_mode=ambient)
     stats: Counter = Counter({f"domain:{domain}": 1})

@@ -169,6 +169,8 @@ def corpus_modules():
         (["gate", "--candidate", "set_grad", "--budget", "-1"], "--budget"),
         (["gate", "--candidate", "set_grad", "--corpus", "/no/such/dir"], "corpus directory not found"),
         (["gate", "--candidate", "set_grad", "--known", "/no/such/known.json"], "known-findings file"),
+        (["gate", "--candidate", "set_grad", "--domain", "nonsense"], "--domain"),
+        (["mutate", "--domain", "nonsense"], "--domain"),
         (["mutate", "--only", "no_such_mutant"], "no mutant"),
         (["mutate", "--pass", "autocast"], "set_grad pass only"),
     ],

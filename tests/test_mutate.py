@@ -40,6 +40,15 @@ def test_gate_kills_a_mutant_and_lets_an_equivalent_one_survive():
     assert same.status == "survived"
 
 
+def test_mutate_kills_with_adversarial_cases_what_export_cases_cannot_reach():
+    """The recursion's skip of a get_attr that is not a GraphModule: only a graph reading a
+    tensor attribute tells (export lifts tensors), so the default --domain both kills it on
+    fresh cases alone, with no corpus."""
+    mutant = MUTANTS["replace_with_hop_pass_util._replace_with_hop_pass_helper:191:remove:7"]
+    killed = run_mutant(mutant, [], 60, domain="both")
+    assert killed.status == "killed" and "crash" in killed.how, killed
+
+
 def test_every_listed_equivalent_mutant_exists_and_has_a_reason():
     for mid, reason in load_equivalent().items():
         assert mid in MUTANTS, f"stale equivalent mutant id {mid}"

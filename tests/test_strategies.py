@@ -117,6 +117,14 @@ def test_adversarial_domain_breaks_export_guarantees():
         assert seen[key], key
 
 
+def test_both_domains_draws_each_case_from_either_and_records_it():
+    cases = _draw(40, "both")
+    assert {c.domain for c in cases} == {"export", "adversarial"}
+    assert all(c.features[f"domain:{c.domain}"] == 1 for c in cases)
+    with pytest.raises(ValueError, match="unknown domain"):
+        _draw(1, "nonsense")
+
+
 def test_same_seed_same_graphs_and_other_seed_other_graphs():
     first = [c.code() for c in _draw(10, seed_=7)]
     again = [c.code() for c in _draw(10, seed_=7)]
