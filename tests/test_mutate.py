@@ -40,6 +40,20 @@ def test_gate_kills_a_mutant_and_lets_an_equivalent_one_survive():
     assert same.status == "survived"
 
 
+def test_a_mutant_looping_forever_is_killed_as_a_hang_on_its_first_case(monkeypatch):
+    import fuzz.mutate as mutate
+
+    def loops(gm, sig):
+        while True:
+            pass
+
+    monkeypatch.setattr(mutate, "PASS_HANG_S", 0.5)
+    monkeypatch.setattr(mutate, "load_pass_variant", lambda spec, m: loops)
+    corpus = [(e.name, capture(e, True)) for e in MODULES[:1]]
+    hung = run_mutant(next(iter(MUTANTS.values())), corpus, 60)
+    assert hung.status == "killed" and hung.how == "hang" and hung.time_s < 5, hung
+
+
 def test_mutate_kills_with_adversarial_cases_what_export_cases_cannot_reach():
     """The recursion's skip of a get_attr that is not a GraphModule: only a graph reading a
     tensor attribute tells (export lifts tensors), so the default --domain both kills it on
