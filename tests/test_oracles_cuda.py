@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 
 import broken_passes as bp
 import handmade as hm
@@ -80,11 +80,13 @@ def test_cpu_findings_still_fire_with_cuda_on(broken, expected):
 
 
 @cuda_only
-@settings(max_examples=40)
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(graph_cases())
-def test_real_pass_is_equivalent_on_cuda(case):
-    known = {"dead_code_elimination_changes_meaning"}  # the known CPU finding, see test_oracles_fire
-    assert [f for f in verify(case, REAL, device="cuda") if f.kind not in known] == []
+def test_real_pass_shows_nothing_on_cuda_that_cpu_does_not(case):
+    """torch's pass has known findings on generated cases (fxfuzz-known.txt), all visible on
+    CPU; running on CUDA too must add none: no cuda: or cpu_vs_cuda: kind, no new CPU kind."""
+    cpu = kinds(verify(case, REAL))
+    assert kinds(verify(case, REAL, device="cuda")) - cpu == set()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA, so --device cuda is accepted")
