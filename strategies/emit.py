@@ -90,7 +90,12 @@ def draw_inplace(draw: st.DrawFn, s: State) -> bool:
     if node is None:
         return False
     target = operands[0].node
-    s.stats["inplace:" + ("input" if target.op == "placeholder" else "activation")] += 1
+    if target.op == "placeholder":
+        s.stats["inplace:input"] += 1
+        kind = next(spec.kind for spec in s.builder.input_specs if spec.arg.name == target.name)
+        s.stats["inplace:" + kind.name.lower()] += 1  # buffer, user_input, parameter...
+    else:
+        s.stats["inplace:activation"] += 1
     # Later reads see the mutated tensor through the in-place node, as make_fx records it.
     for v in s.pool:
         if v.node is target:

@@ -19,7 +19,7 @@ from .case import DOMAIN_CHOICES, DOMAINS, GraphCase
 from .inputs import base_shapes, draw_inputs
 from .names import placeholder_names, rename_some
 from .regions import draw_block
-from .state import Budget, State, Value, count_regions_without_outputs, pick, rarely
+from .state import Budget, State, Value, count_region_shapes, pick, rarely
 
 # Steps per case, nested subgraphs included: keeps the median graph near 20 compute nodes.
 MAX_STEPS = 14
@@ -89,7 +89,7 @@ def graph_cases(draw: st.DrawFn, domain: str = "export", max_steps: int = MAX_ST
         stats["adversarial:renamed"] += rename_some(draw, builder.graph)
         stats["adversarial:missing_meta"] += _drop_metas(draw, builder.graph)
     gm, signature = builder.finish(outputs)
-    count_regions_without_outputs(s)
+    count_region_shapes(s)
     _shape_stats(gm, stats)
     stats[f"depth:{s.max_depth}"] += 1
     return GraphCase(

@@ -45,7 +45,7 @@ class State:
     # cond and map forbid mutating their subgraphs' inputs, so subgraphs draw no in-place ops.
     inplace_ok: bool = True
     max_depth: int = 0
-    # (entering toggle, restoring toggle) of each closed grad region, for region:no_outputs.
+    # (entering toggle, restoring toggle) of each closed grad region, for count_region_shapes.
     regions: list[tuple[fx.Node, fx.Node]] = field(default_factory=list)
 
 
@@ -59,10 +59,13 @@ def pick(draw: st.DrawFn, values: list[Value]) -> Value:
     return values[-1 - draw(st.integers(0, len(values) - 1))]
 
 
-def count_regions_without_outputs(s: State) -> None:
-    """Count the closed grad regions of a finished graph that compute values nothing after
-    them reads (dead code, or only in-place updates): the pass must keep their effects even
-    though its split gives their submodule no outputs."""
+def count_region_shapes(s: State) -> None:
+    """Count how the closed grad regions of a finished graph exchange values, the shapes the
+    split hands the pass: ``region:no_outputs`` (values nothing after the region reads: dead
+    code, or only in-place updates, whose effects the pass must keep though the split gives the
+    submodule no outputs), ``region:value_in`` / ``region:value_out`` (a value crossing the
+    boundary into / out of the region), and ``region:single_output_read_inside`` (the region's
+    one output is read inside it too: inlining must keep both readers)."""
     for enter, exit_ in s.regions:
         inside: set[fx.Node] = set()
         node = enter.next
@@ -70,5 +73,12 @@ def count_regions_without_outputs(s: State) -> None:
             inside.add(node)
             node = node.next
         values = [n for n in inside if n.op == "call_function" and n.target not in _MODE_CALLS]
-        if values and all(u in inside for n in values for u in n.users):
+        outputs = [n for n in values if any(u not in inside for u in n.users)]
+        if values and not outputs:
             s.stats["region:no_outputs"] += 1
+        if outputs:
+            s.stats["region:value_out"] += 1
+        if any(a not in inside and a.op != "get_attr" for n in values for a in n.all_input_nodes):
+            s.stats["region:value_in"] += 1
+        if len(outputs) == 1 and any(u in inside for u in outputs[0].users):
+            s.stats["region:single_output_read_inside"] += 1

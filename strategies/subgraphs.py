@@ -18,7 +18,7 @@ from .builder import GraphBuilder
 from .case import copy_graph_module
 from .names import attr_name
 from .ops import SIBLINGS
-from .state import State, Value, count_regions_without_outputs, pick
+from .state import State, Value, count_region_shapes, pick
 
 aten = torch.ops.aten
 hop = torch.ops.higher_order
@@ -47,7 +47,7 @@ def _subgraph(
         fresh = [Value(b.call(aten.clone.default, [sub.pool[0].node]))]
     outs = [pick(draw, fresh).node for _ in range(draw(st.integers(1, 2)))]
     gm = b.finish_subgraph(list(dict.fromkeys(outs)))
-    count_regions_without_outputs(sub)
+    count_region_shapes(sub)
     return gm, len(dict.fromkeys(outs))
 
 

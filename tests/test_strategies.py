@@ -88,9 +88,10 @@ def test_generation_covers_every_feature(export_cases):
         "input:parameter", "input:buffer", "input:buffer_nonpersistent", "input:constant_tensor",
         "input:user_input", "input:requires_grad", "dtype:float32", "dtype:float64", "dtype:float16",
         "dtype:bfloat16", "dtype:int64", "dtype:bool", "hop:cond", "hop:map", "region:no_grad",
-        "region:enable_grad", "region:set_grad_enabled", "region:empty", "region:no_outputs", "toggle:duplicate",
+        "region:enable_grad", "region:set_grad_enabled", "region:empty", "region:no_outputs", "region:value_in",
+        "region:value_out", "region:single_output_read_inside", "toggle:duplicate",
         "toggle:flip", "toggle:same", "toggle:first_node", "toggle:last_node", "autocast:bfloat16",
-        "autocast:float16", "inplace:activation", "inplace:input", "output:none", "output:constant",
+        "autocast:float16", "inplace:activation", "inplace:input", "inplace:buffer", "output:none", "output:constant",
         "output:duplicate", "output:input_passthrough", "depth:3",
     ]
     assert [k for k in wanted if not seen[k]] == []

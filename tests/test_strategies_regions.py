@@ -20,7 +20,7 @@ from oracles import verify
 from oracles.execute import run_graph
 from strategies import from_module, graph_cases
 from strategies.builder import GraphBuilder
-from strategies.state import Budget, State, count_regions_without_outputs
+from strategies.state import Budget, State, count_region_shapes
 
 SET_GRAD = torch._C._set_grad_enabled
 WRAP = torch.ops.higher_order.wrap_with_set_grad_enabled
@@ -69,13 +69,39 @@ def _one_region_case(read_outside: bool) -> Counter:
     y = b.call(torch.ops.aten.sin.default, [x])
     s.regions.append((enter, b.set_grad(True)))
     b.finish([y if read_outside else x])
-    count_regions_without_outputs(s)
+    count_region_shapes(s)
     return s.stats
 
 
 def test_region_without_outputs_is_counted_only_when_nothing_outside_reads_it():
     assert _one_region_case(read_outside=False)["region:no_outputs"] == 1
     assert _one_region_case(read_outside=True)["region:no_outputs"] == 0
+
+
+def test_values_crossing_a_region_and_an_output_read_inside_are_counted():
+    stats = _one_region_case(read_outside=True)
+    assert stats["region:value_in"] == stats["region:value_out"] == 1
+    assert stats["region:single_output_read_inside"] == 0
+    b = GraphBuilder(grad_mode=True)
+    x = b.placeholder("arg0_1", torch.ones(3), InputKind.USER_INPUT)
+    s = State(b, "export", Counter(), Budget(0))
+    enter = b.set_grad(False)
+    y = b.call(torch.ops.aten.sin.default, [x])
+    z = b.call(torch.ops.aten.cos.default, [y])  # y read inside the region, then after it
+    s.regions.append((enter, b.set_grad(True)))
+    b.finish([b.call(torch.ops.aten.add.Tensor, [y, x]), z])
+    count_region_shapes(s)
+    assert s.stats["region:single_output_read_inside"] == 0  # two outputs: y and z
+    b2 = GraphBuilder(grad_mode=True)
+    x2 = b2.placeholder("arg0_1", torch.ones(3), InputKind.USER_INPUT)
+    s2 = State(b2, "export", Counter(), Budget(0))
+    enter2 = b2.set_grad(False)
+    y2 = b2.call(torch.ops.aten.sin.default, [x2])
+    b2.call(torch.ops.aten.cos.default, [y2])  # dead reader inside
+    s2.regions.append((enter2, b2.set_grad(True)))
+    b2.finish([b2.call(torch.ops.aten.add.Tensor, [y2, x2])])
+    count_region_shapes(s2)
+    assert s2.stats["region:single_output_read_inside"] == 1
 
 
 
