@@ -60,49 +60,46 @@ def test_reexported_program_reaches_the_pass_unwrapped():
     assert verify(case, REAL) == []
 
 
-def _one_region_case(read_outside: bool) -> Counter:
-    """x -> no_grad { y = sin(x) } -> returns y (read outside) or x (y read by nothing)."""
+def _region_stats(inside, after) -> Counter:
+    """count_region_shapes on x -> no_grad { vals = inside(b, x) } -> outputs after(b, x, vals)."""
     b = GraphBuilder(grad_mode=True)
     x = b.placeholder("arg0_1", torch.ones(3), InputKind.USER_INPUT)
     s = State(b, "export", Counter(), Budget(0))
     enter = b.set_grad(False)
-    y = b.call(torch.ops.aten.sin.default, [x])
+    vals = inside(b, x)
     s.regions.append((enter, b.set_grad(True)))
-    b.finish([y if read_outside else x])
+    b.finish(after(b, x, vals))
     count_region_shapes(s)
     return s.stats
 
 
+def _sin(b, x):
+    return [b.call(torch.ops.aten.sin.default, [x])]
+
+
+def _sin_then_cos(b, x):
+    y = _sin(b, x)[0]
+    return [y, b.call(torch.ops.aten.cos.default, [y])]  # y read inside the region
+
+
+def _add(b, x, v):
+    return b.call(torch.ops.aten.add.Tensor, [v, x])
+
+
 def test_region_without_outputs_is_counted_only_when_nothing_outside_reads_it():
-    assert _one_region_case(read_outside=False)["region:no_outputs"] == 1
-    assert _one_region_case(read_outside=True)["region:no_outputs"] == 0
+    assert _region_stats(_sin, lambda b, x, vals: [x])["region:no_outputs"] == 1
+    assert _region_stats(_sin, lambda b, x, vals: [vals[0]])["region:no_outputs"] == 0
 
 
 def test_values_crossing_a_region_and_an_output_read_inside_are_counted():
-    stats = _one_region_case(read_outside=True)
+    stats = _region_stats(_sin, lambda b, x, vals: [vals[0]])
     assert stats["region:value_in"] == stats["region:value_out"] == 1
     assert stats["region:single_output_read_inside"] == 0
-    b = GraphBuilder(grad_mode=True)
-    x = b.placeholder("arg0_1", torch.ones(3), InputKind.USER_INPUT)
-    s = State(b, "export", Counter(), Budget(0))
-    enter = b.set_grad(False)
-    y = b.call(torch.ops.aten.sin.default, [x])
-    z = b.call(torch.ops.aten.cos.default, [y])  # y read inside the region, then after it
-    s.regions.append((enter, b.set_grad(True)))
-    b.finish([b.call(torch.ops.aten.add.Tensor, [y, x]), z])
-    count_region_shapes(s)
-    assert s.stats["region:single_output_read_inside"] == 0  # two outputs: y and z
-    b2 = GraphBuilder(grad_mode=True)
-    x2 = b2.placeholder("arg0_1", torch.ones(3), InputKind.USER_INPUT)
-    s2 = State(b2, "export", Counter(), Budget(0))
-    enter2 = b2.set_grad(False)
-    y2 = b2.call(torch.ops.aten.sin.default, [x2])
-    b2.call(torch.ops.aten.cos.default, [y2])  # dead reader inside
-    s2.regions.append((enter2, b2.set_grad(True)))
-    b2.finish([b2.call(torch.ops.aten.add.Tensor, [y2, x2])])
-    count_region_shapes(s2)
-    assert s2.stats["region:single_output_read_inside"] == 1
-
+    # y is read by cos inside the region and by add after it; cos is read by nothing.
+    assert _region_stats(_sin_then_cos, lambda b, x, vals: [_add(b, x, vals[0])])["region:single_output_read_inside"] == 1
+    # two outputs (y and cos): the single-output shape it counts is not there
+    both = _region_stats(_sin_then_cos, lambda b, x, vals: [_add(b, x, vals[0]), vals[1]])
+    assert both["region:single_output_read_inside"] == 0
 
 
 @pytest.fixture(scope="module")
