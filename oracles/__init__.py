@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch
 from torch import fx
 
 from strategies.case import GraphCase
@@ -13,7 +12,7 @@ from strategies.case import GraphCase
 from .contract import PassContract, contract_of
 from .crash import crash_finding
 from .downstream import check_downstream
-from .execute import release_frames
+from .execute import isolated, release_frames
 from .exported import check_exported
 from .finding import ORACLES, Finding
 from .idempotence import check_idempotence
@@ -28,14 +27,12 @@ __all__ = ["DEVICES", "Finding", "ORACLES", "PassContract", "verify", "apply_pas
 
 
 def apply_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, Any]:
-    """Run the pass on an independent copy of the case under the case's ambient grad mode."""
+    """Run the pass on an independent copy of the case under the case's ambient grad mode;
+    whatever process state the pass leaves changed (grad mode, autocast, dispatch keys) is
+    put back, so it cannot leak into the runs that judge it or into later examples."""
     work = case.copy()
-    before = torch.is_grad_enabled()
-    torch.set_grad_enabled(case.ambient_grad)
-    try:
+    with isolated(case.ambient_grad):
         return pass_fn(work.gm, work.signature)
-    finally:
-        torch.set_grad_enabled(before)
 
 
 def input_labels(case: GraphCase) -> list[str]:

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch
 from torch import fx
 from torch._ops import HigherOrderOperator
 
 from .equivalence import check_equivalence
-from .execute import Run, graph_modules, run_graph
+from .execute import Run, graph_modules, isolated, run_graph
 from .finding import Finding
 from .downstream import code_of
 from .semantics import Reference
@@ -37,10 +36,9 @@ def check_idempotence(
     ambient grad mode, then compare HOP counts, and the meaning against ``gm``'s ``first``
     run (differences from the original are the equivalence oracle's)."""
     before, code = hop_count(gm), code_of(gm)
-    prev = torch.is_grad_enabled()
-    torch.set_grad_enabled(ref.ambient_grad)
     try:
-        gm2, _ = pass_fn(gm, sig)
+        with isolated(ref.ambient_grad):
+            gm2, _ = pass_fn(gm, sig)
     except Exception as e:
         return [
             Finding(
@@ -50,8 +48,6 @@ def check_idempotence(
                 {"exception": type(e).__name__},
             )
         ]
-    finally:
-        torch.set_grad_enabled(prev)
     if not isinstance(gm2, fx.GraphModule):
         return [Finding("idempotence", "second_application_bad_return", f"the pass returned {type(gm2).__name__} on its own output")]
     findings = []
