@@ -36,9 +36,11 @@ from .passes import PassFn, identity_pass, load_pass
 
 DEFAULT_GRAPHS = 200
 WARMUP = 5
-# graph_cases' step bound for the population: at 200 cases the median is about 20 compute
-# nodes (the default bound of 14 gives about 7; Hypothesis starts with small examples).
-BENCH_STEPS = 24
+# graph_cases' step bound for the population: the default population (200 cases, seed 0)
+# then has a median of 21 compute nodes, as the issue asks (about 20). The median moves
+# unevenly with the bound (24 gives 10, 30 gives 15, 34 gives 9, 40 gives 29: Hypothesis
+# starts small and the sizes spread wide), so the run prints the median it measured.
+BENCH_STEPS = 38
 
 
 @dataclass
