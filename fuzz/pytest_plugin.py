@@ -8,7 +8,7 @@ before any conftest, which may redefine them, and before ``--hypothesis-profile`
 The properties use whatever Hypothesis profile is loaded, so ``--hypothesis-profile nightly``
 runs them longer.
 
-Properties: ``fxfuzz::generated_graphs`` on generated graph cases and ``fxfuzz::corpus[<module>]``
+Properties: ``fxfuzz::generated_graphs`` on generated graph cases (of ``--fxfuzz-domain``) and ``fxfuzz::corpus[<module>]``
 on what torch.export hands the pass for each built-in corpus module. Each fails where the pass
 regresses against ``--fxfuzz-baseline`` (torch's own pass by default, which itself has findings
 on some of these cases), or with ``--fxfuzz-baseline none`` on every finding.
@@ -48,6 +48,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="set_grad",
         metavar="SPEC",
         help="fail only where the pass regresses against this one (default: torch's set_grad; 'none': on every finding)",
+    )
+    group.addoption(
+        "--fxfuzz-domain",
+        dest="fxfuzz_domain",
+        default="export",
+        metavar="DOMAIN",
+        help="input space of the generated graphs: export (default), adversarial, or both",
     )
 
 
@@ -89,15 +96,15 @@ def _corpus_property(pass_fn: Any, baseline: Any, entry: Any) -> None:
         _judge(pass_fn, baseline, capture(entry, ambient))
 
 
-def _properties(pass_fn: Any, baseline: Any) -> dict[str, Callable[[], None]]:
-    """Name -> property: generated graph cases, then each built-in corpus module (real
-    torch.export output)."""
+def _properties(pass_fn: Any, baseline: Any, domain: str = "export") -> dict[str, Callable[[], None]]:
+    """Name -> property: generated graph cases of ``domain``, then each built-in corpus module
+    (real torch.export output)."""
     from hypothesis import given
 
     from strategies import graph_cases
     from strategies.corpus import MODULES
 
-    @given(graph_cases())
+    @given(graph_cases(domain=domain))
     def generated_graphs(case: Any) -> None:
         _judge(pass_fn, baseline, case)
 
@@ -116,12 +123,23 @@ def _loaded_pass(config: pytest.Config, option: str = "fxfuzz_pass") -> Any:
         raise pytest.UsageError(f"--{option.replace('_', '-')}: {e}") from None
 
 
+def _domain(config: pytest.Config) -> str:
+    # Checked here, not by addoption's choices: those would import strategies (and torch)
+    # into every pytest run, which the plugin must not do without --fxfuzz-pass.
+    from strategies.case import DOMAIN_CHOICES
+
+    domain = config.getoption("fxfuzz_domain")
+    if domain not in DOMAIN_CHOICES:
+        raise pytest.UsageError(f"--fxfuzz-domain: expected one of {', '.join(DOMAIN_CHOICES)}, got {domain!r}")
+    return domain
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("fxfuzz_pass") is None:
         return
     baseline = None if config.getoption("fxfuzz_baseline") == "none" else _loaded_pass(config, "fxfuzz_baseline")
-    props = _properties(_loaded_pass(config), baseline)
+    props = _properties(_loaded_pass(config), baseline, _domain(config))
     for name, prop in props.items():
         items.append(PropertyItem.from_parent(session, name=f"fxfuzz::{name}", prop=prop))
 

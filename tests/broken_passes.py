@@ -369,6 +369,18 @@ def leaks_dispatch_keys(gm, sig):
     return gm, sig
 
 
+def refuses_adversarial_graphs(gm, sig):
+    """torch's pass, except that it raises on what only the adversarial domain draws: a call
+    without ``meta['val']`` or a tensor read through ``get_attr``."""
+    for mod in graphs(gm):
+        for n in mod.graph.nodes:
+            if (n.op == "call_function" and "val" not in n.meta) or (
+                n.op == "get_attr" and isinstance(getattr(mod, n.target, None), torch.Tensor)
+            ):
+                raise RuntimeError("refused an adversarial graph")
+    return real(gm, sig)
+
+
 # --- gradients -------------------------------------------------------------------------
 
 

@@ -113,6 +113,24 @@ def test_without_baseline_every_finding_fails(user_suite):
     result.assert_outcomes(failed=1)
 
 
+REFUSES_ADVERSARIAL = BROKEN.replace(":drops_toggles", ":refuses_adversarial_graphs")
+
+
+def test_domain_option_reaches_the_generated_graphs(user_suite):
+    # No shrinking: the test asks whether an adversarial case fails, not how small it gets.
+    user_suite.makeconftest(
+        CONFTEST + "from hypothesis import Phase\n"
+        'settings.register_profile("adv", max_examples=12, deadline=None, derandomize=True, database=None, '
+        "phases=[Phase.generate])\n"
+    )
+    args = ["--fxfuzz-pass", REFUSES_ADVERSARIAL, "--hypothesis-profile", "adv", "-p", "no:cacheprovider", "-k", "generated"]
+    user_suite.runpytest_inprocess(*args).assert_outcomes(passed=1)
+    user_suite.runpytest_inprocess(*args, "--fxfuzz-domain", "adversarial").assert_outcomes(failed=1)
+    bad = user_suite.runpytest_inprocess(*args, "--fxfuzz-domain", "nonsense")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--fxfuzz-domain*nonsense*"])
+
+
 def test_bad_spec_is_a_usage_error(user_suite):
     result = user_suite.runpytest_inprocess("--fxfuzz-pass", "no_such_module:fn", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
