@@ -47,6 +47,16 @@ def user_suite(pytester, torch_warm):
         settings.load_profile(profile)
 
 
+def test_loading_the_plugin_imports_no_torch():
+    """pytest loads the plugin into every run of every suite where fxfuzz is installed."""
+    import subprocess
+    import sys
+
+    code = "import fuzz.pytest_plugin, sys; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
 def test_inert_without_the_option(user_suite):
     result = user_suite.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(skipped=1)
