@@ -8,10 +8,11 @@ before any conftest, which may redefine them, and before ``--hypothesis-profile`
 The properties use whatever Hypothesis profile is loaded, so ``--hypothesis-profile nightly``
 runs them longer.
 
-Properties: ``fxfuzz::generated_graphs`` on generated graph cases (of ``--fxfuzz-domain``) and ``fxfuzz::corpus[<module>]``
-on what torch.export hands the pass for each built-in corpus module. Each fails where the pass
-regresses against ``--fxfuzz-baseline`` (torch's own pass by default, which itself has findings
-on some of these cases), or with ``--fxfuzz-baseline none`` on every finding.
+Properties: ``fxfuzz::generated_graphs`` on generated graph cases (of ``--fxfuzz-domain``) and
+``fxfuzz::corpus[<module>]`` on what torch.export hands the pass for each built-in corpus
+module. Each fails where the pass regresses against ``--fxfuzz-baseline`` (torch's own pass by
+default, which itself has findings on some of these cases), or with ``--fxfuzz-baseline none``
+on every finding.
 """
 
 from __future__ import annotations

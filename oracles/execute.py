@@ -22,23 +22,22 @@ def _dispatch_keys() -> tuple[int, int]:
     return (torch._C._dispatch_tls_local_include_set().raw_repr(), torch._C._dispatch_tls_local_exclude_set().raw_repr())
 
 
+def _key_sets(keys: tuple[int, int]) -> tuple[torch._C.DispatchKeySet, torch._C.DispatchKeySet]:
+    return torch._C.DispatchKeySet.from_raw_repr(keys[0]), torch._C.DispatchKeySet.from_raw_repr(keys[1])
+
+
 def _set_dispatch_keys(keys: tuple[int, int]) -> None:
     """Make ``keys`` the thread's dispatch-key sets, every key included (Python's
     ``DispatchKey`` lacks some, such as Tracer, so setting key by key cannot). torch offers
     only a guard that sets both sets and restores the previous ones on exit; exited first in,
     first out, two of them leave the sets they were given in place."""
-    include, exclude = (torch._C.DispatchKeySet.from_raw_repr(bits) for bits in keys)
+    include, exclude = _key_sets(keys)
     first = torch._C._ForceDispatchKeyGuard(include, exclude)
     second = torch._C._ForceDispatchKeyGuard(include, exclude)
     first.__enter__()  # saves the leaked sets
     second.__enter__()  # saves ``keys``
     first.__exit__(None, None, None)
     second.__exit__(None, None, None)
-
-
-def describe_dispatch_keys(keys: tuple[int, int]) -> str:
-    include, exclude = (torch._C.DispatchKeySet.from_raw_repr(bits) for bits in keys)
-    return f"included {include}, excluded {exclude}"
 
 
 @dataclass(frozen=True)
@@ -72,9 +71,10 @@ class GlobalState:
 
     def __str__(self) -> str:
         autocast = ", ".join(f"{d} {'on' if on else 'off'} {str(dt).removeprefix('torch.')}" for d, on, dt in self.autocast)
+        include, exclude = _key_sets(self.dispatch_keys)
         return (
             f"grad {'on' if self.grad else 'off'}; autocast {autocast}, cache {'on' if self.autocast_cache else 'off'}; "
-            f"dispatch keys {describe_dispatch_keys(self.dispatch_keys)}"
+            f"dispatch keys included {include}, excluded {exclude}"
         )
 
     def leak_kind(self, expected: GlobalState) -> str:
