@@ -16,7 +16,7 @@ from .execute import isolated, release_frames
 from .exported import check_exported
 from .finding import ORACLES, Finding
 from .idempotence import check_idempotence
-from .semantics import Reference, compare_graphs, device_parity, on_cuda
+from .semantics import Reference, check_on_device, compare_graphs
 from .signature import check_signature
 from .structure import check_structure
 
@@ -81,12 +81,8 @@ def verify(case: GraphCase, pass_fn: PassFn, contract: PassContract | None = Non
     ref = Reference(case.gm, case.inputs, case.ambient_grad, labels, "cpu")
     semantic, got = compare_graphs(gm, ref)
     findings += semantic
-    if device == "cuda":
-        cuda_ref = Reference(case.gm, case.inputs, case.ambient_grad, labels, "cuda")
-        cuda, cuda_got = compare_graphs(gm, cuda_ref)
-        findings += on_cuda(cuda, "cuda", {f.kind for f in semantic})
-        parity = device_parity(ref.obs, got, cuda_ref.obs, cuda_got, labels)
-        findings += on_cuda(parity, "cpu_vs_cuda", set())
+    if device != "cpu":
+        findings += check_on_device(gm, ref, got, {f.kind for f in semantic}, device)
     if ref.run.ok and got.run.ok:
         findings += _guarded("structure", lambda: check_downstream(gm, got.run, ref))
         findings += _guarded("idempotence", lambda: check_idempotence(pass_fn, gm, sig, got.run, ref))

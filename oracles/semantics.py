@@ -88,8 +88,8 @@ def compare_graphs(
     return ref.unexplained(compare(ref.obs, got, ref.labels, ref.exact)), got
 
 
-def on_cuda(findings: list[Finding], prefix: str, known: set[str]) -> list[Finding]:
-    """CUDA-side findings under their own kinds, minus what CPU already showed."""
+def prefixed(findings: list[Finding], prefix: str, known: set[str]) -> list[Finding]:
+    """Findings under ``<prefix>:<kind>`` kinds, minus the kinds in ``known`` (what CPU already showed)."""
     return [
         dataclasses.replace(f, kind=f"{prefix}:{f.kind}", message=f"{prefix}: {f.message}")
         for f in findings
@@ -98,10 +98,23 @@ def on_cuda(findings: list[Finding], prefix: str, known: set[str]) -> list[Findi
 
 
 def device_parity(
-    cpu_ref: Observation, cpu_got: Observation, cuda_ref: Observation, cuda_got: Observation, labels: Sequence[str]
+    cpu_ref: Observation, cpu_got: Observation, dev_ref: Observation, dev_got: Observation, labels: Sequence[str]
 ) -> list[Finding]:
-    """The transformed graph must agree across CPU and CUDA within tolerance wherever the
-    original does; where torch's own kernels disagree across devices, the pass is not to blame."""
-    if compare(cpu_ref, cuda_ref, labels, exact=False, same_device=False):
+    """The transformed graph must agree across CPU and another device within tolerance wherever
+    the original does; where torch's own kernels disagree across devices, the pass is not to blame."""
+    if compare(cpu_ref, dev_ref, labels, exact=False, same_device=False):
         return []
-    return compare(cpu_got, cuda_got, labels, exact=False, same_device=False)
+    return compare(cpu_got, dev_got, labels, exact=False, same_device=False)
+
+
+def check_on_device(
+    transformed: fx.GraphModule, cpu_ref: Reference, cpu_got: Observation, cpu_kinds: set[str], device: str
+) -> list[Finding]:
+    """Original against transformed on ``device`` too, as ``<device>:<kind>`` where CPU did not
+    already show that kind, and CPU-against-``device`` parity as ``cpu_vs_<device>:<kind>``.
+    ``verify`` calls it for CUDA; CPU can stand in for the second device, which is how the
+    comparison is tested on machines without a GPU."""
+    ref = Reference(cpu_ref.gm, cpu_ref.inputs, cpu_ref.ambient_grad, cpu_ref.labels, device)
+    findings, got = compare_graphs(transformed, ref)
+    parity = device_parity(cpu_ref.obs, cpu_got, ref.obs, got, cpu_ref.labels)
+    return prefixed(findings, device, cpu_kinds) + prefixed(parity, f"cpu_vs_{device}", set())

@@ -1,13 +1,15 @@
 """The oracles on CUDA: original against transformed on the GPU, and CPU-against-CUDA parity.
 
-These run only where torch sees a CUDA device; on a CPU-only machine they skip with a reason,
-and only the command-line refusal of ``--device cuda`` is tested.
+The CUDA tests run only where torch sees a CUDA device; on a CPU-only machine they skip with a
+reason. What ``verify`` does for CUDA is ``check_on_device``, and CPU can stand in for the second
+device there, so its glue, kind prefixes, deduplication and parity rule are tested everywhere.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -16,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 import broken_passes as bp
 import handmade as hm
 from fuzz.passes import load_pass
-from oracles import verify
+from oracles import apply_pass, input_labels, verify
+from oracles.semantics import Reference, check_on_device, compare_graphs
 from strategies import graph_cases
 
 REAL = load_pass("set_grad")
@@ -87,6 +90,102 @@ def test_real_pass_shows_nothing_on_cuda_that_cpu_does_not(case):
     CPU; running on CUDA too must add none: no cuda: or cpu_vs_cuda: kind, no new CPU kind."""
     cpu = kinds(verify(case, REAL))
     assert kinds(verify(case, REAL, device="cuda")) - cpu == set()
+
+
+# --- CPU standing in for the second device ----------------------------------------------
+# A bug that only the second device shows is simulated by targets that misbehave only while
+# the stand-in's runs are made (the test switches them on between the CPU side and the rest).
+_STANDIN = {"active": False}
+
+
+def _sin_but_cos_on_second(x):
+    return x.cos() if _STANDIN["active"] else x.sin()
+
+
+def _sin_wrong_grad_on_second(x):
+    # The same forward bits either way; on the "second device" the derivative is doubled.
+    return x.detach().sin() + 2 * (x - x.detach()) if _STANDIN["active"] else x.sin()
+
+
+def _second_device_bug(target):
+    def broken(gm, sig):
+        gm, sig = REAL(gm, sig)
+        for node in bp._nodes(gm, bp._calls(aten.sin.default)):
+            node.target = target
+        return bp._recompile(gm), sig
+
+    return broken
+
+
+@contextmanager
+def _standing_in():
+    _STANDIN["active"] = True
+    try:
+        yield
+    finally:
+        _STANDIN["active"] = False
+
+
+def _cpu_side(case, pass_fn):
+    """What ``verify`` has in hand before the second device: the result, the CPU reference,
+    the CPU findings and the transformed graph's CPU observation."""
+    gm, _ = apply_pass(case, pass_fn)
+    ref = Reference(case.gm, case.inputs, case.ambient_grad, input_labels(case), "cpu")
+    semantic, got = compare_graphs(gm, ref)
+    return gm, ref, semantic, got
+
+
+def _device_dependent_original(ambient: bool):
+    """An original whose own kernel gives other values on the second device."""
+    case = hm.nondeterministic_case(ambient)
+    for node in case.gm.graph.nodes:
+        if node.target is hm._system_noise:
+            node.target = _sin_but_cos_on_second
+    case.gm.recompile()
+    return case
+
+
+@pytest.mark.parametrize("make", CASES + [hm.nondeterministic_case, _device_dependent_original], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("ambient", [True, False])
+@pytest.mark.parametrize("pass_fn", [REAL, IDENTITY], ids=["set_grad", "identity"])
+def test_second_device_is_quiet_on_correct_passes(make, ambient, pass_fn):
+    gm, ref, semantic, got = _cpu_side(make(ambient), pass_fn)
+    assert semantic == []
+    with _standing_in():
+        assert check_on_device(gm, ref, got, set(), "cpu") == []
+
+
+@pytest.mark.parametrize(
+    "target, kind",
+    [(_sin_but_cos_on_second, ("equivalence", "value_mismatch")), (_sin_wrong_grad_on_second, ("gradients", "grad_value_mismatch"))],
+    ids=["values", "gradients"],
+)
+@pytest.mark.parametrize("ambient", [True, False])
+def test_bug_only_on_second_device_is_seen_there_and_in_parity(target, kind, ambient):
+    gm, ref, semantic, got = _cpu_side(hm.no_grad_region_case(ambient), _second_device_bug(target))
+    assert semantic == []
+    with _standing_in():
+        found = kinds(check_on_device(gm, ref, got, set(), "cpu"))
+    oracle, name = kind
+    assert {(oracle, f"cpu:{name}"), (oracle, f"cpu_vs_cpu:{name}")} <= found
+
+
+def test_bug_on_both_devices_is_reported_once_with_cpu_standing_in():
+    gm, ref, semantic, got = _cpu_side(hm.no_grad_region_case(True), bp.sin_to_cos)
+    assert "value_mismatch" in {f.kind for f in semantic}
+    assert check_on_device(gm, ref, got, {f.kind for f in semantic}, "cpu") == []
+
+
+def test_parity_blames_the_pass_only_where_the_original_agrees_across_devices():
+    """The transformed graph differs across devices exactly as the original does: torch's
+    kernel, not the pass. The same difference planted by the pass into an original that agrees
+    across devices is the pass's."""
+    gm, ref, _, got = _cpu_side(_device_dependent_original(True), REAL)
+    with _standing_in():
+        assert check_on_device(gm, ref, got, set(), "cpu") == []
+    gm, ref, _, got = _cpu_side(hm.no_grad_region_case(True), _second_device_bug(_sin_but_cos_on_second))
+    with _standing_in():
+        assert ("equivalence", "cpu_vs_cpu:value_mismatch") in kinds(check_on_device(gm, ref, got, set(), "cpu"))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA, so --device cuda is accepted")
