@@ -64,6 +64,7 @@ def _device(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``fxfuzz`` argument parser: one sub-command per job, usage errors as one line and exit 2."""
     parser = _Parser(prog="fxfuzz", description="Fuzz PyTorch FX graph passes against semantic oracles.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run a fuzz campaign against a pass")
@@ -149,6 +150,7 @@ COMMANDS = {"bench": _cmd_bench, "run": _cmd_run, "repro": _cmd_repro, "gate": _
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``fxfuzz``: run the sub-command; bad input is one line on stderr and exit 2."""
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)

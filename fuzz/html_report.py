@@ -91,6 +91,7 @@ def _finding(f: dict[str, Any]) -> str:
 
 
 def render_html(report: dict[str, Any]) -> str:
+    """``report.json``'s content as one self-contained HTML page (no scripts, no external assets)."""
     findings = report["findings"]
     summary = _table(
         ["bucket", "oracle/kind", "count", "nodes", "status"],

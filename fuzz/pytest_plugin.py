@@ -35,6 +35,7 @@ _OPTION = "--fxfuzz-pass"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """The plugin's command-line options (``--fxfuzz-pass`` and the rest)."""
     group = parser.getgroup("fxfuzz", "fxfuzz: property tests of an FX graph pass")
     group.addoption(
         _OPTION,
@@ -137,6 +138,7 @@ def _domain(config: pytest.Config) -> str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With ``--fxfuzz-pass``, add the generated-graph and corpus property items."""
     if config.getoption("fxfuzz_pass") is None:
         return
     baseline = None if config.getoption("fxfuzz_baseline") == "none" else _loaded_pass(config, "fxfuzz_baseline")

@@ -25,6 +25,7 @@ def default_report_dir(root: str = "reports") -> str:
 
 
 def utc_now() -> str:
+    """The current UTC time, ISO 8601 to the second, as reports stamp it."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -49,6 +50,7 @@ def graph_hash(case_data: dict[str, Any] | None) -> str | None:
 
 
 def finding_row(b: Bucket, extras: Extras) -> dict[str, Any]:
+    """One bucket as its ``report.json`` entry: kind, counts, smallest case, repro paths."""
     case_data = b.case_data
     if case_data is None and b.case is not None:
         from .serialize import case_to_dict

@@ -170,6 +170,7 @@ def encode_tensor(t: Any) -> Any:
 
 
 def decode_tensor(d: dict[str, Any]) -> Any:
+    """The tensor ``encode_tensor`` wrote: values, dtype, shape and requires_grad."""
     if "value" in d:
         return decode_arg(d["value"], {})
     return tensor([decode_arg(x, {}) for x in d["values"]], getattr(torch, d["dtype"]), d["shape"], d["requires_grad"])
@@ -227,6 +228,8 @@ def encode_graph_module(gm: fx.GraphModule) -> dict[str, Any]:
 
 
 def decode_graph_module(d: dict[str, Any], fake: FakeTensorMode) -> fx.GraphModule:
+    """Rebuild a GraphModule with its nested modules, tensor attributes and node metas
+    (``val`` as fakes of ``fake``)."""
     root = torch.nn.Module()
     for target, sub in d.get("submodules", {}).items():
         set_attr(root, target, decode_graph_module(sub, fake))
@@ -279,6 +282,7 @@ def _decode_argument(d: dict[str, Any]) -> Any:
 
 
 def encode_signature(sig: gs.ExportGraphSignature) -> dict[str, Any]:
+    """An ExportGraphSignature as plain data: every input and output spec."""
     return {
         "inputs": [
             {"kind": s.kind.name, "arg": _encode_argument(s.arg), "target": s.target, "persistent": s.persistent}
@@ -289,6 +293,7 @@ def encode_signature(sig: gs.ExportGraphSignature) -> dict[str, Any]:
 
 
 def decode_signature(d: dict[str, Any]) -> gs.ExportGraphSignature:
+    """The ExportGraphSignature ``encode_signature`` wrote."""
     return gs.ExportGraphSignature(
         input_specs=[
             gs.InputSpec(gs.InputKind[s["kind"]], _decode_argument(s["arg"]), s["target"], s["persistent"])

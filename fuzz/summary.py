@@ -11,6 +11,7 @@ def _pct(r: dict[str, Any]) -> str:
 
 
 def print_summary(report: dict[str, Any], report_dir: str) -> None:
+    """The end-of-run summary on stdout: throughput, why it stopped, each bucket with its repro."""
     print(
         f"fxfuzz: {report['examples']} examples in {report['duration_s']:.1f}s "
         f"({report['examples_per_s']:.1f}/s, {report['workers']} worker(s)), stopped by {report['stopped_by']}"

@@ -23,6 +23,8 @@ def innermost_pass_frame(exc: BaseException) -> str:
 
 
 def crash_finding(exc: BaseException) -> Finding:
+    """The ``crash/pass_raised`` finding for ``exc``: its type, first line and innermost
+    frame outside fxfuzz."""
     return Finding(
         "crash",
         "pass_raised",

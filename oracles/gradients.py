@@ -33,6 +33,7 @@ def random_like(t: torch.Tensor, seed: int) -> torch.Tensor:
 
 
 def differentiable(x: object) -> bool:
+    """Whether ``x`` is a tensor autograd differentiates: requires grad, floating or complex."""
     return isinstance(x, torch.Tensor) and x.requires_grad and (x.is_floating_point() or x.is_complex())
 
 

@@ -31,6 +31,7 @@ class Observation:
 
 
 def observe(gm: fx.GraphModule, inputs: tuple[Any, ...], ambient_grad: bool, device: str = "cpu") -> Observation:
+    """Run ``gm`` on ``device`` under ``ambient_grad``: values, reverse-mode gradients and tangents."""
     gm = on_device(gm, device)
     run = run_graph(gm, inputs, ambient_grad, device)
     return Observation(run, input_grads(run), tangents(gm, inputs, ambient_grad, device))

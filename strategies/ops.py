@@ -34,6 +34,7 @@ def _args(*args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
 
 
 def broadcastable(chosen: list[torch.Tensor], other: torch.Tensor) -> bool:
+    """Whether ``other`` broadcasts with every tensor in ``chosen``."""
     try:
         torch.broadcast_shapes(*(m.shape for m in chosen), other.shape)
     except RuntimeError:

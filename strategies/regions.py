@@ -57,6 +57,9 @@ def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
 
 
 def grad_region(draw: st.DrawFn, s: State, depth: int) -> None:
+    """A block under a grad-mode toggle (``no_grad``, ``enable_grad`` or ``set_grad_enabled(b)``,
+    possibly to the mode already on), closed by the toggle back (left open, rarely, in the
+    adversarial domain)."""
     b = s.builder
     outer = b.grad_mode
     style = draw(st.sampled_from(["no_grad", "enable_grad", "set_grad_enabled"]))
@@ -77,6 +80,8 @@ def grad_region(draw: st.DrawFn, s: State, depth: int) -> None:
 
 
 def autocast_region(draw: st.DrawFn, s: State, depth: int) -> None:
+    """A block under autocast (bfloat16 or float16, rarely disabled), entered and exited as
+    export records it; in the adversarial domain a grad region may cross its end."""
     b = s.builder
     dtype = draw(st.sampled_from([torch.bfloat16, torch.float16]))
     enabled = not rarely(draw, 4)
