@@ -11,7 +11,9 @@ cases the pass was timed on).
 - ``examples_per_s``: that loop's throughput in one process;
 - ``speedup_2_workers``: the summed throughput of two processes running that loop at the
   same time over one process (each warm, started together);
-- ``peak_rss_mb``: the largest peak RSS of the in-process loop and of any worker process.
+- ``peak_rss_mb``: the largest peak RSS of the in-process loop and of any worker process;
+- ``ms_by_step``: where the loop's time goes, per example, from ``oracles.timing``'s
+  wall-clock steps (no profiler); ``--profile`` adds own time by area from cProfile.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
+
+from oracles.timing import collecting
 
 from .campaign import CampaignResult, run_campaign
 from .passes import PassFn, identity_pass, load_pass
@@ -52,7 +56,7 @@ class BenchResult:
     pass_ms: float
     harness_ms: float
     # Means beside the medians: the pass's time is heavy-tailed (a few graphs with many
-    # regions cost tens of times the median), and the profiled breakdown is a mean.
+    # regions cost tens of times the median), and the per-step breakdown is a mean.
     pass_mean_ms: float
     harness_mean_ms: float
     # The same medians in CPU time of the process, and their ratio: steadier than wall time
@@ -230,30 +234,13 @@ def time_by_area(profile: cProfile.Profile) -> dict[str, float]:
     return {k: round(100 * v / total, 1) for k, v in own.most_common()}
 
 
-# label -> (file, function) of each step of the loop, for the per-step breakdown.
-STEPS: dict[str, tuple[str, str]] = {
-    "generation (graph_cases)": ("strategies/graphs.py", "graph_cases"),
-    "pass on a copy (apply_pass)": ("oracles/__init__.py", "apply_pass"),
-    "  of which case.copy": ("strategies/case.py", "copy"),
-    "structure checks": ("oracles/structure.py", "check_structure"),
-    "signature checks": ("oracles/signature.py", "check_signature"),
-    "export verifier": ("oracles/exported.py", "check_exported"),
-    "reference runs (original graph)": ("oracles/semantics.py", "__init__"),
-    "transformed runs and comparison": ("oracles/semantics.py", "compare_graphs"),
-    "downstream clean-ups": ("oracles/downstream.py", "check_downstream"),
-    "idempotence (second pass)": ("oracles/idempotence.py", "check_idempotence"),
-}
-
-
-def time_by_step(profile: cProfile.Profile, examples: int) -> dict[str, float]:
-    """Milliseconds per example spent in each step of the loop (cumulative, so a step
-    includes what it calls; the pass runs inside two of them)."""
-    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
-    steps: dict[str, float] = {}
-    for label, (suffix, name) in STEPS.items():
-        cum = sum(v[3] for (f, _, fn), v in stats.items() if fn == name and f.replace(os.sep, "/").endswith(suffix))
-        steps[label] = round(1000 * cum / max(examples, 1), 2)
-    return steps
+def time_by_step(steps: dict[str, float], loop_ms: list[float]) -> dict[str, float]:
+    """Mean wall-clock milliseconds per example in each step of ``verify`` (from
+    ``oracles.timing``), and the rest of the loop: generation, Hypothesis, bookkeeping."""
+    n = max(len(loop_ms), 1)
+    by_step = {name: round(1000 * seconds / n, 2) for name, seconds in steps.items()}
+    by_step["generation, Hypothesis and bookkeeping (the rest)"] = round(sum(loop_ms) / n - sum(by_step.values()), 2)
+    return by_step
 
 
 def _peak_rss_mb() -> float:
@@ -268,10 +255,11 @@ def run_bench(graphs: int = DEFAULT_GRAPHS, seed: int = 0, workers: int = 2, pas
     nodes = statistics.median(c.compute_nodes() for c in cases)
     pass_times, pass_cpu = zip(*pass_times_ms(cases, pass_fn))
     pass_ms, pass_cpu_ms = statistics.median(pass_times), statistics.median(pass_cpu)
-    loop_times, result, findings = harness_loop(graphs, seed, pass_fn)
+    with collecting() as steps:
+        loop_times, result, findings = harness_loop(graphs, seed, pass_fn)
     times, cpu = zip(*loop_times)
     harness_ms, harness_cpu_ms = statistics.median(times), statistics.median(cpu)
-    # The breakdown comes from a second, profiled run of the same loop: cProfile slows
+    # The breakdown by area comes from a second, profiled run of the same loop: cProfile slows
     # Python-heavy code (fx codegen, Hypothesis) two to three times, which would inflate
     # harness_ms and the one-process throughput if they were timed under it.
     profiler = cProfile.Profile() if profile else None
@@ -305,7 +293,7 @@ def run_bench(graphs: int = DEFAULT_GRAPHS, seed: int = 0, workers: int = 2, pas
         findings=findings,
         load_avg=tuple(round(x, 2) for x in os.getloadavg()),  # type: ignore[arg-type]
         time_by_area=time_by_area(profiler) if profiler else {},
-        ms_by_step=time_by_step(profiler, result.examples) if profiler else {},
+        ms_by_step=time_by_step(steps, list(times)),
     )
 
 
@@ -319,11 +307,11 @@ def bench_command(args: Any) -> int:
     print(f"CPU time medians  pass {r.pass_cpu_ms:.2f} ms, harness {r.harness_cpu_ms:.2f} ms  ratio {r.ratio_cpu:.2f}")
     print(f"throughput        {r.examples_per_s:8.1f} examples/s in one process; workers: {r.worker_examples_per_s}")
     print(f"speed-up, 2 workers {r.speedup_2_workers}   peak RSS {r.peak_rss_mb} MB   load average {r.load_avg}")
-    if r.ms_by_step:
-        print("where an example's time goes (ms per example, profiled):")
-        for step, ms in r.ms_by_step.items():
-            print(f"  {ms:8.2f}  {step}")
-        print("own time by area (percent):")
+    print("where an example's time goes (ms per example, means, wall clock, not profiled):")
+    for step, ms in r.ms_by_step.items():
+        print(f"  {ms:8.2f}  {step}")
+    if r.time_by_area:
+        print("own time by area (percent, profiled):")
     for area, pct in r.time_by_area.items():
         print(f"  {pct:5.1f}%  {area}")
     if args.json:

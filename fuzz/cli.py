@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=_int, default=0, help="population seed (default 0)")
     bench.add_argument("--workers", type=_positive_int, default=2, help="workers for the speed-up over one (default 2)")
     bench.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered name, pkg.module:fn or file.py:fn")
-    bench.add_argument("--profile", action="store_true", help="profile the harness loop and print where the time goes")
+    bench.add_argument("--profile", action="store_true", help="also profile the loop (a second run) for its own time by area")
     gate = sub.add_parser("gate", help="fail when a candidate pass regresses against a baseline pass")
     gate.add_argument("--candidate", required=True, help="the changed pass: registered name, pkg.module:fn or file.py:fn")
     gate.add_argument("--baseline", default="set_grad", help="the pass it must not regress against (default set_grad)")

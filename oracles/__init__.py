@@ -19,6 +19,7 @@ from .idempotence import check_idempotence
 from .semantics import Reference, check_on_device, compare_graphs
 from .signature import check_signature
 from .structure import check_structure
+from .timing import step
 
 PassFn = Callable[[Any, Any], tuple[Any, Any]]
 DEVICES = ("cpu", "cuda")
@@ -30,8 +31,9 @@ def apply_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, Any]:
     """Run the pass on an independent copy of the case under the case's ambient grad mode;
     whatever process state the pass leaves changed (grad mode, autocast, dispatch keys) is
     put back, so it cannot leak into the runs that judge it or into later examples."""
-    work = case.copy()
-    with isolated(case.ambient_grad):
+    with step("copy of the case"):
+        work = case.copy()
+    with step("the pass"), isolated(case.ambient_grad):
         return pass_fn(work.gm, work.signature)
 
 
@@ -75,15 +77,22 @@ def verify(case: GraphCase, pass_fn: PassFn, contract: PassContract | None = Non
         return [Finding("crash", "bad_return", f"the pass returned {type(result).__name__}, not (GraphModule, signature)")]
     gm, sig = result
     labels = input_labels(case)
-    findings = _guarded("structure", lambda: check_structure(gm, contract, case.gm))
-    findings += _guarded("signature", lambda: check_signature(gm, sig, case.signature, case.gm))
-    findings += _guarded("signature", lambda: check_exported(gm, sig, case.gm, case.signature, case.inputs))
-    ref = Reference(case.gm, case.inputs, case.ambient_grad, labels, "cpu")
-    semantic, got = compare_graphs(gm, ref)
+    with step("structure and signature checks"):
+        findings = _guarded("structure", lambda: check_structure(gm, contract, case.gm))
+        findings += _guarded("signature", lambda: check_signature(gm, sig, case.signature, case.gm))
+    with step("export checks (verifier on copies)"):
+        findings += _guarded("signature", lambda: check_exported(gm, sig, case.gm, case.signature, case.inputs))
+    with step("reference runs (original graph)"):
+        ref = Reference(case.gm, case.inputs, case.ambient_grad, labels, "cpu")
+    with step("transformed runs and comparison"):
+        semantic, got = compare_graphs(gm, ref)
     findings += semantic
     if device != "cpu":
-        findings += check_on_device(gm, ref, got, {f.kind for f in semantic}, device)
+        with step(f"the same on {device}, and parity"):
+            findings += check_on_device(gm, ref, got, {f.kind for f in semantic}, device)
     if ref.run.ok and got.run.ok:
-        findings += _guarded("structure", lambda: check_downstream(gm, got.run, ref))
-        findings += _guarded("idempotence", lambda: check_idempotence(pass_fn, gm, sig, got.run, ref))
+        with step("downstream clean-ups"):
+            findings += _guarded("structure", lambda: check_downstream(gm, got.run, ref))
+        with step("idempotence (second application)"):
+            findings += _guarded("idempotence", lambda: check_idempotence(pass_fn, gm, sig, got.run, ref))
     return findings

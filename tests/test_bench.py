@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import torch
 from torch import fx
@@ -10,6 +11,7 @@ from torch import fx
 from fuzz.bench import harness_loop, population
 from fuzz.cli import main
 from fuzz.passes import load_pass
+from oracles.timing import collecting, step
 from strategies.case import copy_graph_module, graph_module
 
 KEYS = ("pass_ms", "harness_ms", "ratio", "examples_per_s", "speedup_2_workers", "peak_rss_mb", "pass_cpu_ms", "harness_cpu_ms", "ratio_cpu")
@@ -21,6 +23,23 @@ def test_bench_json_smoke(capsys):
     for key in KEYS:
         assert figures[key] > 0, (key, figures)
     assert figures["graphs"] == 6 and figures["median_nodes"] >= 0
+    steps = figures["ms_by_step"]
+    assert steps["the pass"] > 0 and steps["reference runs (original graph)"] > 0
+    # The rest is the loop's time outside verify's steps: negative would mean steps overlap.
+    assert all(ms >= 0 for ms in steps.values()), steps
+
+
+def test_steps_are_timed_only_while_collecting():
+    with step("outside"):
+        pass
+    with collecting() as outer:
+        with step("a"):
+            time.sleep(0.01)
+        with collecting() as inner, step("b"):
+            pass
+        with step("a"):
+            pass
+    assert list(outer) == ["a"] and outer["a"] >= 0.01 and list(inner) == ["b"]
 
 
 def test_harness_loop_sees_the_population(monkeypatch):
