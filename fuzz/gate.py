@@ -368,9 +368,11 @@ def gate_command(args: object) -> int:
 
     from .cli import UsageError
     from .known import KnownFileError, load_known
+    from .limits import campaign_limits
     from .passes import load_pass
     from .progress import ProgressPrinter
     from .report import Extras, default_report_dir, utc_now, write_all
+    from .run_command import writable_dir
     from .serialize import SerializeError
 
     a = args  # argparse.Namespace built by fuzz.cli
@@ -381,10 +383,8 @@ def gate_command(args: object) -> int:
     except (SerializeError, KnownFileError) as e:
         raise UsageError(str(e)) from None
     corpus += gate_corpus()
-    report_dir = a.report_dir or default_report_dir()
-    # --max-examples alone means "this many fresh cases, however long they take".
-    budget_s = a.budget if a.budget is not None else (1e9 if a.max_examples else 60.0)
-    max_examples = a.max_examples or 1_000_000
+    report_dir = writable_dir(a.report_dir or default_report_dir(), "--report-dir")
+    budget_s, max_examples = campaign_limits(a.budget, a.max_examples)
     progress = ProgressPrinter(budget_s, max_examples)
     started = utc_now()
     if a.workers > 1:

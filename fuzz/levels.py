@@ -161,12 +161,13 @@ def levels_command(args: Any) -> int:
     from hypothesis.database import DirectoryBasedExampleDatabase
 
     from .known import KnownFileError, load_known
+    from .limits import campaign_limits
     from .passes import load_pass
     from .html_report import render_html
     from .junit import render_junit
     from .progress import ProgressPrinter
     from .report import Extras, default_report_dir, report_dict, utc_now, write_report
-    from .run_command import CommandError
+    from .run_command import CommandError, writable_dir
     from .summary import print_summary, render_markdown
 
     if args.workers != 1 or args.coverage:
@@ -176,14 +177,17 @@ def levels_command(args: Any) -> int:
         known = load_known(args.known) if args.known else {}
     except KnownFileError as e:
         raise CommandError(str(e)) from None
-    report_dir = args.report_dir or default_report_dir()
+    if not args.no_db:
+        writable_dir(args.db, "--db")
+    report_dir = writable_dir(args.report_dir or default_report_dir(), "--report-dir")
+    budget_s, max_examples = campaign_limits(args.budget, args.max_examples)
     started = utc_now()
-    progress = ProgressPrinter(args.budget, args.max_examples)
+    progress = ProgressPrinter(budget_s, max_examples)
     result = run_levels(
         pass_fn,
         args.level,
-        budget_s=args.budget,
-        max_examples=args.max_examples,
+        budget_s=budget_s,
+        max_examples=max_examples,
         seed_=args.seed,
         domain=args.domain,
         database=None if args.no_db else DirectoryBasedExampleDatabase(args.db),
@@ -206,7 +210,7 @@ def levels_command(args: Any) -> int:
         with open(os.path.join(report_dir, name), "w") as fh:
             fh.write(render(report))
     print_summary(report, report_dir)
-    for name, _ in budget_plan(args.level, args.budget):
+    for name, _ in budget_plan(args.level, budget_s):
         n, rate = result.stats[f"level:{name}:examples"], result.stats[f"level:{name}:examples_per_s"]
         print(f"fxfuzz: level {name}: {n} examples ({rate}/s)")
     return 1 if report["new_findings"] else 0

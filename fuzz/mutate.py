@@ -115,10 +115,13 @@ def mutate_command(args: object) -> int:
     """``fxfuzz mutate``: run every mutant (or ``--only``), print one line each and a summary;
     exit 1 when a non-equivalent mutant survives, 0 when all were killed."""
     from .cli import UsageError
+    from .run_command import writable_dir
 
     a = args  # argparse.Namespace built by fuzz.cli
     if a.pass_spec != "set_grad":
         raise UsageError(f"mutate knows the source of the set_grad pass only, not {a.pass_spec!r}")
+    if a.out:  # written after every mutant: a bad path must fail now, not an hour in
+        writable_dir(os.path.dirname(a.out) or ".", "--out")
     mutants = enumerate_mutants(a.pass_spec)
     if a.list:
         for m in mutants:

@@ -7,6 +7,7 @@ import time
 from typing import TextIO
 
 from .campaign import CampaignResult
+from .limits import NO_EXAMPLE_LIMIT, NO_TIME_LIMIT_S
 
 
 class ProgressPrinter:
@@ -34,7 +35,9 @@ class ProgressPrinter:
             return
         self.last = now
         rate = examples / elapsed if elapsed > 0 else 0.0
-        line = f"[{elapsed:5.0f}s/{self.budget_s:.0f}s] {examples} examples, {rate:.1f}/s, {buckets} finding bucket(s)"
+        budget = f"/{self.budget_s:.0f}s" if self.budget_s < NO_TIME_LIMIT_S else ""
+        target = f"/{self.max_examples}" if self.max_examples < NO_EXAMPLE_LIMIT else ""
+        line = f"[{elapsed:5.0f}s{budget}] {examples}{target} examples, {rate:.1f}/s, {buckets} finding bucket(s)"
         self.stream.write(("\r" + line + "\x1b[K") if self.tty else line + "\n")
         self.stream.flush()
         self.drawn = True

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 
+from .limits import campaign_limits
 from .passes import load_pass
 from .report import Extras, default_report_dir, utc_now, write_all
 
@@ -17,6 +18,20 @@ DEFAULT_DB = os.path.join("reports", ".fxfuzz-db")  # reports/* is git-ignored
 
 class CommandError(ValueError):
     """Bad input found after parsing (unreadable baseline, malformed repro): exit status 2."""
+
+
+def writable_dir(path: str, option: str) -> str:
+    """``path``, created if missing, once it is known to be writable: checked before a
+    campaign starts, so no run ends with findings it cannot save."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CommandError(f"{option}: {path} is not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise CommandError(f"{option}: cannot create {path}: {e.strerror or e}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise CommandError(f"{option}: {path} is not writable")
+    return path
 
 
 def workers_arg(text: str) -> int:
@@ -44,13 +59,16 @@ def run_command(args: argparse.Namespace) -> int:
         known = load_known(args.known) if args.known else {}
     except KnownFileError as e:
         raise CommandError(str(e)) from None
-    report_dir = args.report_dir or default_report_dir()
+    if not args.no_db:
+        writable_dir(args.db, "--db")
+    report_dir = writable_dir(args.report_dir or default_report_dir(), "--report-dir")
+    budget_s, max_examples = campaign_limits(args.budget, args.max_examples)
     # Off by default: tracing costs about 75% more CPU per example on Python 3.11 (README).
     targets = coverage_targets(args.pass_spec, pass_fn) if args.coverage else []
     opts = CampaignOptions(
         pass_spec=args.pass_spec,
-        budget_s=args.budget,
-        max_examples=args.max_examples,
+        budget_s=budget_s,
+        max_examples=max_examples,
         seed=args.seed,
         domain=args.domain,
         workers=args.workers,
@@ -63,7 +81,7 @@ def run_command(args: argparse.Namespace) -> int:
         log_dir=os.path.join(report_dir, "logs"),
     )
     started = utc_now()
-    progress = ProgressPrinter(args.budget, args.max_examples)
+    progress = ProgressPrinter(budget_s, max_examples)
     parallel = run_parallel(opts, progress.update)
     progress.close()
     result = to_campaign_result(parallel)

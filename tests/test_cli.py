@@ -62,6 +62,12 @@ def test_broken_pass_is_reported_with_exit_1(tmp_path):
         (["run", "--known", "/no/such/known.txt"], "known"),
         (["run", "--db-shared", "not-a-repo"], "OWNER/REPO"),
         (["repro", "/no/such/repro.py"], "no such file"),
+        # Where results go is checked before any work: a campaign must not run for nothing.
+        (["run", "--report-dir", os.path.join(ROOT, "README.md")], "--report-dir"),
+        (["run", "--level", "program", "--report-dir", os.path.join(ROOT, "README.md")], "not a directory"),
+        (["run", "--db", os.path.join(ROOT, "README.md")], "--db"),
+        (["gate", "--candidate", "identity", "--report-dir", os.path.join(ROOT, "README.md")], "--report-dir"),
+        (["mutate", "--out", os.path.join(ROOT, "README.md", "mutants.json")], "--out"),
     ],
 )
 def test_bad_usage_is_one_line_and_exit_2(args, needle):
@@ -70,3 +76,30 @@ def test_bad_usage_is_one_line_and_exit_2(args, needle):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_max_examples_alone_sets_no_time_limit():
+    from fuzz.limits import DEFAULT_BUDGET_S, NO_EXAMPLE_LIMIT, NO_TIME_LIMIT_S, campaign_limits
+
+    assert campaign_limits(None, None) == (DEFAULT_BUDGET_S, NO_EXAMPLE_LIMIT)
+    assert campaign_limits(None, 20000) == (NO_TIME_LIMIT_S, 20000)
+    assert campaign_limits(30.0, 20000) == (30.0, 20000)
+    assert campaign_limits(30.0, None) == (30.0, NO_EXAMPLE_LIMIT)
+
+
+def test_progress_shows_the_limits_that_apply():
+    import io
+
+    from fuzz.limits import NO_EXAMPLE_LIMIT, NO_TIME_LIMIT_S
+    from fuzz.progress import ProgressPrinter
+
+    lines = []
+    for budget, examples in ((60.0, NO_EXAMPLE_LIMIT), (NO_TIME_LIMIT_S, 20000), (60.0, 500)):
+        out = io.StringIO()
+        ProgressPrinter(budget, examples, stream=out).update(10, 1, 5.0)
+        lines.append(out.getvalue().strip())
+    assert lines == [
+        "[    5s/60s] 10 examples, 2.0/s, 1 finding bucket(s)",
+        "[    5s] 10/20000 examples, 2.0/s, 1 finding bucket(s)",
+        "[    5s/60s] 10/500 examples, 2.0/s, 1 finding bucket(s)",
+    ]

@@ -1,0 +1,15 @@
+"""How long a campaign runs: a time budget, a number of examples, or both (first one wins)."""
+
+from __future__ import annotations
+
+DEFAULT_BUDGET_S = 60.0
+NO_TIME_LIMIT_S = 1e9
+NO_EXAMPLE_LIMIT = 1_000_000
+
+
+def campaign_limits(budget_s: float | None, max_examples: int | None) -> tuple[float, int]:
+    """(seconds, examples) from ``--budget`` and ``--max-examples``: ``--max-examples`` alone
+    means that many examples however long they take; neither means 60 seconds."""
+    if budget_s is None:
+        budget_s = NO_TIME_LIMIT_S if max_examples else DEFAULT_BUDGET_S
+    return budget_s, max_examples or NO_EXAMPLE_LIMIT
