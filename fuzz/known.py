@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import re
 
-_BUCKET = re.compile(r"^[A-Za-z0-9_.-]+$")
+# Device-side kinds carry their device as a prefix (``equivalence-cuda:value_mismatch-...``).
+_BUCKET = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 
 class KnownFileError(ValueError):

@@ -36,6 +36,22 @@ def test_known_file_forms(tmp_path):
             load_known(str(tmp_path / "bad"))
 
 
+def test_every_bucket_id_fxfuzz_makes_can_be_listed_as_known(tmp_path):
+    from fuzz.campaign import bucket_id
+    from oracles import Finding
+
+    ids = [
+        bucket_id(Finding("equivalence", "value_mismatch", "m")),
+        bucket_id(Finding("equivalence", "cuda:value_mismatch", "m")),
+        bucket_id(Finding("gradients", "cpu_vs_cuda:grad_value_mismatch", "m")),
+        bucket_id(Finding("crash", "pass_raised", "m", {"exception": "KeyError", "frame": "torch/x.py:1:f"})),
+        "program-" + bucket_id(Finding("equivalence", "requires_grad_mismatch", "m")),
+    ]
+    text = tmp_path / "known.txt"
+    text.write_text("".join(f"{i} reason\n" for i in ids))
+    assert load_known(str(text)) == {i: "reason" for i in ids}
+
+
 def test_known_findings_keep_the_campaign_green_but_are_reported(tmp_path, capsys):
     pass_file = tmp_path / "crasher.py"
     pass_file.write_text(CRASHER)
