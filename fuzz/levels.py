@@ -142,11 +142,13 @@ def write_program_repros(result: CampaignResult, report_dir: str) -> dict[str, s
     from strategies.program_model import Program
     from strategies.program_render import repro_source
 
+    from .repro import repro_stem
+
     out = {}
     for b in result.buckets.values():
         if not isinstance(b.case, Program):
             continue
-        path = os.path.join(report_dir, "repros", f"{b.id}.py")
+        path = os.path.join(report_dir, "repros", f"{repro_stem(b.id)}.py")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as fh:
             fh.write(repro_source(b.case, f"{b.id}: {b.finding}"))

@@ -222,10 +222,16 @@ def repro_document(bucket: str, finding: dict[str, Any], case: dict[str, Any], p
     }
 
 
+def repro_stem(bucket: str) -> str:
+    """A bucket's repro file name, without extension: its id, with what file systems and CI
+    artifact stores refuse (the ``:`` of a device-prefixed kind) replaced by ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", bucket)
+
+
 def write_repro(directory: str, doc: dict[str, Any]) -> str:
     """Write ``<bucket>.json`` and ``<bucket>.py`` into ``directory``; return the .py path."""
     os.makedirs(directory, exist_ok=True)
-    base = os.path.join(directory, doc["bucket"])
+    base = os.path.join(directory, repro_stem(doc["bucket"]))
     with open(base + ".json", "w") as fh:
         json.dump(doc, fh, indent=1)
     source = repro_source(doc)  # before opening the .py, so a failure leaves no empty file

@@ -84,6 +84,19 @@ def _standalone(path: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-I", "-c", boot], capture_output=True, text=True, cwd=os.path.dirname(path), timeout=300)
 
 
+def test_repro_file_names_hold_no_character_artifact_stores_refuse(tmp_path):
+    """CUDA-side kinds put a colon in the bucket id; upload-artifact (and Windows) refuse it."""
+    case = no_grad_region_case(ambient=True)
+    finding = {"oracle": "equivalence", "kind": "cuda:value_mismatch", "message": "m", "details": {}}
+    doc = repro_document("equivalence-cuda:value_mismatch-0123abcd", finding, case_to_dict(case), "set_grad")
+    py = write_repro(str(tmp_path / "repros"), doc)
+    assert sorted(os.listdir(tmp_path / "repros")) == [
+        "equivalence-cuda_value_mismatch-0123abcd.json",
+        "equivalence-cuda_value_mismatch-0123abcd.py",
+    ]
+    assert load_repro(py[:-3] + ".json")[2]["kind"] == "cuda:value_mismatch" and load_repro(py)[0].code() == case.code()
+
+
 def test_standalone_repro_fails_while_the_bug_is_there_and_fxfuzz_repro_agrees(tmp_path):
     pass_file = tmp_path / "planted.py"
     pass_file.write_text(PLANTED)
