@@ -324,7 +324,7 @@ def saved_cases(corpus_dir: str) -> list[tuple[str, GraphCase]]:
     for root, _, files in sorted(os.walk(corpus_dir)):
         for name in sorted(f for f in files if f.endswith(".json")):
             path = os.path.join(root, name)
-            cases.append((os.path.relpath(path, corpus_dir), load_repro(path)[0]))
+            cases.append((os.path.relpath(path, corpus_dir), load_repro(path).case))
     return cases
 
 

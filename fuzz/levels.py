@@ -174,6 +174,8 @@ def levels_command(args: Any) -> int:
 
     if args.workers != 1 or args.coverage:
         raise CommandError(f"--level {args.level} runs in one process: drop --workers and --coverage")
+    if args.device != "cpu":
+        raise CommandError(f"--level {args.level} checks on CPU only: drop --device {args.device}")
     pass_fn = load_pass(args.pass_spec)
     try:
         known = load_known(args.known) if args.known else {}

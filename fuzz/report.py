@@ -118,7 +118,7 @@ def write_report(result: CampaignResult, meta: dict[str, Any], report_dir: str, 
     return path
 
 
-def write_repros(result: CampaignResult, report_dir: str, pass_spec: str) -> dict[str, str]:
+def write_repros(result: CampaignResult, report_dir: str, pass_spec: str, device: str = "cpu") -> dict[str, str]:
     """``repros/<bucket>.py`` and ``.json`` for every bucket with an example; bucket id ->
     .py path relative to ``report_dir``."""
     from .repro import repro_document, write_repro
@@ -129,7 +129,7 @@ def write_repros(result: CampaignResult, report_dir: str, pass_spec: str) -> dic
         data = b.case_data if b.case_data is not None else (case_to_dict(b.case) if b.case is not None else None)  # type: ignore[arg-type]
         if data is None:
             continue
-        doc = repro_document(b.id, b.finding.to_dict(), data, pass_spec)
+        doc = repro_document(b.id, b.finding.to_dict(), data, pass_spec, device)
         try:
             path = write_repro(os.path.join(report_dir, "repros"), doc)
         except SerializeError as e:  # the finding is still reported, without a .py
@@ -145,7 +145,7 @@ def write_all(result: CampaignResult, meta: dict[str, Any], report_dir: str, ext
     from .junit import render_junit
     from .summary import render_markdown
 
-    extras.repros = write_repros(result, report_dir, meta["pass"])
+    extras.repros = write_repros(result, report_dir, meta["pass"], meta.get("device", "cpu"))
     write_report(result, meta, report_dir, extras)
     report = report_dict(result, meta, extras)
     _write_atomic(os.path.join(report_dir, "report.md"), render_markdown(report))

@@ -17,6 +17,7 @@ import json
 import keyword
 import os
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from strategies.case import GraphCase
@@ -175,7 +176,7 @@ def repro_source(doc: dict[str, Any]) -> str:
     return f'''"""fxfuzz repro {doc["bucket"]}: {message}
 
 Rebuilds the minimized graph with plain torch.fx calls, runs the pass and checks the
-result. Needs only torch: `python {doc["bucket"]}.py` exits 1 while the bug is there,
+result. Needs only torch: `python {repro_stem(doc["bucket"])}.py` exits 1 while the bug is there,
 0 once it is fixed. Pass under test: {doc["pass"]}.
 """
 {imports}
@@ -188,6 +189,7 @@ PASS = ({where!r}, {attr!r})
 PASS_SPEC = {doc["pass"]!r}  # how fxfuzz names the pass (`fxfuzz repro` reads it)
 EXPECTED = {message!r}
 AMBIENT_GRAD = {case["ambient_grad"]!r}
+DEVICE = {doc.get("device", "cpu")!r}  # where the campaign verified; the checks below run on CPU
 
 
 {chr(10).join(chr(10) * 2 + f for f in functions).strip()}
@@ -204,12 +206,15 @@ def build_case():
 
 
 if __name__ == "__main__":
-    sys.exit(main(build_case, *PASS, {eliminates}, EXPECTED))
+    sys.exit(main(build_case, *PASS, {eliminates}, EXPECTED, DEVICE))
 '''
 
 
-def repro_document(bucket: str, finding: dict[str, Any], case: dict[str, Any], pass_spec: str) -> dict[str, Any]:
-    """The machine-readable repro: the serialized case, the pass spec and the finding."""
+def repro_document(
+    bucket: str, finding: dict[str, Any], case: dict[str, Any], pass_spec: str, device: str = "cpu"
+) -> dict[str, Any]:
+    """The machine-readable repro: the serialized case, the pass spec, the finding and the
+    device the campaign verified on (a ``cuda:`` finding only shows when replayed there)."""
     from oracles.contract import contract_of
 
     contract = contract_of(load_pass(pass_spec))
@@ -218,6 +223,7 @@ def repro_document(bucket: str, finding: dict[str, Any], case: dict[str, Any], p
         "pass": absolute_spec(pass_spec),
         "eliminates": [target_name(t) for t in contract.eliminates],
         "finding": finding,
+        "device": device,
         "case": case,
     }
 
@@ -243,8 +249,19 @@ def write_repro(directory: str, doc: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------- reading
 
 
-def load_repro(path: str) -> tuple[GraphCase, str, dict[str, Any]]:
-    """(case, pass spec, finding) from a repro .json or .py; SerializeError if malformed."""
+@dataclass
+class Repro:
+    """A repro read back: the case, the pass it was found against, the recorded finding (only
+    its message for the .py form) and the device ``verify`` ran on."""
+
+    case: GraphCase
+    pass_spec: str
+    finding: dict[str, Any]
+    device: str = "cpu"
+
+
+def load_repro(path: str) -> Repro:
+    """The repro in a .json or .py file; SerializeError if malformed."""
     if not os.path.isfile(path):
         raise SerializeError(f"no such file: {path}")
     if path.endswith(".json"):
@@ -255,13 +272,21 @@ def load_repro(path: str) -> tuple[GraphCase, str, dict[str, Any]]:
             raise SerializeError(f"{path} is not valid JSON: {e}") from None
         if not isinstance(doc, dict) or not {"case", "pass", "finding"} <= doc.keys():
             raise SerializeError(f"{path} is not an fxfuzz repro (needs case, pass and finding)")
-        return case_from_dict(doc["case"]), doc["pass"], doc["finding"]
+        return Repro(case_from_dict(doc["case"]), doc["pass"], doc["finding"], _device(path, doc.get("device", "cpu")))
     if path.endswith(".py"):
         return _load_py(path)
     raise SerializeError(f"{path}: expected a repro .py or .json")
 
 
-def _load_py(path: str) -> tuple[GraphCase, str, dict[str, Any]]:
+def _device(path: str, device: object) -> str:
+    from oracles import DEVICES
+
+    if device not in DEVICES:
+        raise SerializeError(f"{path}: unknown device {device!r} (expected one of {', '.join(DEVICES)})")
+    return str(device)
+
+
+def _load_py(path: str) -> Repro:
     spec = importlib.util.spec_from_file_location("fxfuzz_repro", path)
     if spec is None or spec.loader is None:
         raise SerializeError(f"cannot load {path} as Python")
@@ -273,16 +298,16 @@ def _load_py(path: str) -> tuple[GraphCase, str, dict[str, Any]]:
     except Exception as e:
         raise SerializeError(f"{path} is not a working fxfuzz repro: {type(e).__name__}: {e}") from None
     case = GraphCase(gm=gm, signature=signature, inputs=tuple(inputs), ambient_grad=ambient, domain="repro")
-    return case, spec_, {"message": getattr(module, "EXPECTED", "")}
+    return Repro(case, spec_, {"message": getattr(module, "EXPECTED", "")}, _device(path, getattr(module, "DEVICE", "cpu")))
 
 
 def replay(path: str, pass_spec: str | None = None) -> int:
     """Verify the repro's case against its pass (or ``pass_spec``): 1 while it fails, 0 once fixed."""
     from oracles import verify
 
-    case, spec, finding = load_repro(path)
-    findings = verify(case, load_pass(pass_spec or spec))
-    print(f"fxfuzz repro: recorded finding: {finding.get('message', '')}")
+    repro = load_repro(path)
+    findings = verify(repro.case, load_pass(pass_spec or repro.pass_spec), device=repro.device)
+    print(f"fxfuzz repro: recorded finding: {repro.finding.get('message', '')}")
     for f in findings:
         print(f"fxfuzz repro: FAIL {f}")
     if not findings:

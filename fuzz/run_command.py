@@ -121,10 +121,15 @@ def repro_command(args: argparse.Namespace) -> int:
     from .serialize import SerializeError
 
     try:
-        _, spec, _ = load_repro(args.path)  # malformed files fail here, in one line
+        repro = load_repro(args.path)  # malformed files fail here, in one line
     except SerializeError as e:
         raise CommandError(str(e)) from None
-    load_pass(args.pass_spec or spec)
+    load_pass(args.pass_spec or repro.pass_spec)
+    if repro.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise CommandError(f"{args.path} was found with --device cuda, and torch sees no CUDA device here")
     code = "import sys; from fuzz.repro import replay; sys.exit(replay(sys.argv[1], sys.argv[2] or None))"
     try:
         proc = subprocess.run(

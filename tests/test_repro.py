@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 from hypothesis import assume, given, settings
 
@@ -94,7 +95,7 @@ def test_repro_file_names_hold_no_character_artifact_stores_refuse(tmp_path):
         "equivalence-cuda_value_mismatch-0123abcd.json",
         "equivalence-cuda_value_mismatch-0123abcd.py",
     ]
-    assert load_repro(py[:-3] + ".json")[2]["kind"] == "cuda:value_mismatch" and load_repro(py)[0].code() == case.code()
+    assert load_repro(py[:-3] + ".json").finding["kind"] == "cuda:value_mismatch" and load_repro(py).case.code() == case.code()
 
 
 def test_standalone_repro_fails_while_the_bug_is_there_and_fxfuzz_repro_agrees(tmp_path):
@@ -113,8 +114,8 @@ def test_standalone_repro_fails_while_the_bug_is_there_and_fxfuzz_repro_agrees(t
 
     # Both forms load back to the same graph, and replay through the CLI.
     for path in (py, py[:-3] + ".json"):
-        back, back_spec, _ = load_repro(path)
-        assert back.code() == case.code() and back_spec == spec
+        back = load_repro(path)
+        assert back.case.code() == case.code() and back.pass_spec == spec and back.device == "cpu"
     assert main(["repro", py]) == 1
     assert main(["repro", py[:-3] + ".json", "--pass", "set_grad"]) == 0
 
@@ -141,3 +142,22 @@ def test_malformed_repro_is_one_line_exit_2(tmp_path, capsys):
         assert main(["repro", str(path)]) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and err.startswith("fxfuzz: error:"), err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the repro would replay there")
+def test_a_cuda_finding_is_never_called_fixed_where_cuda_is_missing(tmp_path, capsys):
+    """A cuda: finding shows only on CUDA; replaying it on CPU alone would pass and say
+    "fixed". The repro records the device: fxfuzz refuses to replay it without CUDA, and the
+    standalone file says it cannot judge (exit 2) instead of passing."""
+    case = no_grad_region_case(ambient=True)
+    finding = {"oracle": "equivalence", "kind": "cuda:value_mismatch", "message": "m", "details": {}}
+    doc = repro_document("equivalence-cuda:value_mismatch-0123abcd", finding, case_to_dict(case), "set_grad", "cuda")
+    py = write_repro(str(tmp_path / "repros"), doc)
+    assert load_repro(py).device == load_repro(py[:-3] + ".json").device == "cuda"
+    for path in (py, py[:-3] + ".json"):
+        assert main(["repro", path]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "CUDA" in err[0], err
+    run = _standalone(py)
+    assert run.returncode == 2 and "UNDECIDED" in run.stdout, run.stdout + run.stderr
+    assert verify(case, real) == []  # what the CPU-only checks alone would have concluded
