@@ -195,9 +195,14 @@ def graph_modules(gm: fx.GraphModule) -> list[tuple[str, fx.GraphModule]]:
 
 
 def on_device(gm: fx.GraphModule, device: str) -> fx.GraphModule:
-    """``gm`` itself when every tensor it reads through ``get_attr`` is already on ``device``;
-    otherwise a structural copy whose tensor attributes are moved there."""
+    """``gm`` as export would have recorded it on ``device``: ``gm`` itself when nothing in it
+    names another device; otherwise a structural copy whose tensor attributes are moved there
+    and whose recorded devices (factory calls' ``device=``, the metadata assertions export puts
+    before ``.to(dtype)``) name it. Left on CPU, those make the graph raise on CUDA on both
+    sides alike, and the CUDA checks would compare nothing."""
     from strategies.case import copy_graph_module
+
+    target = torch.device(device)
 
     def tensor_attrs(m: fx.GraphModule) -> list[str]:
         return [
@@ -206,10 +211,25 @@ def on_device(gm: fx.GraphModule, device: str) -> fx.GraphModule:
             if n.op == "get_attr" and isinstance(getattr(m, n.target, None), torch.Tensor)
         ]
 
-    if all(getattr(m, t).device.type == device for _, m in graph_modules(gm) for t in tensor_attrs(m)):
+    def elsewhere(a: object) -> bool:
+        return isinstance(a, torch.device) and a.type != target.type
+
+    def retargeted(a: object) -> object:
+        return target if elsewhere(a) else a
+
+    def needs_moving(m: fx.GraphModule) -> bool:
+        found: list[object] = []
+        for n in m.graph.nodes:
+            fx.node.map_aggregate((n.args, n.kwargs), lambda a: found.append(a) if elsewhere(a) else a)
+        return bool(found) or any(getattr(m, t).device.type != target.type for t in tensor_attrs(m))
+
+    if not any(needs_moving(m) for _, m in graph_modules(gm)):
         return gm
     moved = copy_graph_module(gm)
     for _, m in graph_modules(moved):
         for t in tensor_attrs(m):
             setattr(m, t, getattr(m, t).to(device))
+        for n in m.graph.nodes:
+            n.args, n.kwargs = fx.node.map_aggregate(n.args, retargeted), fx.node.map_aggregate(n.kwargs, retargeted)
+        m.recompile()
     return moved

@@ -14,11 +14,13 @@ from contextlib import contextmanager
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
+from torch import fx
 
 import broken_passes as bp
 import handmade as hm
 from fuzz.passes import load_pass
 from oracles import apply_pass, input_labels, verify
+from oracles.execute import on_device
 from oracles.semantics import Reference, check_on_device, compare_graphs
 from strategies import graph_cases
 
@@ -200,3 +202,35 @@ def test_device_cuda_without_cuda_is_one_line_and_exit_2():
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "--device" in lines[0] and "CUDA" in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def _device_recording_graph() -> fx.GraphModule:
+    """What pre-dispatch export records on CPU: a factory call and a metadata assertion that
+    name the device, one of them inside a nested graph."""
+    inner = fx.Graph()
+    y = inner.placeholder("y")
+    ones = inner.call_function(aten.ones.default, ([3],), {"device": torch.device("cpu"), "pin_memory": False})
+    inner.output(inner.call_function(aten.add.Tensor, (y, ones)))
+    root = torch.nn.Module()
+    root.sub = fx.GraphModule(torch.nn.Module(), inner)
+    g = fx.Graph()
+    x = g.placeholder("x")
+    kwargs = {"dtype": torch.float32, "device": torch.device("cpu"), "layout": torch.strided}
+    g.call_function(aten._assert_tensor_metadata.default, (x,), kwargs)
+    g.output(g.call_module("sub", (x,)))
+    return fx.GraphModule(root, g)
+
+
+def test_on_device_retargets_the_devices_a_graph_records():
+    """Moved as it is, a graph recorded on CPU raises on any other device, original and
+    transformed alike, and the second-device checks would compare nothing. The meta device
+    stands in for CUDA here."""
+    gm = _device_recording_graph()
+    x = torch.empty(3, device="meta")
+    with pytest.raises(Exception):
+        gm(x)
+    moved = on_device(gm, "meta")
+    assert moved(x).device.type == "meta"
+    assert on_device(gm, "cpu") is gm and on_device(moved, "meta") is moved
+    with pytest.raises(Exception):
+        gm(x)  # the original is left as it was
