@@ -194,12 +194,25 @@ def graph_modules(gm: fx.GraphModule) -> list[tuple[str, fx.GraphModule]]:
     return [(name or "<root>", m) for name, m in gm.named_modules() if isinstance(m, fx.GraphModule)]
 
 
+_AUTOCAST_ENTER = torch.amp.autocast_mode._enter_autocast
+
+
+def _retargeted(node: fx.Node, target: torch.device) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``node``'s arguments with every recorded device naming ``target``: ``torch.device``
+    values anywhere in them, and the device type an autocast region was entered for."""
+    args, kwargs = fx.node.map_aggregate((node.args, node.kwargs), lambda a: target if isinstance(a, torch.device) else a)
+    if node.target is _AUTOCAST_ENTER and args and isinstance(args[0], str):
+        args = (target.type, *args[1:])
+    return args, kwargs  # type: ignore[return-value]
+
+
 def on_device(gm: fx.GraphModule, device: str) -> fx.GraphModule:
     """``gm`` as export would have recorded it on ``device``: ``gm`` itself when nothing in it
-    names another device; otherwise a structural copy whose tensor attributes are moved there
-    and whose recorded devices (factory calls' ``device=``, the metadata assertions export puts
-    before ``.to(dtype)``) name it. Left on CPU, those make the graph raise on CUDA on both
-    sides alike, and the CUDA checks would compare nothing."""
+    names another device; otherwise a structural copy with its tensor attributes moved there
+    and its recorded devices (factory calls' ``device=``, the metadata assertions export puts
+    before ``.to(dtype)``, autocast regions' device type) naming it. Left naming CPU, a graph
+    raises on CUDA on both sides alike, or runs its autocast regions unchanged, and the CUDA
+    checks would compare nothing of it."""
     from strategies.case import copy_graph_module
 
     target = torch.device(device)
@@ -211,17 +224,10 @@ def on_device(gm: fx.GraphModule, device: str) -> fx.GraphModule:
             if n.op == "get_attr" and isinstance(getattr(m, n.target, None), torch.Tensor)
         ]
 
-    def elsewhere(a: object) -> bool:
-        return isinstance(a, torch.device) and a.type != target.type
-
-    def retargeted(a: object) -> object:
-        return target if elsewhere(a) else a
-
     def needs_moving(m: fx.GraphModule) -> bool:
-        found: list[object] = []
-        for n in m.graph.nodes:
-            fx.node.map_aggregate((n.args, n.kwargs), lambda a: found.append(a) if elsewhere(a) else a)
-        return bool(found) or any(getattr(m, t).device.type != target.type for t in tensor_attrs(m))
+        return any(_retargeted(n, target) != (n.args, n.kwargs) for n in m.graph.nodes) or any(
+            getattr(m, t).device.type != target.type for t in tensor_attrs(m)
+        )
 
     if not any(needs_moving(m) for _, m in graph_modules(gm)):
         return gm
@@ -230,6 +236,6 @@ def on_device(gm: fx.GraphModule, device: str) -> fx.GraphModule:
         for t in tensor_attrs(m):
             setattr(m, t, getattr(m, t).to(device))
         for n in m.graph.nodes:
-            n.args, n.kwargs = fx.node.map_aggregate(n.args, retargeted), fx.node.map_aggregate(n.kwargs, retargeted)
+            n.args, n.kwargs = _retargeted(n, target)
         m.recompile()
     return moved

@@ -234,3 +234,19 @@ def test_on_device_retargets_the_devices_a_graph_records():
     assert on_device(gm, "cpu") is gm and on_device(moved, "meta") is moved
     with pytest.raises(Exception):
         gm(x)  # the original is left as it was
+
+
+def test_on_device_enters_autocast_regions_for_the_new_device():
+    """An autocast region recorded for CPU does nothing on CUDA: moved as it is, the CUDA runs
+    would never exercise the pass's handling of autocast."""
+    case = hm.no_grad_region_case(True)
+    g = case.gm.graph
+    first = next(n for n in g.nodes if n.op == "call_function")
+    with g.inserting_before(first):
+        enter = g.call_function(torch.amp.autocast_mode._enter_autocast, ("cpu", torch.bfloat16, True, False))
+    with g.inserting_after(first):
+        g.call_function(torch.amp.autocast_mode._exit_autocast, (enter,))
+    case.gm.recompile()
+    moved = on_device(case.gm, "meta")
+    entered = [n.args[0] for n in moved.graph.nodes if n.target is torch.amp.autocast_mode._enter_autocast]
+    assert entered == ["meta"] and enter.args[0] == "cpu"
