@@ -20,7 +20,7 @@ import broken_passes as bp
 import handmade as hm
 from fuzz.passes import load_pass
 from oracles import apply_pass, input_labels, verify
-from oracles.execute import on_device
+from oracles.execute import on_device, run_graph
 from oracles.semantics import Reference, check_on_device, compare_graphs
 from strategies import graph_cases
 
@@ -188,6 +188,16 @@ def test_parity_blames_the_pass_only_where_the_original_agrees_across_devices():
     gm, ref, _, got = _cpu_side(hm.no_grad_region_case(True), _second_device_bug(_sin_but_cos_on_second))
     with _standing_in():
         assert ("equivalence", "cpu_vs_cpu:value_mismatch") in kinds(check_on_device(gm, ref, got, set(), "cpu"))
+
+
+@cuda_only
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(graph_cases())
+def test_generated_graphs_that_run_on_cpu_run_on_cuda(case):
+    """Where the original cannot run on CUDA, the CUDA checks compare two errors: nothing."""
+    cpu = run_graph(case.gm, case.inputs, case.ambient_grad)
+    cuda = run_graph(on_device(case.gm, "cuda"), case.inputs, case.ambient_grad, "cuda")
+    assert not cpu.ok or cuda.ok, repr(cuda.error)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA, so --device cuda is accepted")
