@@ -162,29 +162,20 @@ def levels_command(args: Any) -> int:
     findings."""
     from hypothesis.database import DirectoryBasedExampleDatabase
 
-    from .known import KnownFileError, load_known
-    from .limits import campaign_limits
-    from .passes import load_pass
     from .html_report import render_html
     from .junit import render_junit
     from .progress import ProgressPrinter
-    from .report import Extras, default_report_dir, report_dict, utc_now, write_report
-    from .run_command import CommandError, writable_dir
+    from .report import Extras, report_dict, utc_now, write_report
+    from .run_command import CommandError, campaign_setup
     from .summary import print_summary, render_markdown
 
     if args.workers != 1 or args.coverage:
         raise CommandError(f"--level {args.level} runs in one process: drop --workers and --coverage")
     if args.device != "cpu":
         raise CommandError(f"--level {args.level} checks on CPU only: drop --device {args.device}")
-    pass_fn = load_pass(args.pass_spec)
-    try:
-        known = load_known(args.known) if args.known else {}
-    except KnownFileError as e:
-        raise CommandError(str(e)) from None
-    if not args.no_db:
-        writable_dir(args.db, "--db")
-    report_dir = writable_dir(args.report_dir or default_report_dir(), "--report-dir")
-    budget_s, max_examples = campaign_limits(args.budget, args.max_examples)
+    setup = campaign_setup(args)
+    pass_fn, known, report_dir = setup.pass_fn, setup.known, setup.report_dir
+    budget_s, max_examples = setup.budget_s, setup.max_examples
     started = utc_now()
     progress = ProgressPrinter(budget_s, max_examples)
     result = run_levels(

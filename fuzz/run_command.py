@@ -8,9 +8,11 @@ import re
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 from .limits import campaign_limits
-from .passes import load_pass
+from .passes import PassFn, load_pass
 from .report import Extras, default_report_dir, utc_now, write_all
 
 DEFAULT_DB = os.path.join("reports", ".fxfuzz-db")  # reports/* is git-ignored
@@ -34,6 +36,34 @@ def writable_dir(path: str, option: str) -> str:
     return path
 
 
+@dataclass
+class CampaignSetup:
+    """What ``fxfuzz run`` checked and resolved before any work: the pass, the known
+    findings, the report folder and the limits."""
+
+    pass_fn: PassFn
+    known: dict[str, str]
+    report_dir: str
+    budget_s: float
+    max_examples: int
+
+
+def campaign_setup(args: Any) -> CampaignSetup:
+    """Load the pass and the baseline, make sure the database and report folder can be
+    written, resolve the limits; bad input raises CommandError (one line, exit 2)."""
+    from .known import KnownFileError, load_known
+
+    pass_fn = load_pass(args.pass_spec)
+    try:
+        known = load_known(args.known) if args.known else {}
+    except KnownFileError as e:
+        raise CommandError(str(e)) from None
+    if not args.no_db:
+        writable_dir(args.db, "--db")
+    report_dir = writable_dir(args.report_dir or default_report_dir(), "--report-dir")
+    return CampaignSetup(pass_fn, known, report_dir, *campaign_limits(args.budget, args.max_examples))
+
+
 def workers_arg(text: str) -> int:
     """``--workers``: a positive count, or ``auto`` for one per CPU this process may use."""
     if text == "auto":
@@ -47,22 +77,15 @@ def run_command(args: argparse.Namespace) -> int:
     """Run a campaign in worker processes and write the whole report folder.
     Exit 0 when every finding is known (or none), 1 on new findings."""
     from .coverage_probe import coverage_targets, summarize
-    from .known import KnownFileError, load_known
     from .progress import ProgressPrinter
     from .summary import print_summary
     from .workers import CampaignOptions, run_parallel, to_campaign_result
 
-    pass_fn = load_pass(args.pass_spec)  # a bad spec fails here, before any worker starts
     if args.db_shared and not re.fullmatch(r"[\w.-]+/[\w.-]+", args.db_shared):
         raise CommandError(f"--db-shared expects OWNER/REPO, got {args.db_shared!r}")
-    try:
-        known = load_known(args.known) if args.known else {}
-    except KnownFileError as e:
-        raise CommandError(str(e)) from None
-    if not args.no_db:
-        writable_dir(args.db, "--db")
-    report_dir = writable_dir(args.report_dir or default_report_dir(), "--report-dir")
-    budget_s, max_examples = campaign_limits(args.budget, args.max_examples)
+    setup = campaign_setup(args)  # a bad spec or path fails here, before any worker starts
+    pass_fn, known, report_dir = setup.pass_fn, setup.known, setup.report_dir
+    budget_s, max_examples = setup.budget_s, setup.max_examples
     # Off by default: tracing costs about 75% more CPU per example on Python 3.11 (README).
     targets = coverage_targets(args.pass_spec, pass_fn) if args.coverage else []
     opts = CampaignOptions(
