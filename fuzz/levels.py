@@ -174,22 +174,20 @@ def levels_command(args: Any) -> int:
     if args.device != "cpu":
         raise CommandError(f"--level {args.level} checks on CPU only: drop --device {args.device}")
     setup = campaign_setup(args)
-    pass_fn, known, report_dir = setup.pass_fn, setup.known, setup.report_dir
-    budget_s, max_examples = setup.budget_s, setup.max_examples
     started = utc_now()
-    progress = ProgressPrinter(budget_s, max_examples)
+    progress = ProgressPrinter(setup.budget_s, setup.max_examples)
     result = run_levels(
-        pass_fn,
+        setup.pass_fn,
         args.level,
-        budget_s=budget_s,
-        max_examples=max_examples,
+        budget_s=setup.budget_s,
+        max_examples=setup.max_examples,
         seed_=args.seed,
         domain=args.domain,
         database=None if args.no_db else DirectoryBasedExampleDatabase(args.db),
         progress=progress,
     )
     progress.close()
-    extras = Extras(known=known, repros=write_program_repros(result, report_dir))
+    extras = Extras(known=setup.known, repros=write_program_repros(result, setup.report_dir))
     meta = {
         "pass": args.pass_spec,
         "level": args.level,
@@ -198,14 +196,14 @@ def levels_command(args: Any) -> int:
         "workers": 1,
         "started": started,
     }
-    write_report(result, meta, report_dir, extras)
+    write_report(result, meta, setup.report_dir, extras)
     report = report_dict(result, meta, extras)
     # write_all's other files; its repros step serializes graph cases only, so ours differ.
     for name, render in (("report.md", render_markdown), ("report.html", render_html), ("junit.xml", render_junit)):
-        with open(os.path.join(report_dir, name), "w") as fh:
+        with open(os.path.join(setup.report_dir, name), "w") as fh:
             fh.write(render(report))
-    print_summary(report, report_dir)
-    for name, _ in budget_plan(args.level, budget_s):
+    print_summary(report, setup.report_dir)
+    for name, _ in budget_plan(args.level, setup.budget_s):
         n, rate = result.stats[f"level:{name}:examples"], result.stats[f"level:{name}:examples_per_s"]
         print(f"fxfuzz: level {name}: {n} examples ({rate}/s)")
     return 1 if report["new_findings"] else 0

@@ -84,14 +84,12 @@ def run_command(args: argparse.Namespace) -> int:
     if args.db_shared and not re.fullmatch(r"[\w.-]+/[\w.-]+", args.db_shared):
         raise CommandError(f"--db-shared expects OWNER/REPO, got {args.db_shared!r}")
     setup = campaign_setup(args)  # a bad spec or path fails here, before any worker starts
-    pass_fn, known, report_dir = setup.pass_fn, setup.known, setup.report_dir
-    budget_s, max_examples = setup.budget_s, setup.max_examples
     # Off by default: tracing costs about 75% more CPU per example on Python 3.11 (README).
-    targets = coverage_targets(args.pass_spec, pass_fn) if args.coverage else []
+    targets = coverage_targets(args.pass_spec, setup.pass_fn) if args.coverage else []
     opts = CampaignOptions(
         pass_spec=args.pass_spec,
-        budget_s=budget_s,
-        max_examples=max_examples,
+        budget_s=setup.budget_s,
+        max_examples=setup.max_examples,
         seed=args.seed,
         domain=args.domain,
         workers=args.workers,
@@ -99,12 +97,12 @@ def run_command(args: argparse.Namespace) -> int:
         db_path=None if args.no_db else args.db,
         db_shared=args.db_shared,
         device=args.device,
-        known=frozenset(known),
+        known=frozenset(setup.known),
         coverage_include=[t.path for t in targets],
-        log_dir=os.path.join(report_dir, "logs"),
+        log_dir=os.path.join(setup.report_dir, "logs"),
     )
     started = utc_now()
-    progress = ProgressPrinter(budget_s, max_examples)
+    progress = ProgressPrinter(setup.budget_s, setup.max_examples)
     parallel = run_parallel(opts, progress.update)
     progress.close()
     result = to_campaign_result(parallel)
@@ -113,7 +111,7 @@ def run_command(args: argparse.Namespace) -> int:
     except Exception as e:  # coverage is a figure about the run: never lose the findings for it
         coverage = {"enabled": True, "error": f"{type(e).__name__}: {e}"}
     extras = Extras(
-        known=known,
+        known=setup.known,
         coverage=coverage,
         timeline=parallel.timeline,
         workers={
@@ -132,8 +130,8 @@ def run_command(args: argparse.Namespace) -> int:
         "device": opts.device,
         "started": started,
     }
-    report = write_all(result, meta, report_dir, extras)
-    print_summary(report, report_dir)
+    report = write_all(result, meta, setup.report_dir, extras)
+    print_summary(report, setup.report_dir)
     return 1 if report["new_findings"] else 0
 
 
