@@ -17,6 +17,7 @@ on every finding.
 
 from __future__ import annotations
 
+
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -85,14 +86,14 @@ def _assert_clean(findings: list[Any], case: Any) -> None:
 
 def _judge(pass_fn: Any, baseline: Any, case: Any) -> None:
     """Every finding of the pass, or with a baseline only its regressions against it."""
-    from fuzz.gate import regressions
-    from oracles import verify
+    from fxfuzz.campaign.gate import regressions
+    from fxfuzz.oracles import verify
 
     _assert_clean(verify(case, pass_fn) if baseline is None else regressions(case, pass_fn, baseline), case)
 
 
 def _corpus_property(pass_fn: Any, baseline: Any, entry: Any) -> None:
-    from strategies.corpus import capture
+    from fxfuzz.strategies.corpus import capture
 
     for ambient in (True, False):
         _judge(pass_fn, baseline, capture(entry, ambient))
@@ -103,8 +104,8 @@ def _properties(pass_fn: Any, baseline: Any, domain: str = "export") -> dict[str
     (real torch.export output)."""
     from hypothesis import given
 
-    from strategies import graph_cases
-    from strategies.corpus import MODULES
+    from fxfuzz.strategies import graph_cases
+    from fxfuzz.strategies.corpus import MODULES
 
     @given(graph_cases(domain=domain))
     def generated_graphs(case: Any) -> None:
@@ -117,7 +118,8 @@ def _properties(pass_fn: Any, baseline: Any, domain: str = "export") -> dict[str
 
 
 def _loaded_pass(config: pytest.Config, option: str = "fxfuzz_pass") -> Any:
-    from fuzz.passes import PassSpecError, load_pass
+    from fxfuzz.core.passes import load_pass
+    from fxfuzz.core.errors import PassSpecError
 
     try:
         return load_pass(config.getoption(option))
@@ -128,7 +130,7 @@ def _loaded_pass(config: pytest.Config, option: str = "fxfuzz_pass") -> Any:
 def _domain(config: pytest.Config) -> str:
     # Checked here, not by addoption's choices: those would import strategies (and torch)
     # into every pytest run, which the plugin must not do without --fxfuzz-pass.
-    from strategies.case import DOMAIN_CHOICES
+    from fxfuzz.core.choices import DOMAIN_CHOICES
 
     domain = config.getoption("fxfuzz_domain")
     if domain not in DOMAIN_CHOICES:

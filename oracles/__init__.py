@@ -7,22 +7,22 @@ from typing import Any
 
 from torch import fx
 
-from strategies.case import GraphCase
+from fxfuzz.core.case import GraphCase
+from fxfuzz.core.choices import DEVICES
 
-from .contract import PassContract, contract_of
-from .crash import crash_finding
-from .downstream import check_downstream
-from .execute import isolated, release_frames
-from .exported import check_exported
-from .finding import ORACLES, Finding
-from .idempotence import check_idempotence
-from .semantics import Reference, check_on_device, compare_graphs
-from .signature import check_signature
-from .structure import check_structure
-from .timing import step
+from fxfuzz.core.contract import PassContract
+from fxfuzz.core.passes import PassFn, contract_of
+from fxfuzz.oracles.crash import crash_finding
+from fxfuzz.oracles.downstream import check_downstream
+from fxfuzz.oracles.execute import isolated, release_frames
+from fxfuzz.oracles.exported import check_exported
+from fxfuzz.oracles.finding import ORACLES, Finding
+from fxfuzz.oracles.idempotence import check_idempotence
+from fxfuzz.oracles.semantics import Reference, check_on_device, compare_graphs
+from fxfuzz.oracles.signature import check_signature
+from fxfuzz.oracles.structure import check_structure
+from fxfuzz.oracles.timing import step
 
-PassFn = Callable[[Any, Any], tuple[Any, Any]]
-DEVICES = ("cpu", "cuda")
 
 __all__ = ["DEVICES", "Finding", "ORACLES", "PassContract", "verify", "apply_pass"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import traceback
 
-from .finding import Finding
+from fxfuzz.oracles.finding import Finding
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OWN = tuple(os.path.join(_ROOT, pkg) + os.sep for pkg in ("fuzz", "strategies", "oracles"))

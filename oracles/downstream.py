@@ -10,10 +10,10 @@ from typing import Any
 
 from torch import fx
 
-from .equivalence import check_equivalence
-from .execute import Run, graph_modules, release_frames, run_graph
-from .finding import Finding
-from .semantics import Reference
+from fxfuzz.oracles.equivalence import check_equivalence
+from fxfuzz.oracles.execute import Run, graph_modules, release_frames, run_graph
+from fxfuzz.oracles.finding import Finding
+from fxfuzz.oracles.semantics import Reference
 
 
 def code_of(gm: fx.GraphModule) -> list[tuple[str, str]]:

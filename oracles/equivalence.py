@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 
-from .execute import Run
-from .finding import Finding
-from .tolerance import max_abs_diff, same_values
+from fxfuzz.oracles.execute import Run
+from fxfuzz.oracles.finding import Finding
+from fxfuzz.oracles.tolerance import max_abs_diff, same_values
 
 VALUE_KINDS = frozenset({"value_mismatch"})
 

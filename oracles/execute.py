@@ -213,7 +213,7 @@ def on_device(gm: fx.GraphModule, device: str) -> fx.GraphModule:
     before ``.to(dtype)``, autocast regions' device type) naming it. Left naming CPU, a graph
     raises on CUDA on both sides alike, or runs its autocast regions unchanged, and the CUDA
     checks would compare nothing of it."""
-    from strategies.case import copy_graph_module
+    from fxfuzz.core.case import copy_graph_module
 
     target = torch.device(device)
 

@@ -19,8 +19,8 @@ from torch import fx
 from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
 from torch.export.graph_signature import ExportGraphSignature, InputKind
 
-from .execute import release_frames
-from .finding import Finding
+from fxfuzz.oracles.execute import release_frames
+from fxfuzz.oracles.finding import Finding
 
 try:  # private helpers export runs right after its passes; absent in some torch versions
     from torch.export._trace import _verify_nn_module_stack, _verify_placeholder_names, _verify_stack_trace
@@ -63,7 +63,7 @@ def _exported_program(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Seq
     case's original, which later checks and the baseline's judgement reuse."""
     import copy
 
-    from strategies.case import copy_graph_module
+    from fxfuzz.core.case import copy_graph_module
 
     root = copy_graph_module(gm)
     graph = fx.Graph()

@@ -9,10 +9,10 @@ from typing import Any
 import torch
 import torch.autograd.forward_ad as fwAD
 
-from .equivalence import raised_differently
-from .execute import release_frames, run_graph
-from .finding import Finding
-from .gradients import compare_derivatives, random_like
+from fxfuzz.oracles.equivalence import raised_differently
+from fxfuzz.oracles.execute import release_frames, run_graph
+from fxfuzz.oracles.finding import Finding
+from fxfuzz.oracles.gradients import compare_derivatives, random_like
 
 
 @dataclass

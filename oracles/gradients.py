@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .equivalence import raised_differently
-from .execute import Run, release_frames
-from .finding import Finding
-from .tolerance import max_abs_diff, same_values
+from fxfuzz.oracles.equivalence import raised_differently
+from fxfuzz.oracles.execute import Run, release_frames
+from fxfuzz.oracles.finding import Finding
+from fxfuzz.oracles.tolerance import max_abs_diff, same_values
 
 VALUE_KINDS = frozenset({"grad_value_mismatch", "tangent_value_mismatch"})
 

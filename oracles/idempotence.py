@@ -8,11 +8,11 @@ from typing import Any
 from torch import fx
 from torch._ops import HigherOrderOperator
 
-from .equivalence import check_equivalence
-from .execute import Run, graph_modules, isolated, run_graph
-from .finding import Finding
-from .downstream import code_of
-from .semantics import Reference
+from fxfuzz.oracles.equivalence import check_equivalence
+from fxfuzz.oracles.execute import Run, graph_modules, isolated, run_graph
+from fxfuzz.oracles.finding import Finding
+from fxfuzz.oracles.downstream import code_of
+from fxfuzz.oracles.semantics import Reference
 
 
 def hop_count(gm: fx.GraphModule) -> int:

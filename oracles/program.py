@@ -3,7 +3,7 @@
 Under each ambient grad mode the program is checked two ways, with the pass under test
 standing in for the stage of export it replaces (the set-grad pass by default):
 
-- the GraphCase export hands that pass is captured (``strategies.from_module``) and goes
+- the GraphCase export hands that pass is captured (``fxfuzz.core.capture.from_module``) and goes
   through ``verify`` like any generated graph;
 - end to end, ``ep.module()`` is compared with eager execution of the same module: outputs
   and their structure, requires_grad, gradients of inputs and parameters, the module's
@@ -20,36 +20,32 @@ from typing import Any
 import torch
 from hypothesis import reject
 
-from strategies.capture import _STAGES as STAGE_MODULES
-from strategies.capture import from_module
-from strategies.program_model import Program
-from strategies.program_render import load_program
-from strategies.program_standalone import export_under, observe
+from fxfuzz.core.capture import from_module
+from fxfuzz.core.program import Program
+from fxfuzz.core.program import load_program
+from fxfuzz.oracles.program_runtime import export_under, observe_module
 
-from . import verify
-from .contract import AUTOCAST, contract_of
-from .crash import innermost_pass_frame
-from .equivalence import compare_value, raised_differently
-from .finding import Finding
-from .gradients import compare_derivatives
+from fxfuzz.oracles import verify
+from fxfuzz.core.contract import AUTOCAST
+from fxfuzz.core.passes import REGISTRY, PassFn, Registered, contract_of
+from fxfuzz.oracles.crash import innermost_pass_frame
+from fxfuzz.oracles.equivalence import compare_value, raised_differently
+from fxfuzz.oracles.finding import Finding
+from fxfuzz.oracles.gradients import compare_derivatives
 
-PassFn = Any
-
-
-def stage_of(pass_fn: PassFn) -> str:
+def stage_of(pass_fn: PassFn) -> Registered:
     """The export stage the pass stands in for: autocast passes replace the autocast pass."""
-    return "autocast" if contract_of(pass_fn) is AUTOCAST else "set_grad"
+    return REGISTRY["autocast" if contract_of(pass_fn) is AUTOCAST else "set_grad"]
 
 
 @contextlib.contextmanager
-def pass_in_export(stage: str, pass_fn: PassFn) -> Iterator[None]:
+def pass_in_export(stage: Registered, pass_fn: PassFn) -> Iterator[None]:
     """Make torch.export call ``pass_fn`` where it calls the stage's real pass.
 
     Export imports the pass inside the function that calls it, so replacing the module
     attribute reaches it (and ``from_module``'s capture, which wraps whatever is there).
     """
-    module = importlib.import_module(STAGE_MODULES[stage])
-    name = STAGE_MODULES[stage].rsplit(".", 1)[1]
+    module, name = importlib.import_module(stage.module), stage.attr
     real = getattr(module, name)
     setattr(module, name, lambda gm, signature: pass_fn(gm, signature))
     try:
@@ -109,7 +105,7 @@ def _end_to_end(eager: dict[str, Any], exported: dict[str, Any]) -> list[Finding
 
 
 def _check_mode(program_class: Any, example_inputs: Any, pass_fn: PassFn, grad_mode: bool) -> list[Finding]:
-    eager = observe(program_class(), example_inputs(), grad_mode)
+    eager = observe_module(program_class(), example_inputs(), grad_mode)
     if eager["error"] is not None:
         # The generator promises programs eager PyTorch runs; one that raises is not a test.
         reject()
@@ -118,7 +114,7 @@ def _check_mode(program_class: Any, example_inputs: Any, pass_fn: PassFn, grad_m
     with pass_in_export(stage, pass_fn):
         try:
             torch.set_grad_enabled(grad_mode)
-            case = from_module(program_class(), example_inputs(), stage=stage)
+            case = from_module(program_class(), example_inputs(), stage=stage.name)
         except Exception as e:
             return [_export_crash(e)]  # export failed before it reached the pass
         finally:
@@ -133,7 +129,7 @@ def _check_mode(program_class: Any, example_inputs: Any, pass_fn: PassFn, grad_m
             ep = export_under(program_class(), example_inputs(), grad_mode)
         except Exception as e:
             return findings + [_export_crash(e)]
-    exported = observe(ep.module(), example_inputs(), grad_mode)
+    exported = observe_module(ep.module(), example_inputs(), grad_mode)
     return findings + _end_to_end(eager, exported)
 
 

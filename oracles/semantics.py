@@ -10,12 +10,12 @@ from typing import Any
 
 from torch import fx
 
-from . import equivalence, gradients
-from .equivalence import check_equivalence
-from .execute import Run, on_device, run_graph
-from .finding import Finding
-from .forward_ad import Tangents, check_forward_ad, tangents
-from .gradients import Grads, compare_grads, input_grads
+from fxfuzz.oracles import equivalence, gradients
+from fxfuzz.oracles.equivalence import check_equivalence
+from fxfuzz.oracles.execute import Run, on_device, run_graph
+from fxfuzz.oracles.finding import Finding
+from fxfuzz.oracles.forward_ad import Tangents, check_forward_ad, tangents
+from fxfuzz.oracles.gradients import Grads, compare_grads, input_grads
 
 VALUE_KINDS = equivalence.VALUE_KINDS | gradients.VALUE_KINDS
 

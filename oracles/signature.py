@@ -8,7 +8,7 @@ from typing import Any
 from torch import fx
 from torch.export.graph_signature import ConstantArgument, ExportGraphSignature, InputKind, TensorArgument
 
-from .finding import Finding
+from fxfuzz.oracles.finding import Finding
 
 
 def _spec_name(spec: Any) -> str | None:

@@ -8,9 +8,9 @@ from typing import Any
 import torch
 from torch import fx
 
-from .contract import PassContract
-from .execute import graph_modules
-from .finding import Finding
+from fxfuzz.core.contract import PassContract
+from fxfuzz.oracles.execute import graph_modules
+from fxfuzz.oracles.finding import Finding
 
 
 def _def_use(name: str, graph: fx.Graph) -> list[Finding]:

@@ -23,7 +23,7 @@ from torch.export.graph_signature import (
 )
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
-from .case import graph_module
+from fxfuzz.core.case import graph_module
 
 SET_GRAD = torch._C._set_grad_enabled
 

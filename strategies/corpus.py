@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .capture import from_module
-from .case import GraphCase
+from fxfuzz.core.capture import from_module
+from fxfuzz.core.case import GraphCase
 
 
 def _t(*values: float, requires_grad: bool = False) -> torch.Tensor:

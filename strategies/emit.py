@@ -8,9 +8,9 @@ import torch
 from hypothesis import strategies as st
 from torch import fx
 
-from .names import attr_name
-from .ops import INPLACE_OPS, OPS, OpSpec, dtype_ok
-from .state import State, Value, pick
+from fxfuzz.strategies.names import attr_name
+from fxfuzz.strategies.ops import INPLACE_OPS, OPS, OpSpec, dtype_ok
+from fxfuzz.strategies.state import State, Value, pick
 
 aten = torch.ops.aten
 _ASSERT_META = aten._assert_tensor_metadata.default

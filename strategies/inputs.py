@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from torch import fx
 from torch.export.graph_signature import InputKind
 
-from .builder import GraphBuilder
-from .state import rarely
+from fxfuzz.strategies.builder import GraphBuilder
+from fxfuzz.strategies.state import rarely
 
 # Index 0 is what shrinking reaches: float32 first, the rarer dtypes after.
 DTYPES = (

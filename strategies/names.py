@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from torch import fx
 
-from .state import rarely
+from fxfuzz.strategies.state import rarely
 
 # Names the set-grad and autocast passes (and export's HOP tracing) create.
 COLLIDING = (

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from .program_model import (
+from fxfuzz.core.program import (
     ALIASING,
     OPS,
     REDUCTIONS,

@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from .emit import draw_inplace, draw_op, draw_tensor_attr
-from .state import State, rarely
-from .subgraphs import draw_cond, draw_map, draw_wrapped
+from fxfuzz.strategies.emit import draw_inplace, draw_op, draw_tensor_attr
+from fxfuzz.strategies.state import State, rarely
+from fxfuzz.strategies.subgraphs import draw_cond, draw_map, draw_wrapped
 
 MAX_DEPTH = 3
 # Step kinds, repeated for weight; shrinking moves toward the first (a plain op).

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 from torch import fx
 
-from .builder import AUTOCAST_ENTER, AUTOCAST_EXIT, SET_GRAD, GraphBuilder
+from fxfuzz.strategies.builder import AUTOCAST_ENTER, AUTOCAST_EXIT, SET_GRAD, GraphBuilder
 
 _MODE_CALLS = (SET_GRAD, AUTOCAST_ENTER, AUTOCAST_EXIT)
 

@@ -14,11 +14,11 @@ import torch
 from hypothesis import strategies as st
 from torch import fx
 
-from .builder import GraphBuilder
-from .case import copy_graph_module
-from .names import attr_name
-from .ops import SIBLINGS
-from .state import State, Value, count_region_shapes, pick
+from fxfuzz.strategies.builder import GraphBuilder
+from fxfuzz.core.case import copy_graph_module
+from fxfuzz.strategies.names import attr_name
+from fxfuzz.strategies.ops import SIBLINGS
+from fxfuzz.strategies.state import State, Value, count_region_shapes, pick
 
 aten = torch.ops.aten
 hop = torch.ops.higher_order

@@ -15,7 +15,7 @@ import torch.utils._pytree as pytree
 from torch import fx
 from torch.fx.graph import CodeGen, _PyTreeCodeGen, _PyTreeInfo
 
-from fuzz.passes import load_pass
+from fxfuzz.core.passes import load_pass
 
 aten = torch.ops.aten
 real = load_pass("set_grad")

@@ -9,8 +9,8 @@ import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind
 from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
-from strategies.builder import GraphBuilder
-from strategies.case import GraphCase
+from fxfuzz.strategies.builder import GraphBuilder
+from fxfuzz.core.case import GraphCase
 
 aten = torch.ops.aten
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from fuzz.campaign import run_campaign
-from fuzz.passes import load_pass
-from oracles.crash import crash_finding
+from fxfuzz.campaign.engine import run_campaign
+from fxfuzz.core.passes import load_pass
+from fxfuzz.oracles.crash import crash_finding
 
 real = load_pass("set_grad")
 
@@ -82,7 +82,7 @@ def test_shrinking_stops_at_its_time_limit_keeping_the_example():
 def test_known_buckets_are_counted_but_not_shrunk():
     """A baseline bucket keeps the first example that showed it, and every example counts."""
     import broken_passes as bp
-    from fuzz.campaign import run_campaign
+    from fxfuzz.campaign.engine import run_campaign
 
     (bid,) = run_campaign(bp.crashes, budget_s=120, max_examples=1).buckets
     seen: list[int] = []

@@ -7,10 +7,10 @@ import torch
 from torch.export.graph_signature import InputKind
 
 import torch._export.passes.replace_set_grad_with_hop_pass as set_grad_module
-from fuzz.passes import load_pass
-from oracles import verify
-from oracles.execute import run_graph
-from strategies import from_module
+from fxfuzz.core.passes import load_pass
+from fxfuzz.oracles import verify
+from fxfuzz.oracles.execute import run_graph
+from fxfuzz.strategies import from_module
 
 SET_GRAD = torch._C._set_grad_enabled
 REAL = load_pass("set_grad")

@@ -15,7 +15,7 @@ ROOT = os.path.dirname(HERE)
 
 def fxfuzz(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "fuzz.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=600
+        [sys.executable, "-m", "fxfuzz", *args], capture_output=True, text=True, cwd=cwd, timeout=600
     )
 
 
@@ -46,10 +46,10 @@ def test_broken_pass_is_reported_with_exit_1(tmp_path):
     "args, needle",
     [
         (["run", "--pass", "no_such_module:fn"], "no_such_module"),
-        (["run", "--pass", "fuzz.passes:nothing_here"], "nothing_here"),
-        (["run", "--pass", "fuzz.passes:REGISTRY"], "not a callable"),
-        (["run", "--pass", "fuzz.passes:load_pass.__doc__"], "not a callable"),
-        (["run", "--pass", "strategies.case:clone_input"], "(gm, graph_signature)"),
+        (["run", "--pass", "fxfuzz.core.passes:nothing_here"], "nothing_here"),
+        (["run", "--pass", "fxfuzz.core.passes:REGISTRY"], "not a callable"),
+        (["run", "--pass", "fxfuzz.core.passes:load_pass.__doc__"], "not a callable"),
+        (["run", "--pass", "fxfuzz.core.case:clone_input"], "(gm, graph_signature)"),
         (["run", "--pass", "/no/such/file.py:fn"], "not found"),
         (["run", "--pass", "bogus"], "unknown pass"),
         (["run", "--budget", "0"], "--budget"),
@@ -79,7 +79,7 @@ def test_bad_usage_is_one_line_and_exit_2(args, needle):
 
 
 def test_max_examples_alone_sets_no_time_limit():
-    from fuzz.limits import DEFAULT_BUDGET_S, NO_EXAMPLE_LIMIT, NO_TIME_LIMIT_S, campaign_limits
+    from fxfuzz.campaign.limits import DEFAULT_BUDGET_S, NO_EXAMPLE_LIMIT, NO_TIME_LIMIT_S, campaign_limits
 
     assert campaign_limits(None, None) == (DEFAULT_BUDGET_S, NO_EXAMPLE_LIMIT)
     assert campaign_limits(None, 20000) == (NO_TIME_LIMIT_S, 20000)
@@ -90,8 +90,8 @@ def test_max_examples_alone_sets_no_time_limit():
 def test_progress_shows_the_limits_that_apply():
     import io
 
-    from fuzz.limits import NO_EXAMPLE_LIMIT, NO_TIME_LIMIT_S
-    from fuzz.progress import ProgressPrinter
+    from fxfuzz.campaign.limits import NO_EXAMPLE_LIMIT, NO_TIME_LIMIT_S
+    from fxfuzz.cli.progress import ProgressPrinter
 
     lines = []
     for budget, examples in ((60.0, NO_EXAMPLE_LIMIT), (NO_TIME_LIMIT_S, 20000), (60.0, 500)):

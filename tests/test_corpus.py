@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fuzz.passes import load_pass
-from oracles import verify
-from strategies.corpus import MODULES, capture
+from fxfuzz.core.passes import load_pass
+from fxfuzz.oracles import verify
+from fxfuzz.strategies.corpus import MODULES, capture
 
 REAL = load_pass("set_grad")
 BY_NAME = {e.name: e for e in MODULES}

@@ -11,10 +11,10 @@ import sys
 import pytest
 
 import broken_passes as bp
-from fuzz.gate import gate_corpus, regressions, regressions_both_modes, run_gate
-from fuzz.workers import _judgement
-from fuzz.mutants import load_pass_variant
-from fuzz.passes import load_pass
+from fxfuzz.campaign.gate import gate_corpus, regressions, regressions_both_modes, run_gate
+from fxfuzz.campaign.worker import judgement
+from fxfuzz.tools.mutants import load_pass_variant
+from fxfuzz.core.passes import load_pass
 from handmade import no_grad_region_case
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -22,7 +22,7 @@ REAL = load_pass("set_grad")
 
 
 def fxfuzz(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fuzz.cli", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "fxfuzz", *args], capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_cli_broken_candidate_exits_1_and_its_repros_replay(tmp_path):
 def test_worker_judgement_is_the_gates():
     """What a gate worker loads by name judges as the in-process gate does: both grad
     modes, regressions only (the real pass against itself has none)."""
-    judge = _judgement({"check": "fuzz.gate:gate_check", "check_args": {"baseline": "set_grad"}, "device": "cpu"})
+    judge = judgement({"check": "fxfuzz.campaign.gate:gate_check", "check_args": {"baseline": "set_grad"}, "device": "cpu"})
     case = no_grad_region_case(True)
     assert judge(case, REAL) == []
     assert judge(case, bp.drops_toggles) == regressions_both_modes(case, bp.drops_toggles, REAL) != []
@@ -131,8 +131,8 @@ def test_judging_leaves_the_case_as_it_was():
     must not change it. torch's ExportedProgram constructor (the export verifier check)
     eliminates duplicate getitems in every nested graph of the root it is given, which was
     the case's own graph module."""
-    from oracles.execute import graph_modules
-    from strategies.corpus import MODULES, capture
+    from fxfuzz.oracles.execute import graph_modules
+    from fxfuzz.strategies.corpus import MODULES, capture
 
     case = capture(next(e for e in MODULES if e.name == "cond_with_grad_block"), True)
     branch = case.gm.true_graph_0.graph
@@ -154,7 +154,7 @@ def test_judging_leaves_the_case_as_it_was():
 
 
 def corpus_modules():
-    from strategies.corpus import MODULES
+    from fxfuzz.strategies.corpus import MODULES
 
     return MODULES
 
@@ -192,8 +192,8 @@ def test_malformed_corpus_file_is_a_usage_error(tmp_path):
 def test_metadata_keys_and_signature_names_must_match_the_baseline():
     """Two mutants of torch's pass that behave identically but drop the HOP's torch_fn
     metadata, or keep getitem names instead of the names of the values they carry."""
-    from fuzz.mutants import enumerate_mutants
-    from strategies.corpus import MODULES, capture
+    from fxfuzz.tools.mutants import enumerate_mutants
+    from fxfuzz.strategies.corpus import MODULES, capture
 
     mutants = {m.id: m for m in enumerate_mutants("set_grad")}
     case = capture(next(e for e in MODULES if e.name == "two_outputs_from_no_grad"), True)

@@ -6,12 +6,12 @@ import json
 import os
 import pytest
 
-from fuzz.campaign import Bucket, CampaignResult
-from fuzz.cli import main
-from fuzz.levels import budget_plan, merge_results, run_levels
-from fuzz.passes import load_pass
-from oracles import Finding
-from strategies.program_model import Program
+from fxfuzz.campaign.engine import Bucket, CampaignResult
+from fxfuzz.cli.main import main
+from fxfuzz.campaign.levels import budget_plan, merge_results, run_levels
+from fxfuzz.core.passes import load_pass
+from fxfuzz.oracles import Finding
+from fxfuzz.core.program import Program
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -86,8 +86,8 @@ def test_levels_refuse_a_device_they_would_ignore(level, monkeypatch, capsys):
 def test_program_failures_round_trip_through_the_database_codec():
     from hypothesis import given, settings
 
-    from fuzz.levels import PROGRAMS
-    from strategies import module_programs
+    from fxfuzz.campaign.levels import PROGRAMS
+    from fxfuzz.strategies import module_programs
 
     @settings(max_examples=30)
     @given(module_programs())

@@ -8,9 +8,9 @@ import inspect
 import torch._export.passes.replace_set_grad_with_hop_pass as real_module
 import torch._export.utils as real_utils
 
-from fuzz.mutants import enumerate_mutants, load_pass_variant
-from fuzz.mutate import load_equivalent, run_mutant
-from strategies.corpus import MODULES, capture
+from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
+from fxfuzz.tools.mutate import load_equivalent, run_mutant
+from fxfuzz.strategies.corpus import MODULES, capture
 
 MUTANTS = {m.id: m for m in enumerate_mutants("set_grad")}
 
@@ -41,7 +41,7 @@ def test_gate_kills_a_mutant_and_lets_an_equivalent_one_survive():
 
 
 def test_a_mutant_looping_forever_is_killed_as_a_hang_on_its_first_case(monkeypatch):
-    import fuzz.mutate as mutate
+    import fxfuzz.tools.mutate as mutate
 
     def loops(gm, sig):
         while True:

@@ -11,12 +11,12 @@ from torch import fx
 
 import broken_passes as bp
 import handmade as hm
-from fuzz.gate import regressions, with_pytree_convention
-from fuzz.mutants import enumerate_mutants, load_pass_variant
-from fuzz.passes import load_pass
-from oracles import verify
-from strategies import graph_cases
-from strategies.corpus import MODULES, capture
+from fxfuzz.campaign.gate import regressions, with_pytree_convention
+from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
+from fxfuzz.core.passes import load_pass
+from fxfuzz.oracles import verify
+from fxfuzz.strategies import graph_cases
+from fxfuzz.strategies.corpus import MODULES, capture
 
 REAL = load_pass("set_grad")
 IDENTITY = load_pass("identity")
@@ -75,7 +75,7 @@ def test_split_module_gives_every_region_an_output_node():
     from torch._export.utils import sequential_split
     from torch.export.graph_signature import InputKind
 
-    from strategies.builder import GraphBuilder
+    from fxfuzz.strategies.builder import GraphBuilder
 
     aten = torch.ops.aten
     b = GraphBuilder(grad_mode=True)

@@ -18,11 +18,11 @@ from torch import fx
 
 import broken_passes as bp
 import handmade as hm
-from fuzz.passes import load_pass
-from oracles import apply_pass, input_labels, verify
-from oracles.execute import on_device, run_graph
-from oracles.semantics import Reference, check_on_device, compare_graphs
-from strategies import graph_cases
+from fxfuzz.core.passes import load_pass
+from fxfuzz.oracles import apply_pass, input_labels, verify
+from fxfuzz.oracles.execute import on_device, run_graph
+from fxfuzz.oracles.semantics import Reference, check_on_device, compare_graphs
+from fxfuzz.strategies import graph_cases
 
 REAL = load_pass("set_grad")
 IDENTITY = load_pass("identity")
@@ -203,7 +203,7 @@ def test_generated_graphs_that_run_on_cpu_run_on_cuda(case):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA, so --device cuda is accepted")
 def test_device_cuda_without_cuda_is_one_line_and_exit_2():
     r = subprocess.run(
-        [sys.executable, "-m", "fuzz.cli", "run", "--device", "cuda", "--budget", "1"],
+        [sys.executable, "-m", "fxfuzz", "run", "--device", "cuda", "--budget", "1"],
         capture_output=True,
         text=True,
         timeout=300,

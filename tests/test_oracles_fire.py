@@ -8,13 +8,13 @@ from hypothesis import Phase, given, settings
 
 import broken_passes as bp
 import handmade as hm
-from fuzz.passes import load_pass
-from oracles import verify
-from oracles.contract import NONE
-from oracles.execute import graph_modules
-from oracles.exported import EXPORT_CHECKS, export_rejection
-from oracles.semantics import compare, observe
-from strategies import graph_cases
+from fxfuzz.core.passes import load_pass
+from fxfuzz.oracles import verify
+from fxfuzz.core.contract import NONE
+from fxfuzz.oracles.execute import graph_modules
+from fxfuzz.oracles.exported import EXPORT_CHECKS, export_rejection
+from fxfuzz.oracles.semantics import compare, observe
+from fxfuzz.strategies import graph_cases
 
 REAL = load_pass("set_grad")
 IDENTITY = load_pass("identity")

@@ -12,9 +12,9 @@ import torch.autograd.forward_ad as fwAD
 from torch import fx
 
 import handmade as hm
-from oracles import verify
-from oracles.execute import GlobalState, _dispatch_keys, run_graph
-from oracles.forward_ad import tangents
+from fxfuzz.oracles import verify
+from fxfuzz.oracles.execute import GlobalState, _dispatch_keys, run_graph
+from fxfuzz.oracles.forward_ad import tangents
 
 aten = torch.ops.aten
 FUNCTIONALIZE = torch._C.DispatchKey.Functionalize

@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 from functorch.experimental.control_flow import map as cf_map
 
-from fuzz.passes import load_pass
-from oracles import verify
-from strategies import from_module
+from fxfuzz.core.passes import load_pass
+from fxfuzz.oracles import verify
+from fxfuzz.strategies import from_module
 
 REAL = load_pass("set_grad")
 

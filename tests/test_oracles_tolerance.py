@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from oracles.tolerance import TOLERANCES, max_abs_diff, same_values
+from fxfuzz.oracles.tolerance import TOLERANCES, max_abs_diff, same_values
 
 
 def test_exact_is_bitwise_up_to_nan_payloads():

@@ -27,9 +27,9 @@ def test_users_own(fxfuzz_pass):
 def torch_warm():
     """Import everything the properties use before pytester snapshots sys.modules: its
     in-process runs drop modules imported inside them, and torch cannot import twice."""
-    from fuzz.passes import load_pass
-    from oracles import verify
-    from strategies.corpus import corpus_cases
+    from fxfuzz.core.passes import load_pass
+    from fxfuzz.oracles import verify
+    from fxfuzz.strategies.corpus import corpus_cases
 
     real = load_pass("set_grad")
     for _, case in corpus_cases():
@@ -71,7 +71,7 @@ def test_broken_pass_fails_the_properties(user_suite):
 
 def test_real_pass_passes_the_properties(user_suite):
     result = user_suite.runpytest_inprocess("--fxfuzz-pass", "set_grad", "--hypothesis-profile", "tiny", "-p", "no:cacheprovider")
-    from strategies.corpus import MODULES
+    from fxfuzz.strategies.corpus import MODULES
 
     result.assert_outcomes(passed=1 + 1 + len(MODULES))  # the user's test, generated graphs, each module
 
@@ -84,10 +84,10 @@ def test_baselines_own_defect_on_a_generated_graph_is_no_regression():
     import torch
     from torch.export.graph_signature import InputKind
 
-    from fuzz.passes import load_pass
-    from fuzz.pytest_plugin import _judge
-    from strategies.builder import GraphBuilder
-    from strategies.case import GraphCase
+    from fxfuzz.core.passes import load_pass
+    from fxfuzz.pytest_plugin import _judge
+    from fxfuzz.strategies.builder import GraphBuilder
+    from fxfuzz.core.case import GraphCase
 
     aten = torch.ops.aten
     b = GraphBuilder(grad_mode=False)

@@ -12,12 +12,14 @@ from torch import fx
 from hypothesis import given, settings
 
 import broken_passes as bp
-from fuzz.passes import load_pass
-from oracles.program import check_program
-from strategies import module_programs
-from strategies.program_model import Autocast, Call, Cond, Function, GradBlock, Input, Op, Program, SetGrad, State, StateUpdate
-from strategies.program_render import load_program, module_source, repro_source
-from strategies.program_standalone import observe
+from fxfuzz.core.passes import load_pass
+from fxfuzz.oracles.program import check_program
+from fxfuzz.strategies import module_programs
+from fxfuzz.core.program import Autocast, Call, Cond, Function, GradBlock, Input, Op, Program, SetGrad, State, StateUpdate
+from fxfuzz.core.program import module_source
+from fxfuzz.core.program import load_program
+from fxfuzz.repro.files import program_repro_source
+from fxfuzz.oracles.program_runtime import observe_module
 
 REAL = load_pass("set_grad")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -114,7 +116,7 @@ def test_generated_programs_run_eagerly_under_both_grad_modes(program):
     """The generator only makes valid programs: eager PyTorch runs them, forward and backward."""
     cls, example_inputs = load_program(program)
     for mode in (True, False):
-        seen = observe(cls(), example_inputs(), mode)
+        seen = observe_module(cls(), example_inputs(), mode)
         assert seen["error"] is None, module_source(program)
         assert seen["backward_error"] is None, module_source(program)
         assert torch.is_grad_enabled()
@@ -132,7 +134,7 @@ def test_identity_inside_export_agrees_with_real_pass_on_eager_semantics(program
 
 def test_repro_is_standalone_and_exits_by_outcome(tmp_path):
     ok = tmp_path / "ok.py"
-    ok.write_text(repro_source(no_grad_program(update=False), "control"))
+    ok.write_text(program_repro_source(no_grad_program(update=False), "control"))
     r = subprocess.run([sys.executable, str(ok)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "OK: exported and eager agree" in r.stdout
@@ -156,7 +158,7 @@ def test_known_export_crash_on_unused_detach_of_constant(tmp_path):
     (f,) = {(f.oracle, f.kind, f.details["frame"].split(":")[0]) for f in check_program(UNUSED_DETACH, REAL)}
     assert f == ("crash", "export_raised", "torch/_export/passes/lift_constants_pass.py")
     script = tmp_path / "repro.py"
-    script.write_text(repro_source(UNUSED_DETACH))
+    script.write_text(program_repro_source(UNUSED_DETACH))
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert r.returncode == 1 and "StopIteration" in r.stdout, r.stdout + r.stderr
 

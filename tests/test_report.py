@@ -7,11 +7,12 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from fuzz.cli import main
-from fuzz.html_report import render_html
-from fuzz.junit import render_junit
-from fuzz.known import KnownFileError, load_known
-from fuzz.summary import render_markdown
+from fxfuzz.cli.main import main
+from fxfuzz.report.html import render_html
+from fxfuzz.report.junit import render_junit
+from fxfuzz.core.known import load_known
+from fxfuzz.core.errors import KnownFileError
+from fxfuzz.report.markdown import render_markdown
 
 CRASHER = "def crasher(gm, sig):\n    raise ValueError('planted')\n"
 
@@ -37,8 +38,8 @@ def test_known_file_forms(tmp_path):
 
 
 def test_every_bucket_id_fxfuzz_makes_can_be_listed_as_known(tmp_path):
-    from fuzz.campaign import bucket_id
-    from oracles import Finding
+    from fxfuzz.campaign.engine import bucket_id
+    from fxfuzz.oracles import Finding
 
     ids = [
         bucket_id(Finding("equivalence", "value_mismatch", "m")),
@@ -131,7 +132,7 @@ def test_coverage_merges_the_workers_data_files(tmp_path):
     """Two workers each took one side of a branch: combined, both sides are covered."""
     import coverage
 
-    from fuzz.coverage_probe import Target, summarize
+    from fxfuzz.campaign.coverage import Target, summarize
 
     src = tmp_path / "branchy.py"
     src.write_text(BRANCHY)

@@ -11,13 +11,13 @@ import pytest
 import torch
 from hypothesis import assume, given, settings
 
-from fuzz.cli import main
-from fuzz.passes import load_pass
-from fuzz.repro import load_repro, repro_document, write_repro
-from fuzz.serialize import case_from_dict, case_to_dict
-from oracles import verify
-from strategies import graph_cases
-from strategies.case import GraphCase
+from fxfuzz.cli.main import main
+from fxfuzz.core.passes import load_pass
+from fxfuzz.repro.files import load_repro, repro_document, write_repro
+from fxfuzz.core.serialize import case_from_dict, case_to_dict
+from fxfuzz.oracles import verify
+from fxfuzz.strategies import graph_cases
+from fxfuzz.core.case import GraphCase
 from tests.handmade import no_grad_region_case
 
 real = load_pass("set_grad")

@@ -10,11 +10,11 @@ import torch
 from hypothesis import HealthCheck, find, given, seed, settings
 from torch import fx
 
-from oracles.execute import run_graph
-from oracles.gradients import input_grads
-from strategies import graph_cases
-from strategies.builder import AUTOCAST_ENTER, AUTOCAST_EXIT, SET_GRAD
-from strategies.ops import INPLACE_OPS, OPS
+from fxfuzz.oracles.execute import run_graph
+from fxfuzz.oracles.gradients import input_grads
+from fxfuzz.strategies import graph_cases
+from fxfuzz.strategies.builder import AUTOCAST_ENTER, AUTOCAST_EXIT, SET_GRAD
+from fxfuzz.strategies.ops import INPLACE_OPS, OPS
 
 # Plain generation, no shrinking: these tests look at what is drawn, not at failures.
 GENERATE = dict(database=None, deadline=None, phases=["generate"], suppress_health_check=list(HealthCheck))

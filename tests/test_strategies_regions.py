@@ -12,15 +12,15 @@ from hypothesis import Phase, given, seed, settings
 from torch._higher_order_ops.map import map as cf_map
 from torch.export.graph_signature import InputKind
 
-from fuzz.campaign import bucket_id
-from fuzz.known import load_known
-from fuzz.mutants import enumerate_mutants, load_pass_variant
-from fuzz.passes import load_pass
-from oracles import verify
-from oracles.execute import run_graph
-from strategies import from_module, graph_cases
-from strategies.builder import GraphBuilder
-from strategies.state import Budget, State, count_region_shapes
+from fxfuzz.campaign.engine import bucket_id
+from fxfuzz.core.known import load_known
+from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
+from fxfuzz.core.passes import load_pass
+from fxfuzz.oracles import verify
+from fxfuzz.oracles.execute import run_graph
+from fxfuzz.strategies import from_module, graph_cases
+from fxfuzz.strategies.builder import GraphBuilder
+from fxfuzz.strategies.state import Budget, State, count_region_shapes
 
 SET_GRAD = torch._C._set_grad_enabled
 WRAP = torch.ops.higher_order.wrap_with_set_grad_enabled

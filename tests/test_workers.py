@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 KILLER = '''
 import ctypes, time
 import torch
-from oracles.contract import NONE
+from fxfuzz.core.contract import NONE
 
 def killer(gm, sig):
     targets = {n.target for m in gm.modules() if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes}
@@ -39,7 +39,7 @@ def test_workers_survive_segfault_and_hang_stop_on_sigterm_and_replay(tmp_path):
     pass_file = tmp_path / "killer.py"
     pass_file.write_text(KILLER)
     out, db = tmp_path / "report", str(tmp_path / "db")
-    common = [sys.executable, "-m", "fuzz.cli", "run", "--pass", f"{pass_file}:killer", "--db", db]
+    common = [sys.executable, "-m", "fxfuzz", "run", "--pass", f"{pass_file}:killer", "--db", db]
     proc = subprocess.Popen(
         [*common, "--workers", "2", "--budget", "300", "--example-timeout", "2", "--report-dir", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -1,0 +1,355 @@
+"""The campaign driver: Hypothesis generates cases, the pass rewrites them, oracles judge.
+
+A campaign runs in rounds. In each round Hypothesis generates cases until one shows a
+finding in a bucket not yet minimized; Hypothesis then shrinks that case and the round
+ends. Later rounds keep counting the buckets already minimized without stopping on them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+from hypothesis.database import ExampleDatabase
+from hypothesis.errors import Flaky
+
+from fxfuzz.oracles import Finding, verify
+from fxfuzz.strategies import graph_cases
+
+from fxfuzz.core.passes import Pass, PassFn
+
+
+def bucket_id(f: Finding) -> str:
+    """Stable id for deduplication: oracle, kind, and for crashes the exception type and
+    innermost pass frame."""
+    key = [f.oracle, f.kind]
+    if f.oracle == "crash":
+        key += [str(f.details.get("exception")), str(f.details.get("frame"))]
+    digest = hashlib.sha1("|".join(key).encode()).hexdigest()[:8]
+    return f"{f.oracle}-{f.kind}-{digest}"
+
+
+class Example(Protocol):
+    """What a campaign needs of a generated example (a GraphCase, or a program at program level)."""
+
+    ambient_grad: bool
+    domain: str
+    features: dict[str, object]
+
+    def code(self) -> str: ...
+
+    def compute_nodes(self) -> int: ...
+
+
+Check = Callable[[Any, PassFn], "list[Finding]"]
+
+
+@dataclass
+class Bucket:
+    """All findings that share a bucket id, with the smallest example that showed them."""
+
+    id: str
+    finding: Finding
+    case: Example | None
+    count: int = 0
+    # The example serialized (fuzz.serialize), when it came from a worker process; None
+    # for an example a worker died on before it could be serialized.
+    case_data: dict[str, Any] | None = None
+
+    @property
+    def graph_nodes(self) -> int:
+        return self.case.compute_nodes() if self.case is not None else 0
+
+
+@dataclass
+class CampaignResult:
+    examples: int = 0
+    duration_s: float = 0.0
+    buckets: dict[str, Bucket] = field(default_factory=dict)
+    stats: Counter = field(default_factory=Counter)
+    stopped_by: str = "max_examples"
+
+    @property
+    def examples_per_s(self) -> float:
+        return self.examples / self.duration_s if self.duration_s > 0 else 0.0
+
+
+class _Stop(BaseException):
+    """Ends a round from inside the test body; BaseException so Hypothesis does not
+    treat it as a failing example to shrink."""
+
+
+class _ShrinkTimeUp(_Stop):
+    """Ends one bucket's shrinking (its best example so far is kept) so that a slow shrink
+    cannot eat the whole budget."""
+
+
+class _FoundBug(Exception):
+    """Raised for a case in an unminimized bucket; one subclass per bucket, so that
+    Hypothesis shrinks toward the same bucket rather than any failure."""
+
+
+_BUG_CLASSES: dict[str, type[_FoundBug]] = {}
+
+
+def _raise_found(bid: str, finding: Finding) -> None:
+    """Raise the bucket's exception from this one line: Hypothesis identifies a failure by
+    exception type *and* raising line, and calls a replay that fails on another line flaky,
+    which would end the round without shrinking."""
+    if bid not in _BUG_CLASSES:
+        _BUG_CLASSES[bid] = type(f"Found_{bid.replace('-', '_')}", (_FoundBug,), {})
+    raise _BUG_CLASSES[bid](str(finding))
+
+
+Progress = Callable[[CampaignResult, float], None]
+BucketHook = Callable[[Bucket], None]
+
+
+def database_key(pass_fn: PassFn, domain: str) -> bytes:
+    """Where a campaign's examples live in the database: one entry per pass and domain, so a
+    failure replays first on the next campaign against the same pass."""
+    if isinstance(pass_fn, Pass):
+        # The name loaded passes were keyed by before fxfuzz became one package, so databases
+        # written then keep replaying.
+        name = f"fuzz.passes:{pass_fn.target}"
+    else:
+        name = f"{getattr(pass_fn, '__module__', '')}:{getattr(pass_fn, '__qualname__', repr(pass_fn))}"
+    return hashlib.sha384(f"fxfuzz|{name}|{domain}".encode()).digest()
+
+
+@dataclass(frozen=True)
+class Codec:
+    """Turns an example into bytes for the database and back (None: cannot be saved)."""
+
+    dumps: Callable[[Any], bytes | None]
+    loads: Callable[[bytes], Any]
+
+
+def _graph_case_dumps(case: Any) -> bytes | None:
+    from fxfuzz.core.serialize import case_to_dict
+    from fxfuzz.core.errors import SerializeError
+
+    try:
+        return json.dumps(case_to_dict(case)).encode()
+    except (SerializeError, AttributeError):
+        return None
+
+
+def _graph_case_loads(raw: bytes) -> Any:
+    from fxfuzz.core.serialize import case_from_dict
+
+    return case_from_dict(json.loads(raw))
+
+
+GRAPH_CASES = Codec(_graph_case_dumps, _graph_case_loads)
+
+
+class SavedFailures:
+    """Each bucket's minimized example, kept in the Hypothesis example database under one
+    key per pass and domain, so the next campaign replays them before generating anything.
+
+    Hypothesis's own replay of choice sequences does not fit rounds: a later round replays
+    an already-minimized failure, sees it "pass" (the round ignores known buckets) and
+    deletes it. Storing the serialized example makes replay independent of the strategy's
+    choice sequence, and any ExampleDatabase (directory, GitHubArtifactDatabase,
+    MultiplexedDatabase) carries it.
+    """
+
+    def __init__(self, database: ExampleDatabase, key: bytes, codec: Codec) -> None:
+        self.db, self.key, self.codec = database, key + b".fxfuzz-failures", codec
+        self.by_bucket: dict[str, bytes] = {}
+
+    def saved(self) -> list[bytes]:
+        return sorted(self.db.fetch(self.key), key=lambda raw: (len(raw), raw))
+
+    def load(self, raw: bytes) -> Any | None:
+        try:
+            return self.codec.loads(raw)
+        except Exception:  # written by another fxfuzz or torch version: drop it
+            self.db.delete(self.key, raw)
+            return None
+
+    def keep(self, bid: str, raw: bytes | None) -> None:
+        """Save ``raw`` as bucket ``bid``'s example, replacing the one saved for it before."""
+        if raw is None:
+            return
+        old = self.by_bucket.get(bid)
+        self.by_bucket[bid] = raw
+        if old == raw:
+            return
+        self.db.save(self.key, raw)
+        if old is not None and old not in self.by_bucket.values():
+            self.db.delete(self.key, old)
+
+    def forget(self, raw: bytes) -> None:
+        self.db.delete(self.key, raw)
+
+
+class _HeapFrozen(contextlib.ContextDecorator):
+    """Moves every object alive when a campaign starts (torch, Hypothesis, the pass, the
+    caller's data) out of the garbage collector's reach until it ends: each example leaves
+    reference cycles behind (fx nodes, fake tensors), and every older-generation collection
+    they trigger would rescan those hundreds of thousands of long-lived objects (about 9% of
+    a campaign's CPU time; 5% with them frozen). Nothing is lost: they return on exit."""
+
+    def __enter__(self) -> _HeapFrozen:
+        gc.freeze()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.unfreeze()
+
+
+@_HeapFrozen()
+def run_campaign(
+    pass_fn: PassFn,
+    *,
+    budget_s: float = 60.0,
+    max_examples: int = 1_000_000,
+    seed_: int = 0,
+    domain: str = "export",
+    database: ExampleDatabase | None = None,
+    progress: Progress | None = None,
+    strategy: st.SearchStrategy[Example] | None = None,
+    check: Check = verify,
+    stop: Callable[[], bool] | None = None,
+    on_bucket: BucketHook | None = None,
+    codec: Codec | None = GRAPH_CASES,
+    replay_saved: bool = True,
+    max_shrink_s: float = 60.0,
+    known: frozenset[str] = frozenset(),
+) -> CampaignResult:
+    """Fuzz ``pass_fn`` until ``budget_s`` seconds or ``max_examples`` examples are spent,
+    or ``stop()`` turns true.
+
+    ``strategy`` draws the examples (graph cases of ``domain`` by default) and ``check``
+    judges one example against the pass (``fxfuzz.oracles.verify`` by default). ``on_bucket`` is
+    called when a bucket appears and whenever its example shrinks, so a caller can keep
+    the smallest example of each bucket even if this process dies later.
+
+    With a ``database``, each bucket's minimized example is saved (through ``codec``) and,
+    when ``replay_saved``, the saved examples run first: a failure found once shows in the
+    first examples of the next campaign. Shrinking one bucket stops after ``max_shrink_s``
+    seconds with the smallest example found so far. Buckets in ``known`` (the baseline) are
+    counted but not shrunk: the budget goes to finding something new.
+    """
+    result = CampaignResult()
+    start = time.monotonic()
+    deadline = start + budget_s
+    strategy = strategy if strategy is not None else graph_cases(domain=domain)
+    store = SavedFailures(database, database_key(pass_fn, domain), codec) if database and codec else None
+
+    def record(case: Example, ids: dict[str, Finding]) -> None:
+        """Count one example and its findings."""
+        result.examples += 1
+        for k, v in case.features.items():
+            result.stats[k] += v if isinstance(v, int) else 1
+        result.stats[f"ambient_grad:{case.ambient_grad}"] += 1
+        for bid, f in ids.items():
+            if bid in result.buckets:
+                result.buckets[bid].count += 1
+            else:
+                result.buckets[bid] = Bucket(bid, f, case, 1)
+                if on_bucket:
+                    on_bucket(result.buckets[bid])
+        if progress:
+            progress(result, time.monotonic() - start)
+
+    # Buckets whose round of shrinking is over; an example may show several new buckets at
+    # once, and each gets its own round when a later example shows it again.
+    minimized: set[str] = set(known)
+
+    def finish_round(shrunk: list[str]) -> None:
+        """The round's bucket is as small as it gets: stop shrinking it, save its example."""
+        minimized.update(shrunk)
+        for bid in shrunk if store else []:
+            store.keep(bid, store.codec.dumps(result.buckets[bid].case))  # type: ignore[union-attr]
+
+    for raw in store.saved() if store and replay_saved else []:
+        if result.examples >= max_examples or time.monotonic() >= deadline or (stop is not None and stop()):
+            break
+        case = store.load(raw)
+        if case is None:
+            continue
+        ids = {bucket_id(f): f for f in check(case, pass_fn)}
+        record(case, ids)
+        if not ids:
+            store.forget(raw)  # fixed since it was saved
+        for bid in ids:
+            minimized.add(bid)  # saved examples were minimized when they were saved
+            store.keep(bid, raw)
+
+    for round_ in range(10_000):
+        remaining = max_examples - result.examples
+        if remaining <= 0:
+            break
+        if time.monotonic() >= deadline:
+            result.stopped_by = "budget"
+            break
+        shrinking: list[str] = []  # the bucket this round is minimizing, once one appeared
+        shrink_started: list[float] = []
+
+        @settings(
+            max_examples=remaining,
+            database=None,  # failures persist through SavedFailures instead
+            deadline=None,
+            derandomize=False,
+            report_multiple_bugs=False,
+            suppress_health_check=list(HealthCheck),
+            phases=[Phase.explicit, Phase.generate, Phase.shrink],
+            print_blob=False,
+        )
+        @seed(seed_ * 1_000_003 + round_)
+        @given(strategy)
+        def body(case: Example) -> None:
+            now = time.monotonic()
+            if now >= deadline or (stop is not None and stop()):
+                raise _Stop
+            findings = check(case, pass_fn)
+            ids = {bucket_id(f): f for f in findings}
+            if shrinking:
+                # Shrink attempts: keep the smallest case of the bucket being minimized.
+                if now - shrink_started[0] > max_shrink_s:
+                    raise _ShrinkTimeUp
+                b = result.buckets[shrinking[0]]
+                if shrinking[0] in ids:
+                    if case.compute_nodes() <= b.graph_nodes:
+                        b.case, b.finding = case, ids[shrinking[0]]
+                        if on_bucket:
+                            on_bucket(b)
+                    _raise_found(shrinking[0], ids[shrinking[0]])
+                return
+            record(case, ids)
+            # A bucket of this example not minimized yet, new or not.
+            target = next((bid for bid in ids if bid not in minimized), None)
+            if target:
+                shrinking.append(target)
+                shrink_started.append(time.monotonic())
+                _raise_found(target, ids[target])
+
+        try:
+            body()
+        except _ShrinkTimeUp:
+            pass
+        except _Stop:
+            result.stopped_by = "stopped" if stop is not None and stop() else "budget"
+            finish_round(shrinking)
+            break
+        except (_FoundBug, Flaky):
+            # Flaky: the pass misbehaved on a case once and not on replay; the bucket and its
+            # case are already recorded.
+            pass
+        else:
+            break
+        finish_round(shrinking)
+    result.duration_s = time.monotonic() - start
+    return result

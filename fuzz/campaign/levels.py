@@ -1,0 +1,138 @@
+"""Generation levels: ``graph`` (generated FX graphs), ``program`` (random nn.Modules through
+the real torch.export pipeline) and ``mixed`` (both, each with a share of the time budget).
+
+A program-level example costs tens of graph-level ones (two exports and eager runs under
+each grad mode), so ``mixed`` splits the *budget*, not the examples: a split by examples
+would spend nearly all the time on programs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.database import ExampleDatabase
+
+from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, Check, Codec, Progress, run_campaign
+from fxfuzz.core.choices import LEVELS
+from fxfuzz.core.passes import PassFn
+
+# The program level's share of a mixed campaign's budget.
+PROGRAM_SHARE = 0.5
+
+
+def _program_dumps(program: Any) -> bytes:
+    from fxfuzz.core.program import to_data
+
+    return json.dumps(to_data(program)).encode()
+
+
+def _program_loads(raw: bytes) -> Any:
+    from fxfuzz.core.program import from_data
+
+    return from_data(json.loads(raw))
+
+
+# How a program-level failure is kept in the example database, to replay first next time.
+PROGRAMS = Codec(_program_dumps, _program_loads)
+
+
+def level_strategy(level: str, domain: str = "export") -> tuple[st.SearchStrategy[Any], Check, Codec]:
+    """The strategy, the check and the database codec of one level (``graph`` or ``program``)."""
+    if level == "graph":
+        from fxfuzz.oracles import verify
+        from fxfuzz.strategies import graph_cases
+
+        return graph_cases(domain=domain), verify, GRAPH_CASES
+    if level == "program":
+        from fxfuzz.oracles.program import check_program
+        from fxfuzz.strategies import module_programs
+
+        return module_programs(), check_program, PROGRAMS
+    raise ValueError(f"unknown level {level!r}; expected graph or program")
+
+
+def budget_plan(level: str, budget_s: float) -> list[tuple[str, float]]:
+    """(level, seconds) for each level a campaign of ``level`` runs, in order."""
+    if level == "mixed":
+        return [("graph", budget_s * (1 - PROGRAM_SHARE)), ("program", budget_s * PROGRAM_SHARE)]
+    if level in LEVELS:
+        return [(level, budget_s)]
+    raise ValueError(f"unknown level {level!r}; expected one of {', '.join(LEVELS)}")
+
+
+def _rekeyed(level: str, bucket: Bucket) -> Bucket:
+    # A program-level bucket's example is a Program, not a graph: its own id keeps it apart
+    # from the graph-level bucket of the same oracle and kind.
+    if level == "graph":
+        return bucket
+    return dataclasses.replace(bucket, id=f"{level}-{bucket.id}")
+
+
+def merge_results(results: list[tuple[str, CampaignResult]]) -> CampaignResult:
+    """One CampaignResult from the per-level ones, with per-level counts in ``stats``:
+    ``level:<name>:examples``, ``level:<name>:duration_ms`` and ``level:<name>:examples_per_s``."""
+    merged = CampaignResult()
+    for level, r in results:
+        merged.examples += r.examples
+        merged.duration_s += r.duration_s
+        merged.stats.update(r.stats)
+        merged.stats[f"level:{level}:examples"] += r.examples
+        merged.stats[f"level:{level}:duration_ms"] += round(r.duration_s * 1000)
+        for b in r.buckets.values():
+            b = _rekeyed(level, b)
+            if b.id in merged.buckets:
+                merged.buckets[b.id].count += b.count
+            else:
+                merged.buckets[b.id] = b
+    for level, _ in results:
+        ms = merged.stats[f"level:{level}:duration_ms"]
+        merged.stats[f"level:{level}:examples_per_s"] = round(merged.stats[f"level:{level}:examples"] * 1000 / ms, 2) if ms else 0
+    merged.stopped_by = "budget" if any(r.stopped_by == "budget" for _, r in results) else results[-1][1].stopped_by
+    return merged
+
+
+def run_levels(
+    pass_fn: PassFn,
+    level: str = "graph",
+    *,
+    budget_s: float = 60.0,
+    max_examples: int = 1_000_000,
+    seed_: int = 0,
+    domain: str = "export",
+    database: ExampleDatabase | None = None,
+    progress: Progress | None = None,
+    on_level: Callable[[str, CampaignResult], None] | None = None,
+) -> CampaignResult:
+    """Run ``pass_fn``'s campaign at ``level``; ``mixed`` runs the graph level, then the
+    program level, each for its share of ``budget_s`` (time one level leaves unused passes
+    to the next). ``max_examples`` caps each level."""
+    results: list[tuple[str, CampaignResult]] = []
+    planned = spent = 0.0
+    for name, share in budget_plan(level, budget_s):
+        planned += share
+        strategy, check, codec = level_strategy(name, domain)
+        r = run_campaign(
+            pass_fn,
+            budget_s=max(planned - spent, 0.001),
+            max_examples=max_examples,
+            seed_=seed_,
+            # Keeps each level's saved examples apart in the database.
+            domain=domain if name == "graph" else f"{domain}:{name}",
+            database=database,
+            progress=progress,
+            strategy=strategy,
+            check=check,
+            codec=codec,
+        )
+        spent += r.duration_s
+        results.append((name, r))
+        if on_level:
+            on_level(name, r)
+    return merge_results(results)
+
+

@@ -1,0 +1,111 @@
+"""One worker process of a parallel campaign (``python -m fxfuzz.campaign.worker FD CONFIG``).
+
+It runs ``run_campaign`` on its share and reports to the supervisor over the pipe ``FD``:
+each example, serialized, *before* the pass runs on it, then buckets and counts as they
+change. Coverage, when asked for, starts before torch is imported, so the pass's
+module-level lines count as covered (``fxfuzz`` and ``fxfuzz.campaign`` import nothing heavy).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import signal
+import sys
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+
+
+def _serialize(case: Any) -> dict[str, Any] | None:
+    from fxfuzz.core.serialize import case_to_dict
+
+    try:
+        return case_to_dict(case)
+    except Exception:  # an example type the serializer does not know: fuzz on, unsaved
+        return None
+
+
+def judgement(cfg: dict[str, Any]) -> Any:
+    """The Check this worker judges examples with: the configured factory's, or verify's."""
+    if cfg["check"] is None:
+        from fxfuzz.oracles import verify
+
+        return lambda case, fn: verify(case, fn, device=cfg["device"])
+    module, _, name = cfg["check"].partition(":")
+    return getattr(importlib.import_module(module), name)(**cfg["check_args"])
+
+
+def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
+    """Run one worker's share of the campaign, reporting to the parent over ``fd``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
+    from fxfuzz.campaign.engine import run_campaign
+    from fxfuzz.campaign.database import open_database
+    from fxfuzz.core.passes import load_pass
+
+    conn = Connection(fd)
+    pass_fn = load_pass(cfg["pass"])
+    judge = judgement(cfg)
+    sent: dict[str, Any] = {"case": None, "data": None, "saved": time.monotonic()}
+
+    def data_of(case: Any) -> dict[str, Any] | None:
+        if sent["case"] is not case:  # the bucket hook asks for the case just run: reuse it
+            sent["case"], sent["data"] = case, _serialize(case)
+        return sent["data"]
+
+    def check(case: Any, fn: Any) -> list:
+        conn.send(("start", data_of(case)))
+        findings = judge(case, fn)
+        conn.send(("done", None))
+        return findings
+
+    def snapshot(result: Any) -> None:
+        counts = {bid: b.count for bid, b in result.buckets.items()}
+        conn.send(("progress", {"examples": result.examples, "stats": dict(result.stats), "counts": counts}))
+
+    def progress(result: Any, elapsed: float) -> None:
+        snapshot(result)  # every example, so a worker that dies next loses no count
+        now = time.monotonic()
+        if cov is not None and now - sent["saved"] >= 5.0:
+            sent["saved"] = now
+            cov.save()  # a worker the pass kills later keeps the coverage gathered so far
+
+    def on_bucket(b: Any) -> None:
+        data = data_of(b.case)
+        conn.send(("bucket", {"id": b.id, "finding": b.finding.to_dict(), "case": data, "nodes": b.graph_nodes}))
+
+    db = open_database(cfg["db"], cfg["db_shared"]) if cfg["db"] else None
+    result = run_campaign(
+        pass_fn,
+        budget_s=max(0.0, cfg["deadline"] - time.time()),
+        max_examples=cfg["max_examples"],
+        seed_=cfg["seed"],
+        domain=cfg["domain"],
+        database=db,
+        progress=progress,
+        check=check,
+        stop=conn.poll,  # any message from the parent means stop
+        on_bucket=on_bucket,
+        replay_saved=cfg["replay_saved"],
+        known=frozenset(cfg["known"]),
+    )
+    if cov is not None:
+        cov.stop()
+        cov.save()
+    snapshot(result)
+    conn.send(("finished", result.stopped_by))
+    conn.close()
+
+
+
+
+if __name__ == "__main__":
+    _cfg = json.loads(sys.argv[2])
+    _cov = None
+    if _cfg["coverage_include"]:
+        import coverage
+
+        _cov = coverage.Coverage(data_file=_cfg["coverage_file"], branch=True, include=_cfg["coverage_include"])
+        _cov.start()
+    worker_main(_cfg, int(sys.argv[1]), _cov)

@@ -1,0 +1,68 @@
+"""``fxfuzz gate``: exit 1 when the candidate pass regresses against the baseline, else 0."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from fxfuzz.campaign.gate import case_of, gate_corpus, run_gate, run_gate_parallel
+from fxfuzz.campaign.limits import campaign_limits
+from fxfuzz.cli.progress import ProgressPrinter
+from fxfuzz.cli.setup import writable_dir
+from fxfuzz.core.known import load_known
+from fxfuzz.core.passes import load_pass
+from fxfuzz.report.folder import Extras, default_report_dir, utc_now, write_all
+from fxfuzz.repro.files import saved_cases
+
+
+def command(a: argparse.Namespace) -> int:
+    """Judge the corpus, then fresh cases for the budget; write the report; print each regression."""
+    candidate, baseline = load_pass(a.candidate), load_pass(a.baseline)
+    corpus = saved_cases(a.corpus) if a.corpus else []
+    known = load_known(a.known) if a.known else {}
+    corpus += gate_corpus()
+    report_dir = writable_dir(a.report_dir or default_report_dir(), "--report-dir")
+    budget_s, max_examples = campaign_limits(a.budget, a.max_examples)
+    progress = ProgressPrinter(budget_s, max_examples)
+    started = utc_now()
+    if a.workers > 1:
+        result = run_gate_parallel(
+            a.candidate, a.baseline, corpus, workers=a.workers, budget_s=budget_s, max_examples=max_examples,
+            seed_=a.seed, domain=a.domain, progress=progress.update, log_dir=os.path.join(report_dir, "logs"),
+        )  # fmt: skip
+    else:
+        result = run_gate(
+            candidate, baseline, corpus, budget_s=budget_s, max_examples=max_examples, seed_=a.seed,
+            domain=a.domain, progress=progress,
+        )  # fmt: skip
+    progress.close()
+    for b in result.buckets.values():
+        if b.case is not None:  # None: a worker died on a case it could not serialize
+            b.case = case_of(b)  # the repro replays under the grad mode that showed the regression
+    meta = {
+        "command": "gate",
+        "pass": a.candidate,
+        "candidate": a.candidate,
+        "baseline": a.baseline,
+        "domain": a.domain,
+        "seed": a.seed,
+        "workers": a.workers,
+        "started": started,
+        "corpus_cases": result.corpus_cases,
+        "corpus_s": round(result.corpus_s, 3),
+    }
+    report = write_all(result.campaign, meta, report_dir, Extras(known=known))
+    new = [f for f in report["findings"] if not f["known"]]
+    print(
+        f"fxfuzz gate: {result.corpus_cases} corpus cases in {result.corpus_s:.1f}s, "
+        f"{result.campaign.examples} fresh cases (each under both grad modes)"
+    )
+    for f in report["findings"]:
+        where = result.corpus_sources.get(f["id"], "a fresh case")
+        label = "known" if f["known"] else "REGRESSION"
+        print(f"  {label} {f['id']}: {f['count']}x, first on {where}, {f['graph_nodes']} nodes: {f['message']}")
+        print(f"    repro: {os.path.join(report_dir, f['repro'])}" if f["repro"] else "    (no repro)")
+    if not new:
+        print(f"fxfuzz gate: no new regression of {a.candidate} against {a.baseline}")
+    print(f"fxfuzz gate: report written to {os.path.join(report_dir, 'report.json')}")
+    return 1 if new else 0

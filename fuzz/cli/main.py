@@ -1,0 +1,93 @@
+"""The ``fxfuzz`` command line: the only layer that prints to the terminal or exits.
+
+Exit status: 0 nothing new found, 1 new findings (or regressions, or surviving mutants),
+2 bad input (one line on stderr). Each sub-command's module is imported only when it runs,
+so ``fxfuzz --help`` imports no torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from fxfuzz.cli.args import device, integer, positive_float, positive_int, workers
+from fxfuzz.core.choices import DOMAIN_CHOICES, LEVELS
+from fxfuzz.core.errors import FxfuzzError, UsageError
+
+# reports/* is git-ignored
+DEFAULT_DB = "reports/.fxfuzz-db"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``fxfuzz`` argument parser: one sub-command per job, usage errors as one line and exit 2."""
+    parser = _Parser(prog="fxfuzz", description="Fuzz PyTorch FX graph passes against semantic oracles.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="run a fuzz campaign against a pass")
+    run.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered name, pkg.module:fn or file.py:fn")
+    run.add_argument("--budget", type=positive_float, default=None, help="seconds to fuzz (default 60; none with --max-examples alone)")
+    run.add_argument("--max-examples", type=positive_int, default=None, help="stop after this many examples")
+    run.add_argument("--seed", type=integer, default=0, help="campaign seed (same seed, same graphs)")
+    run.add_argument("--domain", choices=DOMAIN_CHOICES, default="export", help="input space to draw from (both: each case from either)")
+    run.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
+    run.add_argument("--level", choices=LEVELS, default="graph", help="generate graphs, nn.Module programs through torch.export, or both (mixed: half the budget each)")
+    run.add_argument("--workers", type=workers, default=1, help="worker processes, or 'auto' for one per CPU (default 1)")
+    run.add_argument("--example-timeout", type=positive_float, default=60.0, help="seconds before a pass counts as hung (default 60)")
+    run.add_argument("--db", default=DEFAULT_DB, help=f"Hypothesis example database directory (default {DEFAULT_DB})")
+    run.add_argument("--no-db", action="store_true", help="do not read or save examples between campaigns")
+    run.add_argument("--db-shared", default=None, metavar="OWNER/REPO", help="also replay the fxfuzz-db artifact CI publishes there (read only)")
+    run.add_argument("--known", default=None, help="baseline of known finding buckets (text or JSON; see README)")
+    run.add_argument("--device", type=device, default="cpu", help="cpu, or cuda: also check on CUDA and CPU-vs-CUDA parity (default cpu)")
+    run.add_argument("--coverage", action="store_true", help="measure line/branch coverage of the pass's source (slower)")
+    repro = sub.add_parser("repro", help="replay a repro (.py or .json): exit 1 while it fails, 0 once fixed")
+    repro.add_argument("path", help="repros/<bucket>.py or .json from a report folder")
+    repro.add_argument("--pass", dest="pass_spec", default=None, help="replay against this pass instead of the recorded one")
+    repro.add_argument("--example-timeout", type=positive_float, default=60.0, help="seconds before the pass counts as hung")
+    bench = sub.add_parser("bench", help="measure the pass, the harness loop per example and the worker speed-up")
+    bench.add_argument("--json", action="store_true", help="end with one line of JSON holding every figure")
+    bench.add_argument("--graphs", type=positive_int, default=200, help="cases in the seeded population (default 200)")
+    bench.add_argument("--seed", type=integer, default=0, help="population seed (default 0)")
+    bench.add_argument("--workers", type=workers, default=2, help="workers for the speed-up over one (default 2)")
+    bench.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered name, pkg.module:fn or file.py:fn")
+    bench.add_argument("--profile", action="store_true", help="also profile the loop (a second run) for its own time by area")
+    gate = sub.add_parser("gate", help="fail when a candidate pass regresses against a baseline pass")
+    gate.add_argument("--candidate", required=True, help="the changed pass: registered name, pkg.module:fn or file.py:fn")
+    gate.add_argument("--baseline", default="set_grad", help="the pass it must not regress against (default set_grad)")
+    limit = gate.add_mutually_exclusive_group()
+    limit.add_argument("--budget", type=positive_float, default=None, help="seconds in all, corpus included (default 60)")
+    limit.add_argument("--max-examples", type=positive_int, default=None, help="fresh cases after the corpus")
+    gate.add_argument("--workers", type=workers, default=1, help="processes for the fresh cases (default 1)")
+    gate.add_argument("--seed", type=integer, default=0, help="seed of the fresh cases")
+    gate.add_argument("--domain", choices=DOMAIN_CHOICES, default="both", help="input space of the fresh cases (default both: the baseline's survival decides what counts)")
+    gate.add_argument("--corpus", default=None, help="folder of saved .json cases/repros to replay first")
+    gate.add_argument("--known", default=None, help="JSON file of bucket ids that are not regressions")
+    gate.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
+    mutate = sub.add_parser("mutate", help="measure the gate's kill rate on mutants of a pass's source")
+    mutate.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered pass whose source to mutate")
+    mutate.add_argument("--budget-per-mutant", type=positive_float, default=60.0, help="gate seconds per mutant")
+    mutate.add_argument("--domain", choices=DOMAIN_CHOICES, default="both", help="input space of the gate's fresh cases (default both)")
+    mutate.add_argument("--only", default=None, help="comma-separated mutant ids (default: all)")
+    mutate.add_argument("--list", action="store_true", help="list the mutant ids and exit")
+    mutate.add_argument("--out", default=None, help="write the mutation report (JSON) here")
+    return parser
+
+
+# sub-command -> module of fxfuzz.cli whose ``command(args)`` runs it
+COMMANDS = {"run": "run", "repro": "repro", "gate": "gate", "mutate": "mutate", "bench": "bench"}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``fxfuzz``: run the sub-command; bad input is one line on stderr and exit 2."""
+    try:
+        args = build_parser().parse_args(argv)
+        module = importlib.import_module(f"fxfuzz.cli.{COMMANDS[args.command]}")
+        return module.command(args)
+    except FxfuzzError as e:
+        print(f"fxfuzz: error: {e}", file=sys.stderr)
+        return 2

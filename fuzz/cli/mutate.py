@@ -1,0 +1,50 @@
+"""``fxfuzz mutate``: run every mutant (or ``--only``), print one line each and a summary.
+Exit 1 when a non-equivalent mutant survives, 0 when all were killed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from fxfuzz.campaign.gate import gate_corpus
+from fxfuzz.cli.setup import writable_dir
+from fxfuzz.core.errors import UsageError
+from fxfuzz.tools.mutants import enumerate_mutants
+from fxfuzz.tools.mutate import MutantResult, load_equivalent, run_mutant, summarize, write_results
+
+
+def command(a: argparse.Namespace) -> int:
+    """Mutants one by one, each judged by a gate against the real pass."""
+    if a.pass_spec != "set_grad":
+        raise UsageError(f"mutate knows the source of the set_grad pass only, not {a.pass_spec!r}")
+    if a.out:  # written after every mutant: a bad path must fail now, not an hour in
+        writable_dir(os.path.dirname(a.out) or ".", "--out")
+    mutants = enumerate_mutants(a.pass_spec)
+    if a.list:
+        for m in mutants:
+            print(f"{m.id}\t{m.description}")
+        return 0
+    if a.only:
+        wanted = a.only.split(",")
+        unknown = sorted(set(wanted) - {m.id for m in mutants})
+        if unknown:
+            raise UsageError(f"--only: no mutant {unknown[0]!r} (see fxfuzz mutate --list)")
+        mutants = [m for m in mutants if m.id in wanted]
+    equivalent = load_equivalent()
+    corpus = gate_corpus()
+    results = []
+    for i, m in enumerate(mutants, 1):
+        if m.id in equivalent:
+            r = MutantResult(m.id, "equivalent", 0.0, equivalent[m.id], m.description)
+        else:
+            r = run_mutant(m, corpus, a.budget_per_mutant, domain=a.domain)
+        results.append(r)
+        print(f"[{i}/{len(mutants)}] {r.status:10s} {r.time_s:6.1f}s {r.id}  ({r.description}) {r.how[:100]}", flush=True)
+        if a.out:
+            write_results(a.out, results, a.budget_per_mutant, a.domain)
+    summary = summarize(results)
+    print(f"fxfuzz mutate: {json.dumps(summary)}")
+    return 1 if summary["survived"] else 0
+
+

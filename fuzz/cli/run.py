@@ -1,0 +1,121 @@
+"""``fxfuzz run``: a campaign at the graph level in worker processes, or at the program or
+mixed level in this process, then the report folder and the summary."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+
+from fxfuzz.cli.progress import ProgressPrinter
+from fxfuzz.cli.setup import CampaignSetup, campaign_setup
+from fxfuzz.cli.summary import print_summary
+from fxfuzz.core.errors import UsageError
+from fxfuzz.report.folder import Extras, utc_now, write_all
+
+
+def command(args: argparse.Namespace) -> int:
+    """Exit 0 when every finding is known (or none), 1 on new findings."""
+    if args.level != "graph":
+        return _levels(args)
+    if args.db_shared and not re.fullmatch(r"[\w.-]+/[\w.-]+", args.db_shared):
+        raise UsageError(f"--db-shared expects OWNER/REPO, got {args.db_shared!r}")
+    setup = campaign_setup(args)  # a bad spec or path fails here, before any worker starts
+    return _graph_level(args, setup)
+
+
+def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
+    from fxfuzz.campaign.coverage import coverage_targets, summarize
+    from fxfuzz.campaign.supervisor import CampaignOptions, run_parallel, to_campaign_result
+
+    # Off by default: tracing costs about 75% more CPU per example on Python 3.11 (docs/benchmark.md).
+    targets = coverage_targets(args.pass_spec, setup.pass_fn) if args.coverage else []
+    opts = CampaignOptions(
+        pass_spec=args.pass_spec,
+        budget_s=setup.budget_s,
+        max_examples=setup.max_examples,
+        seed=args.seed,
+        domain=args.domain,
+        workers=args.workers,
+        example_timeout_s=args.example_timeout,
+        db_path=None if args.no_db else args.db,
+        db_shared=args.db_shared,
+        device=args.device,
+        known=frozenset(setup.known),
+        coverage_include=[t.path for t in targets],
+        log_dir=os.path.join(setup.report_dir, "logs"),
+    )
+    started = utc_now()
+    progress = ProgressPrinter(setup.budget_s, setup.max_examples)
+    parallel = run_parallel(opts, progress.update)
+    progress.close()
+    result = to_campaign_result(parallel)
+    try:
+        coverage = summarize(parallel.coverage_files, targets) if targets else {"enabled": False}
+    except Exception as e:  # coverage is a figure about the run: never lose the findings for it
+        coverage = {"enabled": True, "error": f"{type(e).__name__}: {e}"}
+    extras = Extras(
+        known=setup.known,
+        coverage=coverage,
+        timeline=parallel.timeline,
+        workers={
+            "restarts": parallel.restarts,
+            "errors": parallel.worker_errors,
+            "unserializable_examples": parallel.unserializable,
+            "example_timeout_s": args.example_timeout,
+            "database": opts.db_path,
+        },
+    )
+    meta = {
+        "pass": args.pass_spec,
+        "domain": args.domain,
+        "seed": args.seed,
+        "workers": args.workers,
+        "device": opts.device,
+        "started": started,
+    }
+    report = write_all(result, meta, setup.report_dir, extras)
+    print_summary(report, setup.report_dir)
+    return 1 if report["new_findings"] else 0
+
+
+def _levels(args: argparse.Namespace) -> int:
+    """``--level program|mixed``: an in-process campaign per level, merged into one report
+    with per-level counts."""
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    from fxfuzz.campaign.levels import budget_plan, run_levels
+
+    if args.workers != 1 or args.coverage:
+        raise UsageError(f"--level {args.level} runs in one process: drop --workers and --coverage")
+    if args.device != "cpu":
+        raise UsageError(f"--level {args.level} checks on CPU only: drop --device {args.device}")
+    setup = campaign_setup(args)
+    started = utc_now()
+    progress = ProgressPrinter(setup.budget_s, setup.max_examples)
+    result = run_levels(
+        setup.pass_fn,
+        args.level,
+        budget_s=setup.budget_s,
+        max_examples=setup.max_examples,
+        seed_=args.seed,
+        domain=args.domain,
+        database=None if args.no_db else DirectoryBasedExampleDatabase(args.db),
+        progress=progress,
+    )
+    progress.close()
+    meta = {
+        "pass": args.pass_spec,
+        "level": args.level,
+        "domain": args.domain,
+        "seed": args.seed,
+        "workers": 1,
+        "device": "cpu",
+        "started": started,
+    }
+    report = write_all(result, meta, setup.report_dir, Extras(known=setup.known))
+    print_summary(report, setup.report_dir)
+    for name, _ in budget_plan(args.level, setup.budget_s):
+        n, rate = result.stats[f"level:{name}:examples"], result.stats[f"level:{name}:examples_per_s"]
+        print(f"fxfuzz: level {name}: {n} examples ({rate}/s)")
+    return 1 if report["new_findings"] else 0

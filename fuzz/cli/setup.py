@@ -1,0 +1,53 @@
+"""What every command checks before any work: the pass, the baseline, writable folders, the
+limits. Bad input raises UsageError (one line, exit status 2), never after a campaign."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from fxfuzz.campaign.limits import campaign_limits
+from fxfuzz.core.errors import UsageError
+from fxfuzz.core.known import load_known
+from fxfuzz.core.passes import PassFn, load_pass
+from fxfuzz.report.folder import default_report_dir
+
+
+def writable_dir(path: str, option: str) -> str:
+    """``path``, created if missing, once it is known to be writable: checked before a
+    campaign starts, so no run ends with findings it cannot save."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"{option}: {path} is not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{option}: cannot create {path}: {e.strerror or e}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{option}: {path} is not writable")
+    return path
+
+
+@dataclass
+class CampaignSetup:
+    """What ``fxfuzz run`` checked and resolved before any work: the pass, the known
+    findings, the report folder and the limits."""
+
+    pass_fn: PassFn
+    known: dict[str, str]
+    report_dir: str
+    budget_s: float
+    max_examples: int
+
+
+def campaign_setup(args: Any) -> CampaignSetup:
+    """Load the pass and the baseline, make sure the database and report folder can be
+    written, resolve the limits; bad input raises UsageError (one line, exit 2)."""
+    pass_fn = load_pass(args.pass_spec)
+    known = load_known(args.known) if args.known else {}
+    if not args.no_db:
+        writable_dir(args.db, "--db")
+    report_dir = writable_dir(args.report_dir or default_report_dir(), "--report-dir")
+    return CampaignSetup(pass_fn, known, report_dir, *campaign_limits(args.budget, args.max_examples))
+
+

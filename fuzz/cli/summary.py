@@ -1,0 +1,29 @@
+"""The end-of-run summary a person reads on the terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fxfuzz.report.markdown import percent
+
+def print_summary(report: dict[str, Any], report_dir: str) -> None:
+    """The end-of-run summary on stdout: throughput, why it stopped, each bucket with its repro."""
+    print(
+        f"fxfuzz: {report['examples']} examples in {report['duration_s']:.1f}s "
+        f"({report['examples_per_s']:.1f}/s, {report['workers']} worker(s)), stopped by {report['stopped_by']}"
+    )
+    if not report["findings"]:
+        print("fxfuzz: no findings")
+    for f in report["findings"]:
+        size = f"minimized to {f['graph_nodes']} nodes" if f["graph_nodes"] is not None else "no example saved"
+        print(f"  {f['id']}{' (known)' if f['known'] else ''}: {f['count']}x, {size}: {f['message']}")
+        if f["repro"]:
+            print(f"    repro: {report_dir}/{f['repro']}")
+    cov = report.get("coverage", {})
+    if cov.get("enabled") and "lines" in cov:
+        print(f"fxfuzz: coverage of the pass: lines {percent(cov['lines'])}, branches {percent(cov['branches'])}")
+    for error in report.get("repro_errors", []):
+        print(f"fxfuzz: {error}")
+    print(f"fxfuzz: report written to {report_dir}/report.json (.md, .html, junit.xml)")
+
+

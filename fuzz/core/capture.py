@@ -1,0 +1,104 @@
+"""``from_module``: the GraphCase torch.export really hands a grad-mode pass for an nn.Module."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.export.graph_signature import ExportGraphSignature, InputKind
+from torch.utils import _pytree as pytree
+
+from fxfuzz.core.case import GraphCase, clone_input, copy_graph_module
+from fxfuzz.core.passes import EXPORT_STAGES, REGISTRY
+
+# The registered passes torch.export runs on the pre-dispatch graph, by name.
+STAGES = tuple(r.name for r in EXPORT_STAGES)
+
+def _attr(root: Any, target: str) -> Any:
+    for part in target.split("."):
+        root = getattr(root, part)
+    return root
+
+
+def _input_values(
+    module: torch.nn.Module,
+    signature: ExportGraphSignature,
+    user_leaves: list[Any],
+    lifted: dict[str, Any],
+) -> tuple[Any, ...]:
+    """Real inputs in signature order; parameters keep the module's requires_grad flag."""
+    users = iter(user_leaves)
+    values: list[Any] = []
+    for spec in signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            values.append(clone_input(next(users)))
+            continue
+        try:
+            value = _attr(module, spec.target)
+        except AttributeError:
+            # Tensors created inside forward exist only as export's lifted constants.
+            value = lifted[spec.target]
+        values.append(clone_input(value))
+    return tuple(values)
+
+
+def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[Any, Any, bool, dict]:
+    """Run export with the stage's pass patched; return a copy of what the pass was handed."""
+    row = REGISTRY[stage]
+    mod, name = importlib.import_module(row.module), row.attr
+    real: Callable[..., Any] = getattr(mod, name)
+    seen: list[tuple[Any, Any, bool]] = []
+
+    def spy(gm: Any, signature: Any) -> Any:
+        # Copy before the pass runs: it rewrites the graph in place.
+        seen.append((copy_graph_module(gm), copy.deepcopy(signature), torch.is_grad_enabled()))
+        return real(gm, signature)
+
+    setattr(mod, name, spy)
+    lifted: dict[str, Any] = {}
+    try:
+        ep = torch.export.export(module, args, kwargs, strict=False)
+        lifted = dict(ep.constants)
+    except Exception:
+        if not seen:
+            raise
+        # Export failed at or after the pass (the pass itself may be what is broken); the
+        # case is still what the pass was handed.
+    finally:
+        setattr(mod, name, real)
+    if not seen:
+        raise RuntimeError(f"torch.export never called the {stage} pass (is this torch's pre-dispatch export?)")
+    gm, signature, grad = seen[0]
+    return gm, signature, grad, lifted
+
+
+def from_module(
+    module: torch.nn.Module,
+    args: tuple,
+    kwargs: dict | None = None,
+    stage: str = "set_grad",
+) -> GraphCase:
+    """The GraphCase that ``torch.export.export(module, args, kwargs, strict=False)`` hands
+    the ``stage`` pass (``set_grad`` or ``autocast``), captured just before that pass runs.
+
+    The graph and signature carry export's own names and metas; ``inputs`` are real tensors
+    in signature order (parameters, buffers, constants, user inputs); ``ambient_grad`` is the
+    grad mode export ran the pass under.
+    """
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+    kwargs = kwargs or {}
+    gm, signature, grad, lifted = _capture(stage, module, tuple(args), kwargs)
+    leaves = pytree.tree_leaves((tuple(args), kwargs))
+    inputs = _input_values(module, signature, leaves, lifted)
+    return GraphCase(
+        gm=gm,
+        signature=signature,
+        inputs=inputs,
+        ambient_grad=grad,
+        domain="export",
+        features={"source:module": 1, f"stage:{stage}": 1},
+    )

@@ -1,0 +1,14 @@
+"""The values users choose among on the command line and in the API. Imports nothing heavy,
+so ``fxfuzz --help`` and the pytest plugin can offer them without importing torch."""
+
+from __future__ import annotations
+
+DOMAINS = ("export", "adversarial")
+# What a user may ask for: one domain, or "both", which draws each case's domain (shrinking
+# toward export); a case always records the domain it was drawn from.
+DOMAIN_CHOICES = (*DOMAINS, "both")
+
+# Generation levels: FX graphs, nn.Module programs through torch.export, or both.
+LEVELS = ("graph", "program", "mixed")
+
+DEVICES = ("cpu", "cuda")

@@ -1,0 +1,158 @@
+"""Write a campaign's report folder: report.json (the stable, documented schema), repros/,
+report.md, report.html and junit.xml."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+
+from fxfuzz.campaign.engine import Bucket, CampaignResult
+from fxfuzz.core.errors import SerializeError
+from fxfuzz.core.program import Program
+from fxfuzz.core.serialize import case_to_dict
+from fxfuzz.repro.files import repro_document, write_program_repro, write_repro
+
+REPORT_SCHEMA_VERSION = 2
+
+
+def default_report_dir(root: str = "reports") -> str:
+    """A fresh folder under ``root`` named by the UTC time."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    return os.path.join(root, stamp)
+
+
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 to the second, as reports stamp it."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Extras:
+    """What a full campaign adds to the counts: baseline, repros, coverage, timeline."""
+
+    known: dict[str, str] = field(default_factory=dict)  # bucket id -> reason
+    repros: dict[str, str] = field(default_factory=dict)  # bucket id -> .py path relative to the report
+    coverage: dict[str, Any] = field(default_factory=lambda: {"enabled": False})
+    timeline: list[tuple[float, int]] = field(default_factory=list)
+    workers: dict[str, Any] = field(default_factory=dict)
+    repro_errors: list[str] = field(default_factory=list)  # buckets whose repro could not be written, and why
+
+
+def graph_hash(case_data: dict[str, Any] | None) -> str | None:
+    """Canonical hash of a serialized graph (structure, targets, metas, ambient mode; not the
+    input values), so the same minimized graph is recognized across buckets and runs."""
+    if case_data is None:
+        return None
+    canon = json.dumps([case_data["graph"], case_data["signature"], case_data["ambient_grad"]], sort_keys=True)
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def finding_row(b: Bucket, extras: Extras) -> dict[str, Any]:
+    """One bucket as its ``report.json`` entry: kind, counts, smallest case, repro paths."""
+    case_data = b.case_data
+    if case_data is None and b.case is not None:
+        try:
+            case_data = case_to_dict(b.case)  # type: ignore[arg-type]
+        except Exception:
+            case_data = None
+    return {
+        "id": b.id,
+        "oracle": b.finding.oracle,
+        "kind": b.finding.kind,
+        "message": b.finding.message,
+        "details": b.finding.details,
+        "count": b.count,
+        "known": b.id in extras.known,
+        "known_reason": extras.known.get(b.id),
+        "repro": extras.repros.get(b.id),
+        "graph_nodes": b.graph_nodes if b.case is not None else None,
+        "graph_hash": graph_hash(case_data),
+        "ambient_grad": b.case.ambient_grad if b.case is not None else None,
+        "domain": b.case.domain if b.case is not None else None,
+        "graph_code": b.case.code() if b.case is not None else None,
+    }
+
+
+def report_dict(result: CampaignResult, meta: dict[str, Any], extras: Extras | None = None) -> dict[str, Any]:
+    """The report.json content: run metadata, counts, findings by bucket and statistics."""
+    from fxfuzz import __version__
+
+    extras = extras or Extras()
+    findings = [finding_row(b, extras) for b in result.buckets.values()]
+    findings.sort(key=lambda f: (f["known"], -f["count"], f["id"]))
+    return {
+        "schema": REPORT_SCHEMA_VERSION,
+        "tool": "fxfuzz",
+        "version": __version__,
+        "torch_version": torch.__version__,
+        **meta,
+        "duration_s": round(result.duration_s, 3),
+        "examples": result.examples,
+        "examples_per_s": round(result.examples_per_s, 2),
+        "stopped_by": result.stopped_by,
+        "new_findings": sum(1 for f in findings if not f["known"]),
+        "findings": findings,
+        "coverage": extras.coverage,
+        "stats": dict(sorted(result.stats.items())),
+        "timeline": [list(p) for p in extras.timeline],
+        "workers_detail": extras.workers,
+        "repro_errors": extras.repro_errors,
+    }
+
+
+def _write_atomic(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)  # never leave a half-written file behind
+
+
+def write_report(result: CampaignResult, meta: dict[str, Any], report_dir: str, extras: Extras | None = None) -> str:
+    """Write report.json into ``report_dir`` (created if needed); return its path."""
+    os.makedirs(report_dir, exist_ok=True)
+    path = os.path.join(report_dir, "report.json")
+    _write_atomic(path, json.dumps(report_dict(result, meta, extras), indent=2, default=str))
+    return path
+
+
+def write_repros(result: CampaignResult, report_dir: str, pass_spec: str, device: str = "cpu") -> tuple[dict[str, str], list[str]]:
+    """``repros/<bucket>.py`` (and ``.json`` for graph cases) for every bucket with an example:
+    bucket id -> .py path relative to ``report_dir``, and why any bucket got none."""
+    directory = os.path.join(report_dir, "repros")
+    out, errors = {}, []
+    for b in result.buckets.values():
+        if isinstance(b.case, Program):
+            out[b.id] = os.path.relpath(write_program_repro(directory, b.id, str(b.finding), b.case), report_dir)
+            continue
+        data = b.case_data if b.case_data is not None else (case_to_dict(b.case) if b.case is not None else None)  # type: ignore[arg-type]
+        if data is None:
+            continue
+        doc = repro_document(b.id, b.finding.to_dict(), data, pass_spec, device)
+        try:
+            path = write_repro(directory, doc)
+        except SerializeError as e:  # the finding is still reported, without a .py
+            errors.append(f"no repro for {b.id}: {e}")
+            continue
+        out[b.id] = os.path.relpath(path, report_dir)
+    return out, errors
+
+
+def write_all(result: CampaignResult, meta: dict[str, Any], report_dir: str, extras: Extras) -> dict[str, Any]:
+    """Repros first (the report links them), then report.json, report.md, report.html, junit.xml."""
+    from fxfuzz.report.html import render_html
+    from fxfuzz.report.junit import render_junit
+    from fxfuzz.report.markdown import render_markdown
+
+    extras.repros, extras.repro_errors = write_repros(result, report_dir, meta["pass"], meta.get("device", "cpu"))
+    write_report(result, meta, report_dir, extras)
+    report = report_dict(result, meta, extras)
+    _write_atomic(os.path.join(report_dir, "report.md"), render_markdown(report))
+    _write_atomic(os.path.join(report_dir, "report.html"), render_html(report))
+    _write_atomic(os.path.join(report_dir, "junit.xml"), render_junit(report))
+    return report

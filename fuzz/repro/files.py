@@ -1,0 +1,356 @@
+"""Minimized repros: ``repros/<bucket>.py`` (standalone, torch only) and ``<bucket>.json``.
+
+The .py rebuilds the graph with plain torch.fx calls (``Graph.placeholder``,
+``create_node``, ``get_attr``, ``output``, nested ``GraphModule``s), re-creates
+``meta['val']`` with fake tensors, rebuilds the ``ExportGraphSignature``, writes the
+inputs as literal tensors, runs the pass and exits 1 while a check fails. The .json is
+``fxfuzz.core.serialize``'s case format plus the pass spec and the finding. ``load_repro`` reads
+either form back for ``fxfuzz repro``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import json
+import keyword
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from fxfuzz.core.case import GraphCase
+from fxfuzz.core.program import Program
+from fxfuzz.core.program import CLASS_NAME, module_source
+from fxfuzz.oracles import program_runtime
+
+from fxfuzz.core import rebuild
+from fxfuzz.repro import standalone_check
+from fxfuzz.core.passes import import_spec, load_pass
+from fxfuzz.core.serialize import case_from_dict, target_name
+from fxfuzz.core.errors import SerializeError
+
+_RESERVED = {"g", "fake", "root", "torch", "fx", "sys", "operator", "importlib", "traceback", "gs"}
+
+
+def absolute_spec(spec: str) -> str:
+    """A pass spec that still resolves from another directory (file paths made absolute)."""
+    where, sep, attr = spec.rpartition(":")
+    if sep and (where.endswith(".py") or os.sep in where):
+        return f"{os.path.abspath(where)}:{attr}"
+    return spec
+
+
+def _import_parts(spec: str) -> tuple[str, str]:
+    """(module or .py path, attribute) the standalone repro imports the pass from."""
+    spec = import_spec(spec)
+    where, _, attr = spec.rpartition(":")
+    return where, attr
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+class _Source:
+    """Python source for serialized graph data; collects the imports it needs."""
+
+    def __init__(self) -> None:
+        self.imports: set[str] = set()
+
+    def target(self, name: str) -> str:
+        if "::" in name:
+            ns, rest = name.split("::", 1)
+            return f"torch.ops.{ns}.{rest}"
+        parts = name.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            try:
+                importlib.import_module(".".join(parts[:cut]))
+            except ImportError:
+                continue
+            self.imports.add(".".join(parts[:cut]))
+            return name
+        raise SerializeError(f"unknown call target {name!r}")
+
+    def arg(self, a: Any, names: dict[str, str]) -> str:
+        if isinstance(a, list):
+            return "[" + ", ".join(self.arg(x, names) for x in a) + "]"
+        if not isinstance(a, dict):
+            return repr(a)
+        (key, v), = a.items()
+        if key == "node":
+            return names[v]
+        if key == "tuple":
+            items = [self.arg(x, names) for x in v]
+            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+        if key == "dict":
+            return "{" + ", ".join(f"{self.arg(k, names)}: {self.arg(x, names)}" for k, x in v) + "}"
+        if key == "float":
+            return f"float({v!r})"
+        if key == "device":
+            return f"torch.device({v!r})"
+        if key == "slice":
+            return "slice(" + ", ".join(self.arg(x, names) for x in v) + ")"
+        if key == "ellipsis":
+            return "..."
+        if key == "callable":
+            return self.target(v)
+        return f"torch.{v}"  # dtype, layout, memory_format
+
+    def tensor(self, t: dict[str, Any]) -> str:
+        if "value" in t:
+            return self.arg(t["value"], {})
+        values = "[" + ", ".join(self.arg(x, {}) for x in t["values"]) + "]"
+        return f"tensor({values}, torch.{t['dtype']}, {t['shape']}, {t['requires_grad']})"
+
+    def graph(self, g: dict[str, Any], fname: str, out: list[str]) -> None:
+        """Append ``def fname(fake)`` building this graph module (nested ones first)."""
+        subs = {}
+        for target, sub in g.get("submodules", {}).items():
+            subs[target] = f"{fname}_{re.sub(r'[^0-9a-zA-Z_]', '_', target)}"
+            self.graph(sub, subs[target], out)
+        lines = [f"def {fname}(fake):", "    g = fx.Graph()"]
+        names: dict[str, str] = {}
+        for n in g["nodes"]:
+            var = n["name"] if n["name"].isidentifier() else "n_" + re.sub(r"\W", "_", n["name"])
+            if keyword.iskeyword(var) or var in _RESERVED:
+                var += "_"
+            op = n["op"]
+            if op == "placeholder":
+                lines.append(f"    {var} = g.placeholder({n['name']!r})")
+            elif op == "get_attr":
+                lines.append(f"    {var} = g.get_attr({n['target']!r})")
+            elif op == "output":
+                (result,) = n["args"]["tuple"]  # output nodes take one argument
+                lines.append(f"    g.output({self.arg(result, names)})")
+                continue
+            else:
+                target = self.target(n["target"]) if op == "call_function" else repr(n["target"])
+                lines.append(
+                    f"    {var} = g.create_node({op!r}, {target}, {self.arg(n['args'], names)}, "
+                    f"{self.arg(n['kwargs'], names)}, name={n['name']!r})"
+                )
+            names[n["name"]] = var
+            if "module_stack" in n:
+                stack = {k: tuple(v) for k, v in n["module_stack"].items()}
+                lines.append(f"    {var}.meta['nn_module_stack'] = {stack!r}")
+            if n.get("val") is not None:
+                lines.append(f"    {var}.meta['val'] = meta_val(fake, {n['val']!r})")
+        if "pytree" in g:
+            p = g["pytree"]
+            lines.append(
+                "    g._codegen = fx.graph._PyTreeCodeGen(fx.graph._PyTreeInfo("
+                f"{p['orig_args']!r}, *[pytree.treespec_loads(s) if s else None for s in ({p['in_spec']!r}, {p['out_spec']!r})]))"
+            )
+            self.imports.add("torch.utils._pytree as pytree")
+        lines.append("    root = torch.nn.Module()")
+        for target, fn in subs.items():
+            lines.append(f"    set_attr(root, {target!r}, {fn}(fake))")
+        for target, t in g.get("tensors", {}).items():
+            lines.append(f"    set_attr(root, {target!r}, {self.tensor(t)})")
+        lines.append("    return rebuild_graph_module(root, g)")
+        out.append("\n".join(lines))
+
+
+def _signature_source(sig: dict[str, Any], src: _Source) -> str:
+    def argument(a: dict[str, Any]) -> str:
+        fields = ", ".join(f"{k}={src.arg(v, {})}" for k, v in a.items() if k != "type")
+        return f"gs.{a['type']}({fields})"
+
+    ins = [
+        f"        gs.InputSpec(gs.InputKind.{s['kind']}, {argument(s['arg'])}, {s['target']!r}, {s['persistent']!r}),"
+        for s in sig["inputs"]
+    ]
+    outs = [f"        gs.OutputSpec(gs.OutputKind.{s['kind']}, {argument(s['arg'])}, {s['target']!r})," for s in sig["outputs"]]
+    return "\n".join(["    signature = gs.ExportGraphSignature(", "    input_specs=[", *ins, "    ],", "    output_specs=[", *outs, "    ])"])
+
+
+def _pasted(module: Any) -> str:
+    """A torch-only module's source for pasting into a repro: no docstring, no fxfuzz imports."""
+    body = inspect.getsource(module).split('"""', 2)[2]
+    return "\n".join(line for line in body.splitlines() if not line.startswith("from fxfuzz")).strip()
+
+
+def graph_repro_source(doc: dict[str, Any]) -> str:
+    """The standalone .py for a repro document (see ``repro_document``)."""
+    case, finding = doc["case"], doc["finding"]
+    src = _Source()
+    functions: list[str] = []
+    src.graph(case["graph"], "build_graph", functions)
+    signature = _signature_source(case["signature"], src)
+    inputs = "\n".join(f"        {src.tensor(t)}," for t in case["inputs"])
+    eliminates = "[" + ", ".join(src.target(t) for t in doc["eliminates"]) + "]"
+    where, attr = _import_parts(doc["pass"])
+    check = _pasted(rebuild) + "\n\n" + _pasted(standalone_check).split('\nif __name__ == "__main__":')[0]
+    imports = "\n".join(f"import {m}" for m in sorted(src.imports))
+    message = f"[{finding['oracle']}/{finding['kind']}] {finding['message']}"
+    return f'''"""fxfuzz repro {doc["bucket"]}: {message}
+
+Rebuilds the minimized graph with plain torch.fx calls, runs the pass and checks the
+result. Needs only torch: `python {repro_stem(doc["bucket"])}.py` exits 1 while the bug is there,
+0 once it is fixed. Pass under test: {doc["pass"]}.
+"""
+{imports}
+{check.strip()}
+
+import torch.export.graph_signature as gs
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+PASS = ({where!r}, {attr!r})
+PASS_SPEC = {doc["pass"]!r}  # how fxfuzz names the pass (`fxfuzz repro` reads it)
+EXPECTED = {message!r}
+AMBIENT_GRAD = {case["ambient_grad"]!r}
+DEVICE = {doc.get("device", "cpu")!r}  # where the campaign verified; the checks below run on CPU
+
+
+{chr(10).join(chr(10) * 2 + f for f in functions).strip()}
+
+
+def build_case():
+    """(graph module, signature, inputs in signature order, ambient grad mode)."""
+    gm = build_graph(FakeTensorMode(allow_non_fake_inputs=True))
+{signature}
+    inputs = (
+{inputs}
+    )
+    return gm, signature, inputs, AMBIENT_GRAD
+
+
+if __name__ == "__main__":
+    sys.exit(main(build_case, *PASS, {eliminates}, EXPECTED, DEVICE))
+'''
+
+
+def repro_document(
+    bucket: str, finding: dict[str, Any], case: dict[str, Any], pass_spec: str, device: str = "cpu"
+) -> dict[str, Any]:
+    """The machine-readable repro: the serialized case, the pass spec, the finding and the
+    device the campaign verified on (a ``cuda:`` finding only shows when replayed there)."""
+    contract = load_pass(pass_spec).contract
+    return {
+        "bucket": bucket,
+        "pass": absolute_spec(pass_spec),
+        "eliminates": [target_name(t) for t in contract.eliminates],
+        "finding": finding,
+        "device": device,
+        "case": case,
+    }
+
+
+def repro_stem(bucket: str) -> str:
+    """A bucket's repro file name, without extension: its id, with what file systems and CI
+    artifact stores refuse (the ``:`` of a device-prefixed kind) replaced by ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", bucket)
+
+
+def write_repro(directory: str, doc: dict[str, Any]) -> str:
+    """Write ``<bucket>.json`` and ``<bucket>.py`` into ``directory``; return the .py path."""
+    os.makedirs(directory, exist_ok=True)
+    base = os.path.join(directory, repro_stem(doc["bucket"]))
+    with open(base + ".json", "w") as fh:
+        json.dump(doc, fh, indent=1)
+    source = graph_repro_source(doc)  # before opening the .py, so a failure leaves no empty file
+    with open(base + ".py", "w") as fh:
+        fh.write(source)
+    return base + ".py"
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+@dataclass
+class Repro:
+    """A repro read back: the case, the pass it was found against, the recorded finding (only
+    its message for the .py form) and the device ``verify`` ran on."""
+
+    case: GraphCase
+    pass_spec: str
+    finding: dict[str, Any]
+    device: str = "cpu"
+
+
+def load_repro(path: str) -> Repro:
+    """The repro in a .json or .py file; SerializeError if malformed."""
+    if not os.path.isfile(path):
+        raise SerializeError(f"no such file: {path}")
+    if path.endswith(".json"):
+        try:
+            with open(path) as fh:
+                doc = json.load(fh)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise SerializeError(f"{path} is not valid JSON: {e}") from None
+        if not isinstance(doc, dict) or not {"case", "pass", "finding"} <= doc.keys():
+            raise SerializeError(f"{path} is not an fxfuzz repro (needs case, pass and finding)")
+        return Repro(case_from_dict(doc["case"]), doc["pass"], doc["finding"], _device(path, doc.get("device", "cpu")))
+    if path.endswith(".py"):
+        return _load_py(path)
+    raise SerializeError(f"{path}: expected a repro .py or .json")
+
+
+def _device(path: str, device: object) -> str:
+    from fxfuzz.core.choices import DEVICES
+
+    if device not in DEVICES:
+        raise SerializeError(f"{path}: unknown device {device!r} (expected one of {', '.join(DEVICES)})")
+    return str(device)
+
+
+def _load_py(path: str) -> Repro:
+    spec = importlib.util.spec_from_file_location("fxfuzz_repro", path)
+    if spec is None or spec.loader is None:
+        raise SerializeError(f"cannot load {path} as Python")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+        gm, signature, inputs, ambient = module.build_case()
+        spec_ = module.PASS_SPEC
+    except Exception as e:
+        raise SerializeError(f"{path} is not a working fxfuzz repro: {type(e).__name__}: {e}") from None
+    case = GraphCase(gm=gm, signature=signature, inputs=tuple(inputs), ambient_grad=ambient, domain="repro")
+    return Repro(case, spec_, {"message": getattr(module, "EXPECTED", "")}, _device(path, getattr(module, "DEVICE", "cpu")))
+
+
+def saved_cases(corpus_dir: str) -> list[tuple[str, GraphCase]]:
+    """The case of every repro ``*.json`` under ``corpus_dir`` (repros written by ``fxfuzz run``
+    or ``fxfuzz gate``), sorted by path; raises SerializeError naming a malformed file."""
+    if not os.path.isdir(corpus_dir):
+        raise SerializeError(f"corpus directory not found: {corpus_dir}")
+    cases = []
+    for root, _, files in sorted(os.walk(corpus_dir)):
+        for name in sorted(f for f in files if f.endswith(".json")):
+            path = os.path.join(root, name)
+            cases.append((os.path.relpath(path, corpus_dir), load_repro(path).case))
+    return cases
+
+
+def write_program_repro(directory: str, bucket: str, message: str, program: Program) -> str:
+    """``<directory>/<bucket>.py`` for a program-level finding: the program's standalone source
+    (module, export call, end-to-end check); returns its path."""
+    path = os.path.join(directory, f"{repro_stem(bucket)}.py")
+    os.makedirs(directory, exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(program_repro_source(program, f"{bucket}: {message}"))
+    return path
+
+
+def program_repro_source(p: Program, message: str = "") -> str:
+    """A standalone script (needs only torch): the module source, then the export call and
+    the end-to-end comparison under both grad modes. It exits 1 while they disagree."""
+    check = _pasted(program_runtime)
+    header = f"fxfuzz program-level repro: {message}" if message else "fxfuzz program-level repro"
+    return f'''"""{header}
+
+Exports class Program with torch.export (non-strict), then calls ep.module() and the eager
+module under each grad mode and compares outputs, requires_grad, gradients, the module's
+state and the grad mode left behind; with fxfuzz installed it also checks the graph export
+hands the set-grad pass. Exit status 1 while anything disagrees, 0 once all agree.
+"""
+{module_source(p).strip()}
+
+
+{check}
+
+
+if __name__ == "__main__":
+    sys.exit(main({CLASS_NAME}, example_inputs))
+'''

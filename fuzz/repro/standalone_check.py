@@ -1,0 +1,257 @@
+"""The self-contained check pasted verbatim into every standalone repro.
+
+It depends on torch alone, so a repro runs where fxfuzz is not installed. It is a compact
+re-implementation of the oracles' comparisons (crash, structure, signature, equivalence,
+gradients): enough to show the failing check, not a replacement for ``fxfuzz.oracles.verify``.
+"""
+
+import copy
+import faulthandler
+import importlib
+import importlib.util
+import sys
+import traceback
+
+import torch
+from torch import fx
+
+
+
+def load_pass(where, attr):
+    """The pass: ``where`` is a module name or a .py path, ``attr`` a dotted attribute."""
+    if where.endswith(".py"):
+        spec = importlib.util.spec_from_file_location("repro_pass_module", where)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    for part in attr.split("."):
+        module = getattr(module, part)
+    return module
+
+
+def _clone(t):
+    return t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
+
+
+def _run(gm, inputs, ambient):
+    """(inputs afterwards, outputs, grad mode left), on fresh copies of the inputs."""
+    args = [_clone(t) for t in inputs]
+    before = torch.is_grad_enabled()
+    torch.set_grad_enabled(ambient)
+    try:
+        out = gm(*args)
+        return args, tuple(out) if isinstance(out, (tuple, list)) else (out,), torch.is_grad_enabled()
+    finally:
+        torch.set_grad_enabled(before)
+
+
+def _same(a, b):
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a, b) or (a.is_floating_point() and bool(((a == b) | (a.isnan() & b.isnan())).all()))
+
+
+def _compare(where, r, g, grad_fn=True):
+    if isinstance(r, torch.Tensor) != isinstance(g, torch.Tensor):
+        return [f"{where}: {type(r).__name__} became {type(g).__name__}"]
+    if not isinstance(r, torch.Tensor):
+        return [] if r == g else [f"{where}: {r!r} became {g!r}"]
+    if not _same(r.detach(), g.detach()):
+        return [f"{where}: {tuple(r.shape)}/{r.dtype} values differ from {tuple(g.shape)}/{g.dtype}"]
+    if r.requires_grad != g.requires_grad:
+        return [f"{where}: requires_grad {r.requires_grad} became {g.requires_grad}"]
+    if grad_fn and (r.grad_fn is None) != (g.grad_fn is None):
+        return [f"{where}: grad_fn presence changed"]
+    return []
+
+
+def _diff(ref, got):
+    """Differences between two runs: outputs, inputs afterwards, grad mode left."""
+    (ref_args, ref_out, ref_mode), (got_args, got_out, got_mode) = ref, got
+    if len(ref_out) != len(got_out):
+        return [f"{len(ref_out)} outputs became {len(got_out)}"]
+    found = []
+    for i, (r, g) in enumerate(zip(ref_out, got_out)):
+        found += _compare(f"output {i}", r, g)
+    for i, (r, g) in enumerate(zip(ref_args, got_args)):
+        found += _compare(f"input {i} after the call", r, g, grad_fn=False)
+    if ref_mode != got_mode:
+        found.append(f"grad mode after the call is {got_mode}, expected {ref_mode}")
+    return found
+
+
+def _grads(args, outs, positions):
+    leaves = [t for t in args if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not leaves or not positions:
+        return [None] * len(leaves)
+    cots = [torch.randn(outs[i].shape, generator=torch.Generator().manual_seed(i), dtype=outs[i].dtype) for i in positions]
+    return list(torch.autograd.grad([outs[i] for i in positions], leaves, cots, allow_unused=True))
+
+
+def _gradients(ref, got):
+    (ref_args, ref_out, _), (got_args, got_out, _) = ref, got
+    positions = [i for i, o in enumerate(ref_out) if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()]
+    if len(ref_out) != len(got_out) or not all(
+        isinstance(got_out[i], torch.Tensor) and got_out[i].requires_grad for i in positions
+    ):
+        return []  # the outputs already differ; _diff says how
+    try:
+        pairs = zip(_grads(ref_args, ref_out, positions), _grads(got_args, got_out, positions))
+        return [
+            f"gradient of grad-requiring input #{i} differs"
+            for i, (r, g) in enumerate(pairs)
+            if (r is None) != (g is None) or (r is not None and not _same(r, g))
+        ]
+    except RuntimeError as e:
+        return [f"backward failed: {e}"]
+
+
+def _jvp(gm, inputs, ambient):
+    """Output tangents under forward-mode AD (a seeded tangent on every floating input), or
+    the error raised."""
+    import torch.autograd.forward_ad as fwad
+
+    before = torch.is_grad_enabled()
+    torch.set_grad_enabled(ambient)
+    try:
+        with fwad.dual_level():
+            args = [
+                fwad.make_dual(_clone(t), torch.randn(t.shape, generator=torch.Generator().manual_seed(i), dtype=t.dtype))
+                if isinstance(t, torch.Tensor) and t.is_floating_point()
+                else _clone(t)
+                for i, t in enumerate(inputs)
+            ]
+            out = gm(*args)
+            out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+            return [fwad.unpack_dual(o).tangent if isinstance(o, torch.Tensor) else None for o in out], None
+    except Exception as e:
+        return None, e
+    finally:
+        torch.set_grad_enabled(before)
+
+
+def _forward_ad(gm, new, inputs, ambient):
+    (ref, ref_err), (got, got_err) = _jvp(gm, inputs, ambient), _jvp(new, inputs, ambient)
+    if ref_err is not None or got_err is not None:
+        if type(ref_err) is type(got_err):
+            return []
+        return [f"forward-mode AD: original raised {type(ref_err).__name__}, transformed {type(got_err).__name__}: {got_err or ref_err}"]
+    return [
+        f"forward-mode AD: tangent of output {i} differs"
+        for i, (r, g) in enumerate(zip(ref, got))
+        if (r is None) != (g is None) or (r is not None and not _same(r, g))
+    ]
+
+
+def _structure(new, eliminates):
+    found = []
+    for name, mod in new.named_modules():
+        if not isinstance(mod, fx.GraphModule):
+            continue
+        where = f"graph {name or '<root>'}"
+        try:
+            mod.graph.lint()
+        except Exception as e:
+            found.append(f"{where} fails lint: {e}")
+        left = [n.name for n in mod.graph.nodes if n.op == "call_function" and n.target in eliminates]
+        if left:
+            found.append(f"{where} still calls {left}")
+        for n in mod.graph.nodes:
+            readers = {u for u in mod.graph.nodes if n in u.all_input_nodes}
+            if set(n.users) != readers:
+                found.append(f"{where}: {n.name}.users disagrees with the nodes that read it")
+    return found
+
+
+def _cleaned(gm):
+    """A deep copy with dead code eliminated and the code regenerated in every graph."""
+    dc = copy.deepcopy(gm)
+    for mod in dc.modules():
+        if isinstance(mod, fx.GraphModule):
+            mod.graph.eliminate_dead_code()
+            mod.recompile()
+    return dc
+
+
+def _apply(pass_fn, build_case, times):
+    gm, sig, _, ambient = build_case()
+    before = torch.is_grad_enabled()
+    torch.set_grad_enabled(ambient)
+    try:
+        for _ in range(times):
+            gm, sig = pass_fn(gm, sig)
+        return gm, sig
+    finally:
+        torch.set_grad_enabled(before)
+
+
+def problems(build_case, pass_fn, eliminates):
+    """Every check the transformed graph fails, as one line each."""
+    gm, _, inputs, ambient = build_case()
+    try:
+        new, new_sig = _apply(pass_fn, build_case, 1)
+    except Exception as e:
+        traceback.print_exc()
+        return [f"crash: the pass raised {type(e).__name__}: {e}"]
+    found = [f"structure: {p}" for p in _structure(new, eliminates)]
+    placeholders = [n.name for n in new.graph.nodes if n.op == "placeholder"]
+    if [getattr(s.arg, "name", None) for s in new_sig.input_specs] != placeholders:
+        found.append(f"signature: input specs do not name the placeholders {placeholders}")
+    ref, got = _run(gm, inputs, ambient), _run(new, inputs, ambient)
+    found += [f"equivalence: {p}" for p in _diff(ref, got)]
+    found += [f"gradients: {p}" for p in _gradients(ref, got)]
+    found += [f"gradients: {p}" for p in _forward_ad(gm, new, inputs, ambient)]
+    found += [f"structure: running the result again: {p}" for p in _diff(got, _run(new, inputs, ambient))]
+    try:
+        clean_new = _diff(got, _run(_cleaned(new), inputs, ambient))
+        if clean_new and not _diff(ref, _run(_cleaned(gm), inputs, ambient)):
+            found += [f"structure: after deepcopy + eliminate_dead_code + recompile: {p}" for p in clean_new]
+    except Exception as e:
+        found.append(f"structure: deepcopy/eliminate_dead_code/recompile of the result raised {type(e).__name__}: {e}")
+    try:
+        twice, _ = _apply(pass_fn, build_case, 2)
+        found += [f"idempotence: after a second application: {p}" for p in _diff(ref, _run(twice, inputs, ambient))]
+    except Exception as e:
+        found.append(f"idempotence: the second application raised {type(e).__name__}: {e}")
+    return found
+
+
+def _full_oracles(build_case, pass_fn, device):
+    """fxfuzz's own oracles on ``device``, when fxfuzz is importable here and the device is
+    present: the exact verdict. None otherwise."""
+    try:
+        from fxfuzz.oracles import verify
+        from fxfuzz.core.case import GraphCase
+    except ImportError:
+        return None
+    if device == "cuda" and not torch.cuda.is_available():
+        return None
+    gm, sig, inputs, ambient = build_case()
+    return [str(f) for f in verify(GraphCase(gm, sig, tuple(inputs), ambient), pass_fn, device=device)]
+
+
+def main(build_case, pass_where, pass_attr, eliminates, expected, device="cpu"):
+    """Run the check; exit status 1 while it fails, 0 once the pass is fixed, 2 when a finding
+    seen on ``device`` cannot be judged here (the compact checks run on CPU only)."""
+    faulthandler.enable()  # a pass that crashes the process still shows where
+    print(f"expected finding: {expected}", flush=True)
+    pass_fn = load_pass(pass_where, pass_attr)
+    found = problems(build_case, pass_fn, eliminates)
+    for line in found:
+        print(f"FAIL {line}")
+    full = _full_oracles(build_case, pass_fn, device)
+    for line in full or []:
+        print(f"FAIL (fxfuzz oracles) {line}")
+    found += full or []
+    if not found and full is None and device != "cpu":
+        print(f"UNDECIDED: the finding was seen on {device}, and the checks that ran here (CPU only) pass; "
+              f"replay it with `fxfuzz repro` where torch sees {device}")
+        return 2
+    if not found:
+        print("OK: every check passes (the bug is fixed)")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit("this file is pasted into repros; run a repro instead")

@@ -1,0 +1,130 @@
+"""``fxfuzz mutate``: the harness's strength, measured as the share of mutants of the pass's
+source that the gate kills (candidate: the mutant; baseline: the real pass).
+
+A mutant is killed when the gate finds a regression (a crash counts: the real pass does not
+crash on these cases) or when it hangs past its budget; it survives when the budget runs out
+with no regression. Mutants listed in ``equivalent_mutants.txt`` were judged equivalent by
+reading them (one line each: the id, then why no input can tell them apart) and are not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+
+from fxfuzz.campaign.gate import StopGate, gate_corpus, run_gate
+from fxfuzz.tools.mutants import Mutant, enumerate_mutants, load_pass_variant
+from fxfuzz.core.passes import load_pass
+
+EQUIVALENT_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "equivalent_mutants.txt")
+
+
+@dataclass
+class MutantResult:
+    id: str
+    status: str  # killed | survived | equivalent
+    time_s: float
+    how: str  # the regression that killed it, "hang", or the reason it is equivalent
+    description: str
+
+
+# One application of a mutant taking this long is a hang (an endless loop, typically): torch's
+# pass needs well under a second on any case the gate judges.
+PASS_HANG_S = 10.0
+
+
+class _Hang(BaseException):
+    """One application of the mutant ran past PASS_HANG_S."""
+
+
+@contextmanager
+def _alarm(seconds: float) -> Iterator[None]:
+    def fire(signum: int, frame: object) -> None:
+        raise _Hang
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def load_equivalent(path: str = EQUIVALENT_FILE) -> dict[str, str]:
+    """Mutant id -> the one-line reason it was judged equivalent."""
+    if not os.path.exists(path):
+        return {}
+    out = {}
+    with open(path) as fh:
+        for line in fh:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                mid, _, reason = line.partition(" ")
+                out[mid] = reason.strip()
+    return out
+
+
+def run_mutant(mutant: Mutant, corpus: list, budget_s: float, seed_: int = 0, domain: str = "both") -> MutantResult:
+    """Gate one mutant against the real pass until the first regression or ``budget_s``, with
+    fresh cases of ``domain``."""
+    baseline = load_pass("set_grad")
+    mutated = load_pass_variant("set_grad", mutant)
+    kills: list[str] = []
+
+    def candidate(gm: object, sig: object) -> object:
+        with _alarm(PASS_HANG_S):
+            return mutated(gm, sig)
+
+    def stop(bucket: object) -> None:
+        kills.append(str(getattr(bucket, "finding")))
+        raise StopGate
+
+    start = time.monotonic()
+    try:
+        run_gate(candidate, baseline, corpus, budget_s=budget_s, seed_=seed_, domain=domain, on_regression=stop)
+    except StopGate:
+        return MutantResult(mutant.id, "killed", time.monotonic() - start, kills[0], mutant.description)
+    except _Hang:
+        return MutantResult(mutant.id, "killed", time.monotonic() - start, "hang", mutant.description)
+    return MutantResult(mutant.id, "survived", time.monotonic() - start, "", mutant.description)
+
+
+def summarize(results: list[MutantResult]) -> dict[str, object]:
+    """Counts, kill rate over the non-equivalent mutants, and kill times."""
+    by = {s: [r for r in results if r.status == s] for s in ("killed", "survived", "equivalent")}
+    judged = len(by["killed"]) + len(by["survived"])
+    times = sorted(r.time_s for r in by["killed"])
+    return {
+        "mutants": len(results),
+        **{s: len(v) for s, v in by.items()},
+        "kill_rate": round(len(by["killed"]) / judged, 4) if judged else None,
+        "kill_time_median_s": round(times[len(times) // 2], 2) if times else None,
+        "kill_time_max_s": round(times[-1], 2) if times else None,
+        "survivors": [r.id for r in by["survived"]],
+    }
+
+
+def write_results(path: str, results: list[MutantResult], budget_s: float, domain: str) -> None:
+    """The mutation report (JSON), replaced atomically so a stopped run leaves a whole file."""
+    import torch
+
+    data = {
+        "torch_version": torch.__version__,
+        "budget_per_mutant_s": budget_s,
+        "domain": domain,
+        "summary": summarize(results),
+        "mutants": [asdict(r) for r in results],
+    }
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, indent=1)
+    os.replace(tmp, path)
+
+

@@ -1,0 +1,152 @@
+"""The package's shape: one ``fxfuzz`` namespace, layers that import one way, no circles.
+
+Read from the source with ``ast`` (nothing is imported), so a new upward import or circle
+fails here whether it sits at module level or inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fxfuzz
+import fxfuzz.oracles
+import fxfuzz.strategies
+
+# Layer of each sub-package: a module may import its own sub-package and lower layers only.
+# strategies and oracles stand side by side (same layer, neither imports the other), and so
+# do report and repro, with the one direction report -> repro (the report links repros).
+LAYERS = {
+    "core": 0,
+    "strategies": 1,
+    "oracles": 1,
+    "campaign": 2,
+    "repro": 3,
+    "report": 3,
+    "tools": 4,
+    "cli": 5,
+    "pytest_plugin": 5,
+    "__main__": 6,
+}
+SIDEWAYS = {("report", "repro")}
+
+
+def _modules() -> dict[str, Path]:
+    roots = {
+        "fxfuzz": Path(fxfuzz.__file__).parent,
+        "fxfuzz.strategies": Path(fxfuzz.strategies.__file__).parent,
+        "fxfuzz.oracles": Path(fxfuzz.oracles.__file__).parent,
+    }
+    found = {}
+    for prefix, root in roots.items():
+        for path in root.rglob("*.py"):
+            rel = path.relative_to(root).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            found[".".join([prefix, *parts])] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """fxfuzz modules ``name`` imports, anywhere in the file, resolved to modules we have."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                mod = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            for alias in node.names:
+                sub = f"{mod}.{alias.name}"
+                out.add(sub if sub in MODULES else mod)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return {m for m in out if m in MODULES and m != name}
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None  # None: the root package (lazy exports)
+
+
+def test_the_whole_package_is_found():
+    assert {"fxfuzz.core.case", "fxfuzz.campaign.engine", "fxfuzz.cli.main", "fxfuzz.strategies.graphs", "fxfuzz.oracles.semantics"} <= MODULES.keys()
+    assert all(_layer(m) in LAYERS for m in MODULES if _layer(m) is not None)
+
+
+def test_layers_import_one_way():
+    wrong = []
+    for name, imported in GRAPH.items():
+        here = _layer(name)
+        for other in imported:
+            there = _layer(other)
+            if here is None or there is None or here == there or (here, there) in SIDEWAYS:
+                continue
+            if LAYERS[there] >= LAYERS[here]:
+                wrong.append(f"{name} -> {other}")
+    assert not wrong, wrong
+
+
+def test_no_import_circles():
+    # Tarjan's strongly connected components over every fxfuzz import.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            # A package's __init__ re-exporting its own modules is not a circle of logic.
+            if len(component) > 1 and not all(_package_and_member(component, m) for m in component):
+                circles.append(sorted(component))
+
+    for v in GRAPH:
+        if v not in index:
+            visit(v)
+    assert not circles, circles
+
+
+def _package_and_member(component: list[str], m: str) -> bool:
+    packages = [c for c in component if Path(MODULES[c]).name == "__init__.py"]
+    return len(packages) == 1 and (m == packages[0] or m.startswith(packages[0] + "."))
+
+
+def test_the_issue_names_import_and_help_imports_no_torch():
+    code = (
+        "import sys, fxfuzz, fxfuzz.cli, fxfuzz.pytest_plugin; fxfuzz.cli.build_parser(); "
+        "assert 'torch' not in sys.modules, 'torch imported'; "
+        "from fxfuzz.strategies import graph_cases; from fxfuzz.oracles import verify"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("old", ["fuzz", "strategies", "oracles"])
+def test_no_bare_top_level_packages(old, tmp_path):
+    """From a directory without the checkout, the old top-level names are gone."""
+    proc = subprocess.run([sys.executable, "-c", f"import {old}"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode != 0 and "ModuleNotFoundError" in proc.stderr
