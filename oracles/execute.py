@@ -11,6 +11,8 @@ import torch
 import torch.utils._pytree as pytree
 from torch import fx
 
+from fxfuzz.core.case import clone_input, copy_graph_module
+
 # The RNG seed every run starts from, so seeded random ops (dropout, rand_like) draw the same
 # numbers in the original and the transformed graph as long as the pass keeps their order.
 RUN_SEED = 1234
@@ -135,14 +137,6 @@ def release_frames(exc: BaseException) -> BaseException:
     return exc
 
 
-def clone_to(t: object, device: torch.device | str | None = None) -> object:
-    """A fresh leaf with the same value and requires_grad flag, on ``device``."""
-    if not isinstance(t, torch.Tensor):
-        return t
-    c = t.detach().to(device or t.device, copy=True)
-    return c.requires_grad_(t.requires_grad)
-
-
 @contextmanager
 def isolated(ambient_grad: bool, device: str = "cpu") -> Iterator[None]:
     """Run under ``ambient_grad`` with a fixed RNG seed; afterwards restore the grad mode,
@@ -176,7 +170,7 @@ def run_graph(
     ``prepare`` turns the copies into what the graph is called with (forward-mode AD wraps
     them as dual tensors). A graph that raises is an observation, not an error.
     """
-    clones = tuple(clone_to(t, device) for t in inputs)
+    clones = tuple(clone_input(t, device) for t in inputs)
     args = prepare(clones) if prepare else clones
     state_after = None
     with isolated(ambient_grad, device):
@@ -213,8 +207,6 @@ def on_device(gm: fx.GraphModule, device: str) -> fx.GraphModule:
     before ``.to(dtype)``, autocast regions' device type) naming it. Left naming CPU, a graph
     raises on CUDA on both sides alike, or runs its autocast regions unchanged, and the CUDA
     checks would compare nothing of it."""
-    from fxfuzz.core.case import copy_graph_module
-
     target = torch.device(device)
 
     def tensor_attrs(m: fx.GraphModule) -> list[str]:

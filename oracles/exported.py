@@ -19,6 +19,7 @@ from torch import fx
 from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
 from torch.export.graph_signature import ExportGraphSignature, InputKind
 
+from fxfuzz.core.case import copy_graph_module
 from fxfuzz.oracles.execute import release_frames
 from fxfuzz.oracles.finding import Finding
 
@@ -62,8 +63,6 @@ def _exported_program(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Seq
     every nested graph of its root in place: it gets copies of both, since ``gm`` may be the
     case's original, which later checks and the baseline's judgement reuse."""
     import copy
-
-    from fxfuzz.core.case import copy_graph_module
 
     root = copy_graph_module(gm)
     graph = fx.Graph()

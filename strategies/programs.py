@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from fxfuzz.core.program import (
     ALIASING,
-    OPS,
+    PROGRAM_OPS,
     REDUCTIONS,
     Autocast,
     Call,
@@ -32,7 +32,7 @@ from fxfuzz.core.program import (
     Op,
     Program,
     SetGrad,
-    State,
+    StateTensor,
     StateUpdate,
     Stmt,
     Submodule,
@@ -66,7 +66,7 @@ class _Scope:
 class _Gen:
     draw: st.DrawFn
     ndim: int
-    state: list[State] = field(default_factory=list)
+    state: list[StateTensor] = field(default_factory=list)
     helpers: list[Function] = field(default_factory=list)
     submodules: list[Submodule] = field(default_factory=list)
     read: set[str] = field(default_factory=set)  # root state read so far, in program order
@@ -94,8 +94,8 @@ def _operands(s: _Scope) -> list[_Var]:
 
 
 def _op(g: _Gen, s: _Scope) -> Stmt:
-    name = g.draw(st.sampled_from(sorted(OPS)))
-    template, arity = OPS[name]
+    name = g.draw(st.sampled_from(sorted(PROGRAM_OPS)))
+    template, arity = PROGRAM_OPS[name]
     args = [_pick(g, _operands(s)) for _ in range(arity)]
     if name == "matmul" and not (s.autocast and not s.branch and g.ndim and all(a.full for a in args)):
         name = "add"  # matmul needs equal dtypes (autocast gives them) and non-0-d operands
@@ -134,7 +134,7 @@ def _set_grad(g: _Gen, s: _Scope) -> Stmt:
     return SetGrad(flag)
 
 
-def _updatable(g: _Gen) -> list[State]:
+def _updatable(g: _Gen) -> list[StateTensor]:
     return [t for t in g.state if t.kind in ("param", "buffer") and t.name not in g.read]
 
 
@@ -159,7 +159,7 @@ def _function(
     if s.branch:
         # A branch must return a fresh full-shaped float32 tensor (never an alias of an input).
         base = _pick(g, [v for v in inner.vars if v.full])
-        op = g.draw(st.sampled_from([o for o, (_, n) in OPS.items() if n == 1 and o not in REDUCTIONS + ALIASING]))
+        op = g.draw(st.sampled_from([o for o, (_, n) in PROGRAM_OPS.items() if n == 1 and o not in REDUCTIONS + ALIASING]))
         result = _Var(g.fresh(), True, False)
         body += (Op(result.expr, op, (base.expr,)),)
     else:
@@ -283,7 +283,7 @@ def module_programs(draw: st.DrawFn) -> Program:
     for kind, prefix, most in (("param", "p", 2), ("buffer", "b", 2), ("const", "c", 1)):
         for i in range(draw(st.integers(0, most))):
             persistent = kind != "buffer" or draw(st.booleans())
-            g.state.append(State(f"{prefix}{i}", kind, g.seed(), persistent))
+            g.state.append(StateTensor(f"{prefix}{i}", kind, g.seed(), persistent))
     inputs = tuple(Input(f"x{i}", g.seed(), draw(st.booleans())) for i in range(draw(st.integers(1, 2))))
     forward = _Scope([_Var(x.name, True, False) for x in inputs], _root_state(g), None, forward=True)
     body = _body(g, forward, 0)

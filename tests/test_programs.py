@@ -15,7 +15,7 @@ import broken_passes as bp
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles.program import check_program
 from fxfuzz.strategies import module_programs
-from fxfuzz.core.program import Autocast, Call, Cond, Function, GradBlock, Input, Op, Program, SetGrad, State, StateUpdate
+from fxfuzz.core.program import Autocast, Call, Cond, Function, GradBlock, Input, Op, Program, SetGrad, StateTensor, StateUpdate
 from fxfuzz.core.program import module_source
 from fxfuzz.core.program import load_program
 from fxfuzz.repro.files import program_repro_source
@@ -32,7 +32,7 @@ def no_grad_program(ambient: bool = True, update: bool = True) -> Program:
     return Program(
         shape=(3,),
         inputs=(Input("x0", 1, True),),
-        state=(State("p0", "param", 2), State("b0", "buffer", 3)),
+        state=(StateTensor("p0", "param", 2), StateTensor("b0", "buffer", 3)),
         helpers=(Function("helper0", ("a0",), (Op("v1", "cos", ("a0",)),), "v1", "no_grad"),),
         submodules=(),
         body=(
@@ -145,7 +145,7 @@ def test_repro_is_standalone_and_exits_by_outcome(tmp_path):
 UNUSED_DETACH = Program(
     shape=(),
     inputs=(Input("x0", 1, False),),
-    state=(State("c0", "const", 2),),
+    state=(StateTensor("c0", "const", 2),),
     helpers=(),
     submodules=(),
     body=(Op("v0", "detach", ("self.c0",)), Op("v1", "sin", ("x0",))),
@@ -173,7 +173,7 @@ def test_known_export_crash_on_unused_detach_of_constant(tmp_path):
 GRAD_TOGGLE_IN_AUTOCAST = Program(
     shape=(),
     inputs=(Input("x0", 1, False),),
-    state=(State("p0", "param", 2),),
+    state=(StateTensor("p0", "param", 2),),
     helpers=(),
     submodules=(),
     body=(GradBlock("no_grad", None, (Autocast((SetGrad(False),)), Op("v0", "scale", ("self.p0",)))),),

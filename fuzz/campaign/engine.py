@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
@@ -25,6 +25,7 @@ from hypothesis.errors import Flaky
 from fxfuzz.oracles import Finding, verify
 from fxfuzz.strategies import graph_cases
 
+from fxfuzz.core.case import Example
 from fxfuzz.core.passes import Pass, PassFn
 
 
@@ -36,18 +37,6 @@ def bucket_id(f: Finding) -> str:
         key += [str(f.details.get("exception")), str(f.details.get("frame"))]
     digest = hashlib.sha1("|".join(key).encode()).hexdigest()[:8]
     return f"{f.oracle}-{f.kind}-{digest}"
-
-
-class Example(Protocol):
-    """What a campaign needs of a generated example (a GraphCase, or a program at program level)."""
-
-    ambient_grad: bool
-    domain: str
-    features: dict[str, object]
-
-    def code(self) -> str: ...
-
-    def compute_nodes(self) -> int: ...
 
 
 Check = Callable[[Any, PassFn], "list[Finding]"]

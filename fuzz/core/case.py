@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 from torch import fx
 from torch.export.graph_signature import ExportGraphSignature
 
+
+
+class Example(Protocol):
+    """What a campaign needs of a generated example (a GraphCase, or a program at program level)."""
+
+    ambient_grad: bool
+    domain: str
+    features: dict[str, object]
+
+    def code(self) -> str: ...
+
+    def compute_nodes(self) -> int: ...
 
 
 @dataclass
@@ -63,11 +76,12 @@ class GraphCase:
         )
 
 
-def clone_input(t: object) -> object:
-    """A fresh leaf with the same value and requires_grad flag; non-tensors pass through."""
+def clone_input(t: object, device: torch.device | str | None = None) -> object:
+    """A fresh leaf with the same value and requires_grad flag (on ``device`` when given);
+    non-tensors pass through."""
     if not isinstance(t, torch.Tensor):
         return t
-    c = t.detach().clone()
+    c = t.detach().to(device or t.device, copy=True)
     return c.requires_grad_(t.requires_grad)
 
 

@@ -16,7 +16,7 @@ from typing import Any, Union
 import torch
 
 # op name -> (source template, arity); every op keeps float dtypes and broadcasts.
-OPS: dict[str, tuple[str, int]] = {
+PROGRAM_OPS: dict[str, tuple[str, int]] = {
     "sin": ("{0}.sin()", 1),
     "cos": ("torch.cos({0})", 1),
     "tanh": ("{0}.tanh()", 1),
@@ -118,7 +118,7 @@ class Function:
 
 
 @dataclass(frozen=True)
-class State:
+class StateTensor:
     """A tensor the module owns: ``param``, ``buffer`` (maybe non-persistent) or ``const``."""
 
     name: str
@@ -157,7 +157,7 @@ class Program:
 
     shape: tuple[int, ...]
     inputs: tuple[Input, ...]
-    state: tuple[State, ...]
+    state: tuple[StateTensor, ...]
     helpers: tuple[Function, ...]
     submodules: tuple[Submodule, ...]
     body: tuple[Stmt, ...]
@@ -207,7 +207,9 @@ def from_data(d: Any) -> Any:
     return d
 
 
-_TYPES = {c.__name__: c for c in (Op, GradBlock, Autocast, SetGrad, StateUpdate, Call, Cond, Function, State, Submodule, Input, Program)}
+_TYPES = {c.__name__: c for c in (Op, GradBlock, Autocast, SetGrad, StateUpdate, Call, Cond, Function, StateTensor, Submodule, Input, Program)}
+# Program data saved before StateTensor had its name (example databases) still loads.
+_TYPES["State"] = StateTensor
 
 
 # ---------------------------------------------------------------------------- source
@@ -225,7 +227,7 @@ def _t(seed, shape):
 
 def _statement(s: Stmt, indent: str) -> list[str]:
     if isinstance(s, Op):
-        return [f"{indent}{s.out} = {OPS[s.op][0].format(*s.args)}"]
+        return [f"{indent}{s.out} = {PROGRAM_OPS[s.op][0].format(*s.args)}"]
     if isinstance(s, (GradBlock, Autocast)):
         if isinstance(s, Autocast):
             head = 'torch.autocast("cpu", dtype=torch.bfloat16)'
