@@ -81,3 +81,39 @@ def test_workers_survive_segfault_and_hang_stop_on_sigterm_and_replay(tmp_path):
     replayed = {f["id"] for f in second["findings"]}
     assert second["examples"] == 1 and replayed and replayed <= {f["id"] for f in report["findings"]}
 
+
+
+# Imports fine in the CLI process, kills every worker process at start-up (outside any example).
+DIES_IN_WORKERS = """
+import os, sys
+if sys.argv[0].endswith("worker.py"):
+    os._exit(7)
+
+def fine(gm, sig):
+    return gm, sig
+"""
+
+
+def test_a_campaign_whose_workers_cannot_start_fails_loudly(tmp_path):
+    pass_file = tmp_path / "dies.py"
+    pass_file.write_text(DIES_IN_WORKERS)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fxfuzz", "run", "--pass", f"{pass_file}:fine", "--budget", "30", "--no-db", "--report-dir", str(tmp_path / "r")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    (line,) = [l for l in proc.stderr.splitlines() if l.startswith("fxfuzz: error:")]
+    assert "tested nothing" in line and "exited with 7" in line
+
+
+def test_a_campaign_leaves_no_coverage_folder_behind(tmp_path, monkeypatch):
+    from fxfuzz.cli import main
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    for extra in ([], ["--coverage"]):
+        main(["run", "--pass", "identity", "--max-examples", "2", "--no-db", "--report-dir", str(tmp_path / "r"), *extra])
+        assert not list((tmp_path / "tmp").glob("fxfuzz-cov-*")), extra

@@ -75,6 +75,7 @@ class ParallelResult:
     timeline: list[tuple[float, int]] = field(default_factory=list)
     restarts: int = 0
     coverage_files: list[str] = field(default_factory=list)
+    coverage_dir: str | None = None  # the temp folder of coverage_files; the caller removes it
     unserializable: int = 0
     worker_errors: list[str] = field(default_factory=list)
 
@@ -109,15 +110,18 @@ class Supervisor:
         self.workers: list[_Worker] = []
         self.closed: list[_Worker] = []  # workers whose counts are final
         self.stop_requested = False
-        self.cov_dir = tempfile.mkdtemp(prefix="fxfuzz-cov-")
+        # Only with coverage on: an empty folder per campaign would pile up in the temp dir.
+        self.cov_dir = tempfile.mkdtemp(prefix="fxfuzz-cov-") if opts.coverage_include else None
+        self.result.coverage_dir = self.cov_dir
         self.logs: list[Any] = []
         self.saved = _saved_failures(opts)
 
     # -- starting
     def _spawn(self, index: int, generation: int, quota: int) -> _Worker:
         parent, child = Pipe()
-        cov_file = os.path.join(self.cov_dir, f".coverage.w{index}g{generation}")
-        if self.opts.coverage_include:
+        cov_file = None
+        if self.cov_dir:
+            cov_file = os.path.join(self.cov_dir, f".coverage.w{index}g{generation}")
             self.result.coverage_files.append(cov_file)
         cfg = {
             "pass": self.opts.pass_spec,

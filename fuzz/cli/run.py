@@ -6,12 +6,18 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
+import sys
 
 from fxfuzz.cli.progress import ProgressPrinter
 from fxfuzz.cli.setup import CampaignSetup, campaign_setup
 from fxfuzz.cli.summary import print_summary
 from fxfuzz.core.errors import UsageError
 from fxfuzz.report.folder import Extras, utc_now, write_all
+
+# Exit status of a campaign that ran no example (every worker died outside any example):
+# distinct from 1 (findings) and 2 (bad input).
+EXIT_TESTED_NOTHING = 3
 
 
 def command(args: argparse.Namespace) -> int:
@@ -54,6 +60,9 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
         coverage = summarize(parallel.coverage_files, targets) if targets else {"enabled": False}
     except Exception as e:  # coverage is a figure about the run: never lose the findings for it
         coverage = {"enabled": True, "error": f"{type(e).__name__}: {e}"}
+    finally:
+        if parallel.coverage_dir:
+            shutil.rmtree(parallel.coverage_dir, ignore_errors=True)
     extras = Extras(
         known=setup.known,
         coverage=coverage,
@@ -76,6 +85,11 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
     }
     report = write_all(result, meta, setup.report_dir, extras)
     print_summary(report, setup.report_dir)
+    if not result.examples and not report["findings"]:
+        # A campaign that tested nothing is not green, whatever it found.
+        why = parallel.worker_errors[0] if parallel.worker_errors else "no worker ran an example"
+        print(f"fxfuzz: error: the campaign tested nothing: {why} (see {opts.log_dir})", file=sys.stderr)
+        return EXIT_TESTED_NOTHING
     return 1 if report["new_findings"] else 0
 
 
