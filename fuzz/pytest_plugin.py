@@ -17,7 +17,6 @@ on every finding.
 
 from __future__ import annotations
 
-
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -102,10 +101,9 @@ def _corpus_property(pass_fn: Any, baseline: Any, entry: Any) -> None:
 def _properties(pass_fn: Any, baseline: Any, domain: str = "export") -> dict[str, Callable[[], None]]:
     """Name -> property: generated graph cases of ``domain``, then each built-in corpus module
     (real torch.export output)."""
-    from hypothesis import given
-
     from fxfuzz.strategies import graph_cases
     from fxfuzz.strategies.corpus import MODULES
+    from hypothesis import given
 
     @given(graph_cases(domain=domain))
     def generated_graphs(case: Any) -> None:
@@ -118,8 +116,8 @@ def _properties(pass_fn: Any, baseline: Any, domain: str = "export") -> dict[str
 
 
 def _loaded_pass(config: pytest.Config, option: str = "fxfuzz_pass") -> Any:
-    from fxfuzz.core.passes import load_pass
     from fxfuzz.core.errors import PassSpecError
+    from fxfuzz.core.passes import load_pass
 
     try:
         return load_pass(config.getoption(option))

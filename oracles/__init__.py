@@ -5,11 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from torch import fx
-
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import DEVICES
-
 from fxfuzz.core.contract import PassContract
 from fxfuzz.core.passes import PassFn, contract_of
 from fxfuzz.oracles.crash import crash_finding
@@ -22,7 +19,7 @@ from fxfuzz.oracles.semantics import Reference, check_on_device, compare_graphs
 from fxfuzz.oracles.signature import check_signature
 from fxfuzz.oracles.structure import check_structure
 from fxfuzz.oracles.timing import step
-
+from torch import fx
 
 __all__ = ["DEVICES", "Finding", "ORACLES", "PassContract", "verify", "apply_pass"]
 

@@ -8,12 +8,11 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from torch import fx
-
 from fxfuzz.oracles.equivalence import check_equivalence
 from fxfuzz.oracles.execute import Run, graph_modules, release_frames, run_graph
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.semantics import Reference
+from torch import fx
 
 
 def code_of(gm: fx.GraphModule) -> list[tuple[str, str]]:

@@ -7,7 +7,6 @@ import math
 from typing import Any
 
 import torch
-
 from fxfuzz.oracles.execute import Run
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.tolerance import max_abs_diff, same_values

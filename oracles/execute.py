@@ -9,9 +9,8 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
-from torch import fx
-
 from fxfuzz.core.case import clone_input, copy_graph_module
+from torch import fx
 
 # The RNG seed every run starts from, so seeded random ops (dropout, rand_like) draw the same
 # numbers in the original and the transformed graph as long as the pass keeps their order.

@@ -15,13 +15,12 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
-from torch import fx
-from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
-from torch.export.graph_signature import ExportGraphSignature, InputKind
-
 from fxfuzz.core.case import copy_graph_module
 from fxfuzz.oracles.execute import release_frames
 from fxfuzz.oracles.finding import Finding
+from torch import fx
+from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
+from torch.export.graph_signature import ExportGraphSignature, InputKind
 
 try:  # private helpers export runs right after its passes; absent in some torch versions
     from torch.export._trace import _verify_nn_module_stack, _verify_placeholder_names, _verify_stack_trace

@@ -8,7 +8,6 @@ from typing import Any
 
 import torch
 import torch.autograd.forward_ad as fwAD
-
 from fxfuzz.oracles.equivalence import raised_differently
 from fxfuzz.oracles.execute import release_frames, run_graph
 from fxfuzz.oracles.finding import Finding

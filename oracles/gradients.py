@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-
 from fxfuzz.oracles.equivalence import raised_differently
 from fxfuzz.oracles.execute import Run, release_frames
 from fxfuzz.oracles.finding import Finding

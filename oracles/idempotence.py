@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from torch import fx
-from torch._ops import HigherOrderOperator
-
+from fxfuzz.oracles.downstream import code_of
 from fxfuzz.oracles.equivalence import check_equivalence
 from fxfuzz.oracles.execute import Run, graph_modules, isolated, run_graph
 from fxfuzz.oracles.finding import Finding
-from fxfuzz.oracles.downstream import code_of
 from fxfuzz.oracles.semantics import Reference
+from torch import fx
+from torch._ops import HigherOrderOperator
 
 
 def hop_count(gm: fx.GraphModule) -> int:

@@ -18,20 +18,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from hypothesis import reject
-
 from fxfuzz.core.capture import from_module
-from fxfuzz.core.program import Program
-from fxfuzz.core.program import load_program
-from fxfuzz.oracles.program_runtime import export_under, observe_module
-
-from fxfuzz.oracles import verify
 from fxfuzz.core.contract import AUTOCAST
 from fxfuzz.core.passes import REGISTRY, PassFn, Registered, contract_of
+from fxfuzz.core.program import Program, load_program
+from fxfuzz.oracles import verify
 from fxfuzz.oracles.crash import innermost_pass_frame
 from fxfuzz.oracles.equivalence import compare_value, raised_differently
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.gradients import compare_derivatives
+from fxfuzz.oracles.program_runtime import export_under, observe_module
+from hypothesis import reject
+
 
 def stage_of(pass_fn: PassFn) -> Registered:
     """The export stage the pass stands in for: autocast passes replace the autocast pass."""

@@ -111,9 +111,9 @@ def differences(eager, exported):
 def captured_graph_findings(module_class, example_inputs, grad_mode):
     """With fxfuzz installed: ``verify`` on the graph export hands the set-grad pass."""
     try:
+        from fxfuzz.core.capture import from_module
         from fxfuzz.core.passes import load_pass
         from fxfuzz.oracles import verify
-        from fxfuzz.core.capture import from_module
     except ImportError:
         return []
     before = torch.is_grad_enabled()

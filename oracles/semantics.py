@@ -8,14 +8,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from torch import fx
-
 from fxfuzz.oracles import equivalence, gradients
 from fxfuzz.oracles.equivalence import check_equivalence
 from fxfuzz.oracles.execute import Run, on_device, run_graph
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.forward_ad import Tangents, check_forward_ad, tangents
 from fxfuzz.oracles.gradients import Grads, compare_grads, input_grads
+from torch import fx
 
 VALUE_KINDS = equivalence.VALUE_KINDS | gradients.VALUE_KINDS
 

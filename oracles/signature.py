@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from fxfuzz.oracles.finding import Finding
 from torch import fx
 from torch.export.graph_signature import ConstantArgument, ExportGraphSignature, InputKind, TensorArgument
-
-from fxfuzz.oracles.finding import Finding
 
 
 def _spec_name(spec: Any) -> str | None:

@@ -6,11 +6,10 @@ import operator
 from typing import Any
 
 import torch
-from torch import fx
-
 from fxfuzz.core.contract import PassContract
 from fxfuzz.oracles.execute import graph_modules
 from fxfuzz.oracles.finding import Finding
+from torch import fx
 
 
 def _def_use(name: str, graph: fx.Graph) -> list[Finding]:

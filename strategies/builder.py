@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from fxfuzz.core.case import graph_module
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export.graph_signature import (
@@ -22,8 +23,6 @@ from torch.export.graph_signature import (
     TensorArgument,
 )
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
-
-from fxfuzz.core.case import graph_module
 
 SET_GRAD = torch._C._set_grad_enabled
 

@@ -13,10 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch import nn
-
 from fxfuzz.core.capture import from_module
 from fxfuzz.core.case import GraphCase
+from torch import nn
 
 
 def _t(*values: float, requires_grad: bool = False) -> torch.Tensor:

@@ -5,12 +5,11 @@ from __future__ import annotations
 import operator
 
 import torch
-from hypothesis import strategies as st
-from torch import fx
-
 from fxfuzz.strategies.names import attr_name
 from fxfuzz.strategies.ops import INPLACE_OPS, OPS, OpSpec, dtype_ok
 from fxfuzz.strategies.state import State, Value, pick
+from hypothesis import strategies as st
+from torch import fx
 
 aten = torch.ops.aten
 _ASSERT_META = aten._assert_tensor_metadata.default

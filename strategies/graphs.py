@@ -11,16 +11,15 @@ from collections import Counter
 from typing import Any
 
 import torch
-from hypothesis import strategies as st
-from torch import fx
-
-from fxfuzz.strategies.builder import SET_GRAD, GraphBuilder
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import DOMAIN_CHOICES, DOMAINS
+from fxfuzz.strategies.builder import SET_GRAD, GraphBuilder
 from fxfuzz.strategies.inputs import base_shapes, draw_inputs
 from fxfuzz.strategies.names import placeholder_names, rename_some
 from fxfuzz.strategies.regions import draw_block
 from fxfuzz.strategies.state import Budget, State, Value, count_region_shapes, pick, rarely
+from hypothesis import strategies as st
+from torch import fx
 
 # Steps per case, nested subgraphs included: keeps the median graph near 20 compute nodes.
 MAX_STEPS = 14

@@ -6,12 +6,11 @@ from collections import Counter
 from dataclasses import dataclass
 
 import torch
+from fxfuzz.strategies.builder import GraphBuilder
+from fxfuzz.strategies.state import rarely
 from hypothesis import strategies as st
 from torch import fx
 from torch.export.graph_signature import InputKind
-
-from fxfuzz.strategies.builder import GraphBuilder
-from fxfuzz.strategies.state import rarely
 
 # Index 0 is what shrinking reaches: float32 first, the rarer dtypes after.
 DTYPES = (

@@ -6,10 +6,9 @@ uses those names; the adversarial domain draws them on purpose.
 
 from __future__ import annotations
 
+from fxfuzz.strategies.state import rarely
 from hypothesis import strategies as st
 from torch import fx
-
-from fxfuzz.strategies.state import rarely
 
 # Names the set-grad and autocast passes (and export's HOP tracing) create.
 COLLIDING = (

@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hypothesis import strategies as st
-
 from fxfuzz.core.program import (
     ALIASING,
     PROGRAM_OPS,
@@ -37,6 +35,7 @@ from fxfuzz.core.program import (
     Stmt,
     Submodule,
 )
+from hypothesis import strategies as st
 
 MAX_DEPTH = 2
 UPDATE_METHODS = ("add_", "mul_", "copy_")

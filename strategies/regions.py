@@ -10,11 +10,10 @@ The adversarial domain also leaves regions unbalanced and lets grad and autocast
 from __future__ import annotations
 
 import torch
-from hypothesis import strategies as st
-
 from fxfuzz.strategies.emit import draw_inplace, draw_op, draw_tensor_attr
 from fxfuzz.strategies.state import State, rarely
 from fxfuzz.strategies.subgraphs import draw_cond, draw_map, draw_wrapped
+from hypothesis import strategies as st
 
 MAX_DEPTH = 3
 # Step kinds, repeated for weight; shrinking moves toward the first (a plain op).

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from fxfuzz.strategies.builder import AUTOCAST_ENTER, AUTOCAST_EXIT, SET_GRAD, GraphBuilder
 from hypothesis import strategies as st
 from torch import fx
-
-from fxfuzz.strategies.builder import AUTOCAST_ENTER, AUTOCAST_EXIT, SET_GRAD, GraphBuilder
 
 _MODE_CALLS = (SET_GRAD, AUTOCAST_ENTER, AUTOCAST_EXIT)
 

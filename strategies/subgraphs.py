@@ -11,14 +11,13 @@ import operator
 from collections.abc import Callable
 
 import torch
-from hypothesis import strategies as st
-from torch import fx
-
-from fxfuzz.strategies.builder import GraphBuilder
 from fxfuzz.core.case import copy_graph_module
+from fxfuzz.strategies.builder import GraphBuilder
 from fxfuzz.strategies.names import attr_name
 from fxfuzz.strategies.ops import SIBLINGS
 from fxfuzz.strategies.state import State, Value, count_region_shapes, pick
+from hypothesis import strategies as st
+from torch import fx
 
 aten = torch.ops.aten
 hop = torch.ops.higher_order

@@ -12,10 +12,9 @@ import threading
 
 import torch
 import torch.utils._pytree as pytree
+from fxfuzz.core.passes import load_pass
 from torch import fx
 from torch.fx.graph import CodeGen, _PyTreeCodeGen, _PyTreeInfo
-
-from fxfuzz.core.passes import load_pass
 
 aten = torch.ops.aten
 real = load_pass("set_grad")

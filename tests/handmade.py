@@ -6,11 +6,10 @@ import random
 
 import torch
 import torch.utils._pytree as pytree
+from fxfuzz.core.case import GraphCase
+from fxfuzz.strategies.builder import GraphBuilder
 from torch.export.graph_signature import InputKind
 from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
-
-from fxfuzz.strategies.builder import GraphBuilder
-from fxfuzz.core.case import GraphCase
 
 aten = torch.ops.aten
 

@@ -6,13 +6,12 @@ import json
 import time
 
 import torch
-from torch import fx
-
-from fxfuzz.tools.bench import harness_loop, population
 from fxfuzz.cli.main import main
+from fxfuzz.core.case import copy_graph_module, graph_module
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles.timing import collecting, step
-from fxfuzz.core.case import copy_graph_module, graph_module
+from fxfuzz.tools.bench import harness_loop, population
+from torch import fx
 
 KEYS = ("pass_ms", "harness_ms", "ratio", "examples_per_s", "speedup_2_workers", "peak_rss_mb", "pass_cpu_ms", "harness_cpu_ms", "ratio_cpu")
 
@@ -45,7 +44,7 @@ def test_steps_are_timed_only_while_collecting():
 def test_harness_loop_sees_the_population(monkeypatch):
     """Same seed, same cases: the harness loop checks the very cases the pass was timed on."""
     seen = []
-    monkeypatch.setattr("fxfuzz.oracles.verify", lambda case, pass_fn: seen.append(case.code()) or [])
+    monkeypatch.setattr("fxfuzz.tools.bench.verify", lambda case, pass_fn: seen.append(case.code()) or [])
     harness_loop(5, 3, load_pass("identity"))
     assert seen == [c.code() for c in population(5, seed=3)]
     assert seen != [c.code() for c in population(5, seed=4)]

@@ -3,11 +3,10 @@ hooks see every bucket, and a stop request ends the campaign."""
 
 from __future__ import annotations
 
-from hypothesis.database import DirectoryBasedExampleDatabase
-
 from fxfuzz.campaign.engine import run_campaign
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles.crash import crash_finding
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 real = load_pass("set_grad")
 

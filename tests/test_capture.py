@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.export.graph_signature import InputKind
-
 import torch._export.passes.replace_set_grad_with_hop_pass as set_grad_module
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.oracles.execute import run_graph
 from fxfuzz.strategies import from_module
+from torch.export.graph_signature import InputKind
 
 SET_GRAD = torch._C._set_grad_enabled
 REAL = load_pass("set_grad")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.strategies.corpus import MODULES, capture

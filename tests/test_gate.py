@@ -8,13 +8,12 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 import broken_passes as bp
+import pytest
 from fxfuzz.campaign.gate import gate_corpus, regressions, regressions_both_modes, run_gate
 from fxfuzz.campaign.worker import judgement
-from fxfuzz.tools.mutants import load_pass_variant
 from fxfuzz.core.passes import load_pass
+from fxfuzz.tools.mutants import load_pass_variant
 from handmade import no_grad_region_case
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -192,8 +191,8 @@ def test_malformed_corpus_file_is_a_usage_error(tmp_path):
 def test_metadata_keys_and_signature_names_must_match_the_baseline():
     """Two mutants of torch's pass that behave identically but drop the HOP's torch_fn
     metadata, or keep getitem names instead of the names of the values they carry."""
-    from fxfuzz.tools.mutants import enumerate_mutants
     from fxfuzz.strategies.corpus import MODULES, capture
+    from fxfuzz.tools.mutants import enumerate_mutants
 
     mutants = {m.id: m for m in enumerate_mutants("set_grad")}
     case = capture(next(e for e in MODULES if e.name == "two_outputs_from_no_grad"), True)

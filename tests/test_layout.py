@@ -11,11 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import fxfuzz
 import fxfuzz.oracles
 import fxfuzz.strategies
+import pytest
 
 # Layer of each sub-package: a module may import its own sub-package and lower layers only.
 # strategies and oracles stand side by side (same layer, neither imports the other), and so

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import pytest
 
+import pytest
 from fxfuzz.campaign.engine import Bucket, CampaignResult
-from fxfuzz.cli.main import main
 from fxfuzz.campaign.levels import budget_plan, merge_results, run_levels
+from fxfuzz.cli.main import main
 from fxfuzz.core.passes import load_pass
-from fxfuzz.oracles import Finding
 from fxfuzz.core.program import Program
+from fxfuzz.oracles import Finding
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -84,10 +84,9 @@ def test_levels_refuse_a_device_they_would_ignore(level, monkeypatch, capsys):
 
 
 def test_program_failures_round_trip_through_the_database_codec():
-    from hypothesis import given, settings
-
     from fxfuzz.campaign.levels import PROGRAMS
     from fxfuzz.strategies import module_programs
+    from hypothesis import given, settings
 
     @settings(max_examples=30)
     @given(module_programs())

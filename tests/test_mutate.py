@@ -7,10 +7,9 @@ import inspect
 
 import torch._export.passes.replace_set_grad_with_hop_pass as real_module
 import torch._export.utils as real_utils
-
+from fxfuzz.strategies.corpus import MODULES, capture
 from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
 from fxfuzz.tools.mutate import load_equivalent, run_mutant
-from fxfuzz.strategies.corpus import MODULES, capture
 
 MUTANTS = {m.id: m for m in enumerate_mutants("set_grad")}
 

@@ -5,18 +5,17 @@ the gate corpus now has), and split submodules left attached unused (the structu
 
 from __future__ import annotations
 
-import torch
-from hypothesis import HealthCheck, given, settings
-from torch import fx
-
 import broken_passes as bp
 import handmade as hm
+import torch
 from fxfuzz.campaign.gate import regressions, with_pytree_convention
-from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.corpus import MODULES, capture
+from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
+from hypothesis import HealthCheck, given, settings
+from torch import fx
 
 REAL = load_pass("set_grad")
 IDENTITY = load_pass("identity")
@@ -71,11 +70,10 @@ def test_split_module_gives_every_region_an_output_node():
     """Why node_inline_:908:remove:18 is equivalent (fuzz/equivalent_mutants.txt): it removes
     the erase_node of node_inline_'s branch for a region without an output node, and
     split_module gives one even to a region that returns nothing (``return ()``)."""
+    from fxfuzz.strategies.builder import GraphBuilder
     from torch._export.passes.replace_set_grad_with_hop_pass import _is_set_grad_enabled_node
     from torch._export.utils import sequential_split
     from torch.export.graph_signature import InputKind
-
-    from fxfuzz.strategies.builder import GraphBuilder
 
     aten = torch.ops.aten
     b = GraphBuilder(grad_mode=True)

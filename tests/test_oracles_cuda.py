@@ -11,18 +11,17 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
-import pytest
-import torch
-from hypothesis import HealthCheck, given, settings
-from torch import fx
-
 import broken_passes as bp
 import handmade as hm
+import pytest
+import torch
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import apply_pass, input_labels, verify
 from fxfuzz.oracles.execute import on_device, run_graph
 from fxfuzz.oracles.semantics import Reference, check_on_device, compare_graphs
 from fxfuzz.strategies import graph_cases
+from hypothesis import HealthCheck, given, settings
+from torch import fx
 
 REAL = load_pass("set_grad")
 IDENTITY = load_pass("identity")

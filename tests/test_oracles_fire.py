@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import pytest
-import torch
-from hypothesis import Phase, given, settings
-
 import broken_passes as bp
 import handmade as hm
+import pytest
+import torch
+from fxfuzz.core.contract import NONE
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
-from fxfuzz.core.contract import NONE
 from fxfuzz.oracles.execute import graph_modules
 from fxfuzz.oracles.exported import EXPORT_CHECKS, export_rejection
 from fxfuzz.oracles.semantics import compare, observe
 from fxfuzz.strategies import graph_cases
+from hypothesis import Phase, given, settings
 
 REAL = load_pass("set_grad")
 IDENTITY = load_pass("identity")

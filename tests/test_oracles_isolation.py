@@ -7,14 +7,13 @@ from __future__ import annotations
 import gc
 import operator
 
+import handmade as hm
 import torch
 import torch.autograd.forward_ad as fwAD
-from torch import fx
-
-import handmade as hm
 from fxfuzz.oracles import verify
 from fxfuzz.oracles.execute import GlobalState, _dispatch_keys, run_graph
 from fxfuzz.oracles.forward_ad import tangents
+from torch import fx
 
 aten = torch.ops.aten
 FUNCTIONALIZE = torch._C.DispatchKey.Functionalize

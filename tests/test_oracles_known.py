@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import torch
 from functorch.experimental.control_flow import map as cf_map
-
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import from_module

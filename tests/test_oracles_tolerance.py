@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from fxfuzz.oracles.tolerance import TOLERANCES, max_abs_diff, same_values
 
 

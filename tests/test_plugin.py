@@ -82,12 +82,11 @@ def test_baselines_own_defect_on_a_generated_graph_is_no_regression():
     plugin then judged generated graphs by every finding (before commit cde1c57); judged
     against the baseline, torch's pass against itself, it is no regression."""
     import torch
-    from torch.export.graph_signature import InputKind
-
+    from fxfuzz.core.case import GraphCase
     from fxfuzz.core.passes import load_pass
     from fxfuzz.pytest_plugin import _judge
     from fxfuzz.strategies.builder import GraphBuilder
-    from fxfuzz.core.case import GraphCase
+    from torch.export.graph_signature import InputKind
 
     aten = torch.ops.aten
     b = GraphBuilder(grad_mode=False)

@@ -6,20 +6,31 @@ import os
 import subprocess
 import sys
 
+import broken_passes as bp
 import pytest
 import torch
-from torch import fx
-from hypothesis import given, settings
-
-import broken_passes as bp
 from fxfuzz.core.passes import load_pass
+from fxfuzz.core.program import (
+    Autocast,
+    Call,
+    Cond,
+    Function,
+    GradBlock,
+    Input,
+    Op,
+    Program,
+    SetGrad,
+    StateTensor,
+    StateUpdate,
+    load_program,
+    module_source,
+)
 from fxfuzz.oracles.program import check_program
-from fxfuzz.strategies import module_programs
-from fxfuzz.core.program import Autocast, Call, Cond, Function, GradBlock, Input, Op, Program, SetGrad, StateTensor, StateUpdate
-from fxfuzz.core.program import module_source
-from fxfuzz.core.program import load_program
-from fxfuzz.repro.files import program_repro_source
 from fxfuzz.oracles.program_runtime import observe_module
+from fxfuzz.repro.files import program_repro_source
+from fxfuzz.strategies import module_programs
+from hypothesis import given, settings
+from torch import fx
 
 REAL = load_pass("set_grad")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

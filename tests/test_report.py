@@ -6,12 +6,11 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from fxfuzz.cli.main import main
+from fxfuzz.core.errors import KnownFileError
+from fxfuzz.core.known import load_known
 from fxfuzz.report.html import render_html
 from fxfuzz.report.junit import render_junit
-from fxfuzz.core.known import load_known
-from fxfuzz.core.errors import KnownFileError
 from fxfuzz.report.markdown import render_markdown
 
 CRASHER = "def crasher(gm, sig):\n    raise ValueError('planted')\n"
@@ -131,7 +130,6 @@ BRANCHY = "def pick(x):\n    if x:\n        return 1\n    return 2\n"
 def test_coverage_merges_the_workers_data_files(tmp_path):
     """Two workers each took one side of a branch: combined, both sides are covered."""
     import coverage
-
     from fxfuzz.campaign.coverage import Target, summarize
 
     src = tmp_path / "branchy.py"

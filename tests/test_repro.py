@@ -9,15 +9,15 @@ import sys
 
 import pytest
 import torch
-from hypothesis import assume, given, settings
-
 from fxfuzz.cli.main import main
+from fxfuzz.core.case import GraphCase
 from fxfuzz.core.passes import load_pass
-from fxfuzz.repro.files import load_repro, repro_document, write_repro
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
 from fxfuzz.oracles import verify
+from fxfuzz.repro.files import load_repro, repro_document, write_repro
 from fxfuzz.strategies import graph_cases
-from fxfuzz.core.case import GraphCase
+from hypothesis import assume, given, settings
+
 from tests.handmade import no_grad_region_case
 
 real = load_pass("set_grad")

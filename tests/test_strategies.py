@@ -7,14 +7,13 @@ from collections import Counter
 
 import pytest
 import torch
-from hypothesis import HealthCheck, find, given, seed, settings
-from torch import fx
-
 from fxfuzz.oracles.execute import run_graph
 from fxfuzz.oracles.gradients import input_grads
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.builder import AUTOCAST_ENTER, AUTOCAST_EXIT, SET_GRAD
 from fxfuzz.strategies.ops import INPLACE_OPS, OPS
+from hypothesis import HealthCheck, find, given, seed, settings
+from torch import fx
 
 # Plain generation, no shrinking: these tests look at what is drawn, not at failures.
 GENERATE = dict(database=None, deadline=None, phases=["generate"], suppress_health_check=list(HealthCheck))

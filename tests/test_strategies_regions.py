@@ -8,19 +8,18 @@ from collections import Counter
 
 import pytest
 import torch
-from hypothesis import Phase, given, seed, settings
-from torch._higher_order_ops.map import map as cf_map
-from torch.export.graph_signature import InputKind
-
 from fxfuzz.campaign.engine import bucket_id
 from fxfuzz.core.known import load_known
-from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.oracles.execute import run_graph
 from fxfuzz.strategies import from_module, graph_cases
 from fxfuzz.strategies.builder import GraphBuilder
 from fxfuzz.strategies.state import Budget, State, count_region_shapes
+from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
+from hypothesis import Phase, given, seed, settings
+from torch._higher_order_ops.map import map as cf_map
+from torch.export.graph_signature import InputKind
 
 SET_GRAD = torch._C._set_grad_enabled
 WRAP = torch.ops.higher_order.wrap_with_set_grad_enabled

@@ -17,6 +17,7 @@ from typing import Any
 
 from fxfuzz.core.passes import REGISTRY
 
+
 @dataclass
 class Target:
     """One measured source file, limited to ``functions`` when given."""

@@ -17,16 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fxfuzz.core.case import Example
+from fxfuzz.core.errors import SerializeError
+from fxfuzz.core.passes import Pass, PassFn
+from fxfuzz.core.serialize import case_from_dict, case_to_dict
+from fxfuzz.oracles import Finding, verify
+from fxfuzz.strategies import graph_cases
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky
-
-from fxfuzz.oracles import Finding, verify
-from fxfuzz.strategies import graph_cases
-
-from fxfuzz.core.case import Example
-from fxfuzz.core.passes import Pass, PassFn
 
 
 def bucket_id(f: Finding) -> str:
@@ -124,9 +124,6 @@ class Codec:
 
 
 def _graph_case_dumps(case: Any) -> bytes | None:
-    from fxfuzz.core.serialize import case_to_dict
-    from fxfuzz.core.errors import SerializeError
-
     try:
         return json.dumps(case_to_dict(case)).encode()
     except (SerializeError, AttributeError):
@@ -134,8 +131,6 @@ def _graph_case_dumps(case: Any) -> bytes | None:
 
 
 def _graph_case_loads(raw: bytes) -> Any:
-    from fxfuzz.core.serialize import case_from_dict
-
     return case_from_dict(json.loads(raw))
 
 

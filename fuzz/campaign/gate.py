@@ -23,15 +23,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from hypothesis.database import ExampleDatabase
-from torch import fx
-
+from fxfuzz.campaign.engine import Bucket, CampaignResult, Check, Progress, bucket_id, run_campaign
+from fxfuzz.campaign.supervisor import CampaignOptions, run_parallel, to_campaign_result
+from fxfuzz.core.case import GraphCase, copy_graph_module
+from fxfuzz.core.passes import PassFn, contract_of, load_pass
+from fxfuzz.core.serialize import target_name
 from fxfuzz.oracles import Finding, input_labels, verify
 from fxfuzz.oracles.semantics import Reference, compare_graphs
-from fxfuzz.core.case import GraphCase, copy_graph_module
-
-from fxfuzz.campaign.engine import Bucket, CampaignResult, Check, Progress, bucket_id, run_campaign
-from fxfuzz.core.passes import PassFn, contract_of
+from fxfuzz.strategies.corpus import corpus_cases
+from hypothesis.database import ExampleDatabase
+from torch import fx
 
 # The oracles whose checks compare two executions, and so can compare two transformed graphs.
 _RUN_ORACLES = ("equivalence", "gradients")
@@ -57,8 +58,6 @@ class Interface:
 
     @staticmethod
     def of(gm: fx.GraphModule, sig: object) -> Interface:
-        from fxfuzz.core.serialize import target_name
-
         specs = tuple(
             (str(s.kind), str(getattr(s.arg, "name", s.arg)), str(s.target))
             for s in [*getattr(sig, "input_specs", []), *getattr(sig, "output_specs", [])]
@@ -258,8 +257,6 @@ def run_gate(
 def gate_check(baseline: str) -> Check:
     """The fresh-case judgement of ``run_gate`` for a worker process (``fxfuzz.campaign.supervisor`` loads
     it by name): the regressions of the worker's pass against ``baseline``, in both grad modes."""
-    from fxfuzz.core.passes import load_pass
-
     base = load_pass(baseline)
     return lambda case, candidate: regressions_both_modes(case, candidate, base)
 
@@ -281,9 +278,6 @@ def run_gate_parallel(
     the corpus in this process, then each worker its share of the fresh cases, with the
     regressions judged as ``run_gate`` judges them. As in ``fxfuzz run --workers``, a case
     that kills a worker or hangs is a crash regression instead of the end of the gate."""
-    from fxfuzz.core.passes import load_pass
-    from fxfuzz.campaign.supervisor import CampaignOptions, run_parallel, to_campaign_result
-
     start = time.monotonic()
     result = judge_corpus(load_pass(candidate), load_pass(baseline), corpus)
     remaining = budget_s - result.corpus_s
@@ -333,8 +327,6 @@ def gate_corpus() -> list[tuple[str, GraphCase]]:
     """The built-in regression corpus: every corpus module captured under both grad modes,
     then one of them again with a pytree calling convention, which the pass must keep (no
     capture has one, so without it nothing tests that the split graph keeps the codegen)."""
-    from fxfuzz.strategies.corpus import corpus_cases
-
     cases = corpus_cases()
     return cases + [
         (f"{name}[pytree]", with_pytree_convention(case)) for name, case in cases if name.startswith(_CONVENTION_MODULE + "[")

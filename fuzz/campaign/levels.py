@@ -10,30 +10,28 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Callable
 from typing import Any
-
-from hypothesis import strategies as st
-from hypothesis.database import ExampleDatabase
 
 from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, Check, Codec, Progress, run_campaign
 from fxfuzz.core.choices import LEVELS
 from fxfuzz.core.passes import PassFn
+from fxfuzz.core.program import from_data, to_data
+from fxfuzz.oracles import verify
+from fxfuzz.oracles.program import check_program
+from fxfuzz.strategies import graph_cases, module_programs
+from hypothesis import strategies as st
+from hypothesis.database import ExampleDatabase
 
 # The program level's share of a mixed campaign's budget.
 PROGRAM_SHARE = 0.5
 
 
 def _program_dumps(program: Any) -> bytes:
-    from fxfuzz.core.program import to_data
-
     return json.dumps(to_data(program)).encode()
 
 
 def _program_loads(raw: bytes) -> Any:
-    from fxfuzz.core.program import from_data
-
     return from_data(json.loads(raw))
 
 
@@ -44,14 +42,8 @@ PROGRAMS = Codec(_program_dumps, _program_loads)
 def level_strategy(level: str, domain: str = "export") -> tuple[st.SearchStrategy[Any], Check, Codec]:
     """The strategy, the check and the database codec of one level (``graph`` or ``program``)."""
     if level == "graph":
-        from fxfuzz.oracles import verify
-        from fxfuzz.strategies import graph_cases
-
         return graph_cases(domain=domain), verify, GRAPH_CASES
     if level == "program":
-        from fxfuzz.oracles.program import check_program
-        from fxfuzz.strategies import module_programs
-
         return module_programs(), check_program, PROGRAMS
     raise ValueError(f"unknown level {level!r}; expected graph or program")
 

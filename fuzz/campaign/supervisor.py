@@ -28,6 +28,13 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Pipe, wait
 from typing import Any
 
+from fxfuzz.campaign.database import open_database
+from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, SavedFailures, bucket_id, database_key
+from fxfuzz.core.errors import SerializeError
+from fxfuzz.core.passes import load_pass
+from fxfuzz.core.serialize import case_from_dict, count_compute_nodes
+from fxfuzz.oracles import Finding
+
 
 @dataclass
 class CampaignOptions:
@@ -180,11 +187,6 @@ class Supervisor:
 
     def _died(self, w: _Worker, finding: dict[str, Any]) -> None:
         """Record the example a worker died on as a crash finding, then replace the worker."""
-        from fxfuzz.oracles import Finding
-
-        from fxfuzz.campaign.engine import bucket_id
-        from fxfuzz.core.serialize import count_compute_nodes
-
         w.examples += 1  # the fatal example ran, too
         f = Finding(**finding)
         bid = bucket_id(f)
@@ -322,10 +324,6 @@ def _saved_failures(opts: CampaignOptions) -> Any:
     """The store workers save minimized failures in, for the examples that kill a worker."""
     if not opts.db_path:
         return None
-    from fxfuzz.campaign.engine import GRAPH_CASES, SavedFailures, database_key
-    from fxfuzz.campaign.database import open_database
-    from fxfuzz.core.passes import load_pass
-
     key = database_key(load_pass(opts.pass_spec), opts.domain)
     return SavedFailures(open_database(opts.db_path), key, GRAPH_CASES)
 
@@ -360,12 +358,6 @@ def run_parallel(opts: CampaignOptions, progress: Any = None) -> ParallelResult:
 
 def to_campaign_result(r: ParallelResult) -> Any:
     """The merged run as a CampaignResult, each bucket's example deserialized."""
-    from fxfuzz.oracles import Finding
-
-    from fxfuzz.campaign.engine import Bucket, CampaignResult
-    from fxfuzz.core.serialize import case_from_dict
-    from fxfuzz.core.errors import SerializeError
-
     buckets = {}
     for bid, rec in r.buckets.items():
         try:

@@ -17,7 +17,6 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 
-
 def _serialize(case: Any) -> dict[str, Any] | None:
     from fxfuzz.core.serialize import case_to_dict
 
@@ -40,8 +39,8 @@ def judgement(cfg: dict[str, Any]) -> Any:
 def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
     """Run one worker's share of the campaign, reporting to the parent over ``fd``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
-    from fxfuzz.campaign.engine import run_campaign
     from fxfuzz.campaign.database import open_database
+    from fxfuzz.campaign.engine import run_campaign
     from fxfuzz.core.passes import load_pass
 
     conn = Connection(fd)

@@ -96,9 +96,8 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
 def _levels(args: argparse.Namespace) -> int:
     """``--level program|mixed``: an in-process campaign per level, merged into one report
     with per-level counts."""
-    from hypothesis.database import DirectoryBasedExampleDatabase
-
     from fxfuzz.campaign.levels import budget_plan, run_levels
+    from hypothesis.database import DirectoryBasedExampleDatabase
 
     if args.workers != 1 or args.coverage:
         raise UsageError(f"--level {args.level} runs in one process: drop --workers and --coverage")

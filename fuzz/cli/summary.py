@@ -6,6 +6,7 @@ from typing import Any
 
 from fxfuzz.report.markdown import percent
 
+
 def print_summary(report: dict[str, Any], report_dir: str) -> None:
     """The end-of-run summary on stdout: throughput, why it stopped, each bucket with its repro."""
     print(

@@ -8,11 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.export.graph_signature import ExportGraphSignature, InputKind
-from torch.utils import _pytree as pytree
-
 from fxfuzz.core.case import GraphCase, clone_input, copy_graph_module
 from fxfuzz.core.passes import EXPORT_STAGES, REGISTRY
+from torch.export.graph_signature import ExportGraphSignature, InputKind
+from torch.utils import _pytree as pytree
 
 # The registered passes torch.export runs on the pre-dispatch graph, by name.
 STAGES = tuple(r.name for r in EXPORT_STAGES)

@@ -11,7 +11,6 @@ from torch import fx
 from torch.export.graph_signature import ExportGraphSignature
 
 
-
 class Example(Protocol):
     """What a campaign needs of a generated example (a GraphCase, or a program at program level)."""
 

@@ -10,10 +10,10 @@ Accepted forms:
 
 from __future__ import annotations
 
-from fxfuzz.core.errors import KnownFileError
-
 import json
 import re
+
+from fxfuzz.core.errors import KnownFileError
 
 # Device-side kinds carry their device as a prefix (``equivalence-cuda:value_mismatch-...``).
 _BUCKET = re.compile(r"^[A-Za-z0-9_.:-]+$")

@@ -6,11 +6,11 @@ readable source of the module rather than a pickled object.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass
 import linecache
 import sys
 import types
 from collections.abc import Callable
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Union
 
 import torch

@@ -10,22 +10,19 @@ whatever they add.
 
 from __future__ import annotations
 
-from fxfuzz.core.errors import SerializeError
-
 import dataclasses
 import importlib
 import math
 from typing import Any
 
 import torch
+from fxfuzz.core.case import GraphCase
+from fxfuzz.core.errors import SerializeError
+from fxfuzz.core.rebuild import meta_val, rebuild_graph_module, set_attr, tensor
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export import graph_signature as gs
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
-
-from fxfuzz.core.case import GraphCase
-
-from fxfuzz.core.rebuild import meta_val, rebuild_graph_module, set_attr, tensor
 
 FORMAT = "fxfuzz-case/1"
 

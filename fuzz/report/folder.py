@@ -11,11 +11,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 import torch
-
 from fxfuzz.campaign.engine import Bucket, CampaignResult
 from fxfuzz.core.errors import SerializeError
 from fxfuzz.core.program import Program
 from fxfuzz.core.serialize import case_to_dict
+from fxfuzz.report.html import render_html
+from fxfuzz.report.junit import render_junit
+from fxfuzz.report.markdown import render_markdown
 from fxfuzz.repro.files import repro_document, write_program_repro, write_repro
 
 REPORT_SCHEMA_VERSION = 2
@@ -145,10 +147,6 @@ def write_repros(result: CampaignResult, report_dir: str, pass_spec: str, device
 
 def write_all(result: CampaignResult, meta: dict[str, Any], report_dir: str, extras: Extras) -> dict[str, Any]:
     """Repros first (the report links them), then report.json, report.md, report.html, junit.xml."""
-    from fxfuzz.report.html import render_html
-    from fxfuzz.report.junit import render_junit
-    from fxfuzz.report.markdown import render_markdown
-
     extras.repros, extras.repro_errors = write_repros(result, report_dir, meta["pass"], meta.get("device", "cpu"))
     write_report(result, meta, report_dir, extras)
     report = report_dict(result, meta, extras)

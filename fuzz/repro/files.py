@@ -20,16 +20,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fxfuzz.core.case import GraphCase
-from fxfuzz.core.program import Program
-from fxfuzz.core.program import CLASS_NAME, module_source
-from fxfuzz.oracles import program_runtime
-
 from fxfuzz.core import rebuild
-from fxfuzz.repro import standalone_check
-from fxfuzz.core.passes import import_spec, load_pass
-from fxfuzz.core.serialize import case_from_dict, target_name
+from fxfuzz.core.case import GraphCase
+from fxfuzz.core.choices import DEVICES
 from fxfuzz.core.errors import SerializeError
+from fxfuzz.core.passes import import_spec, load_pass
+from fxfuzz.core.program import CLASS_NAME, Program, module_source
+from fxfuzz.core.serialize import case_from_dict, target_name
+from fxfuzz.oracles import program_runtime
+from fxfuzz.repro import standalone_check
 
 _RESERVED = {"g", "fake", "root", "torch", "fx", "sys", "operator", "importlib", "traceback", "gs"}
 
@@ -288,8 +287,6 @@ def load_repro(path: str) -> Repro:
 
 
 def _device(path: str, device: object) -> str:
-    from fxfuzz.core.choices import DEVICES
-
     if device not in DEVICES:
         raise SerializeError(f"{path}: unknown device {device!r} (expected one of {', '.join(DEVICES)})")
     return str(device)

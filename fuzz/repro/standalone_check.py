@@ -16,7 +16,6 @@ import torch
 from torch import fx
 
 
-
 def load_pass(where, attr):
     """The pass: ``where`` is a module name or a .py path, ``attr`` a dotted attribute."""
     if where.endswith(".py"):
@@ -221,8 +220,8 @@ def _full_oracles(build_case, pass_fn, device):
     """fxfuzz's own oracles on ``device``, when fxfuzz is importable here and the device is
     present: the exact verdict. None otherwise."""
     try:
-        from fxfuzz.oracles import verify
         from fxfuzz.core.case import GraphCase
+        from fxfuzz.oracles import verify
     except ImportError:
         return None
     if device == "cuda" and not torch.cuda.is_available():

@@ -28,15 +28,15 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-
-from fxfuzz.oracles.timing import collecting
-
 from fxfuzz.campaign.engine import CampaignResult, run_campaign
 from fxfuzz.core.passes import PassFn, identity_pass, load_pass
+from fxfuzz.oracles import verify
+from fxfuzz.oracles.timing import collecting
+from fxfuzz.strategies import graph_cases
 
 DEFAULT_GRAPHS = 200
 WARMUP = 5
@@ -92,8 +92,6 @@ def population(graphs: int, seed: int, domain: str = "export") -> list[Any]:
 
 def bench_cases(domain: str = "export") -> Any:
     """The strategy of the population: the default graph cases, a little larger."""
-    from fxfuzz.strategies import graph_cases
-
     return graph_cases(domain=domain, max_steps=BENCH_STEPS)
 
 
@@ -135,8 +133,6 @@ def harness_loop(
 ) -> tuple[list[tuple[float, float]], CampaignResult, int]:
     """The default campaign loop on the population: per-example (wall, CPU) times in ms,
     the result, and the number of findings (counted, not shrunk)."""
-    from fxfuzz.oracles import verify
-
     stamps = [_stamp()]
     found = Counter()
 

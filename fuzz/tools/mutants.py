@@ -13,7 +13,6 @@ exactly where the real code would be; nothing is patched in the real modules.
 """
 
 from __future__ import annotations
-
 import __future__
 
 import ast
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fxfuzz.core.passes import REGISTRY
+
 
 def _targets(pass_name: str) -> dict[str, tuple[str, ...] | None]:
     """Module -> the functions of it to mutate (None: every top-level function), from the

@@ -12,15 +12,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
-from fxfuzz.campaign.gate import StopGate, gate_corpus, run_gate
-from fxfuzz.tools.mutants import Mutant, enumerate_mutants, load_pass_variant
+from fxfuzz.campaign.gate import StopGate, run_gate
 from fxfuzz.core.passes import load_pass
+from fxfuzz.tools.mutants import Mutant, load_pass_variant
 
 EQUIVALENT_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "equivalent_mutants.txt")
 
