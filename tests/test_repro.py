@@ -161,3 +161,13 @@ def test_a_cuda_finding_is_never_called_fixed_where_cuda_is_missing(tmp_path, ca
     run = _standalone(py)
     assert run.returncode == 2 and "UNDECIDED" in run.stdout, run.stdout + run.stderr
     assert verify(case, real) == []  # what the CPU-only checks alone would have concluded
+
+
+def test_a_repro_written_before_the_fxfuzz_namespace_replays_after_it(capsys):
+    """Written by the code of the fuzz/strategies/oracles top-level packages: the repro format
+    and bucket ids did not change with the move, so the finding still replays as itself."""
+    path = os.path.join(os.path.dirname(__file__), "data", "repro_before_namespace.json")
+    back = load_repro(path)
+    assert back.pass_spec == "set_grad" and len(back.case.gm.graph.nodes) > 0
+    assert main(["repro", path]) == 1
+    assert "FAIL [structure/def_use_inconsistent]" in capsys.readouterr().err
