@@ -163,11 +163,11 @@ def test_a_cuda_finding_is_never_called_fixed_where_cuda_is_missing(tmp_path, ca
     assert verify(case, real) == []  # what the CPU-only checks alone would have concluded
 
 
-def test_a_repro_written_before_the_fxfuzz_namespace_replays_after_it(capsys):
+def test_a_repro_written_before_the_fxfuzz_namespace_replays_after_it(capfd):
     """Written by the code of the fuzz/strategies/oracles top-level packages: the repro format
     and bucket ids did not change with the move, so the finding still replays as itself."""
     path = os.path.join(os.path.dirname(__file__), "data", "repro_before_namespace.json")
     back = load_repro(path)
     assert back.pass_spec == "set_grad" and len(back.case.gm.graph.nodes) > 0
     assert main(["repro", path]) == 1
-    assert "FAIL [structure/def_use_inconsistent]" in capsys.readouterr().err
+    assert "FAIL [structure/def_use_inconsistent]" in capfd.readouterr().out
