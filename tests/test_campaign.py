@@ -3,10 +3,10 @@ hooks see every bucket, and a stop request ends the campaign."""
 
 from __future__ import annotations
 
-from fxfuzz.campaign.engine import run_campaign
+from fxfuzz.campaign.engine import GRAPH_CASES, CampaignResult, SavedFailures, database_key, run_campaign
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles.crash import crash_finding
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.database import DirectoryBasedExampleDatabase, InMemoryExampleDatabase
 
 real = load_pass("set_grad")
 
@@ -46,6 +46,54 @@ def test_a_failure_found_once_replays_first_next_campaign(tmp_path):
     again = run_campaign(big_graph_bug, budget_s=60, max_examples=1, seed_=2, database=db, check=crash_only)
     assert not control.buckets, "without the database the first example must be clean"
     assert set(again.buckets) == set(first.buckets) and again.examples == 1
+
+
+def _saved_sizes(db: DirectoryBasedExampleDatabase) -> list[int]:
+    """Compute nodes of the examples the database holds for big_graph_bug, smallest first."""
+    store = SavedFailures(db, database_key(big_graph_bug, "export"), GRAPH_CASES)
+    return [case.compute_nodes() for _, case in store.saved()]
+
+
+def _campaign(db: DirectoryBasedExampleDatabase, seed: int, stop_when_found: bool, replay: bool) -> CampaignResult:
+    """big_graph_bug against ``db``: stopped as soon as the bug shows (its example saved
+    unshrunk), or left to shrink it for a second; replaying the saved examples first, or not (as a
+    parallel campaign's second worker does not)."""
+    found: list[int] = []
+    return run_campaign(
+        big_graph_bug, budget_s=120, max_examples=40, seed_=seed, database=db, check=crash_only, max_shrink_s=1.0,
+        replay_saved=replay, stop=(lambda: bool(found)) if stop_when_found else None,
+        on_bucket=lambda b: found.append(b.graph_nodes),
+    )
+
+
+def test_the_database_never_gives_back_a_larger_example_than_it_was_given(tmp_path):
+    """Stopped runs save half-shrunk examples and runs that do not replay shrink anew, so one
+    bucket piles up several examples; each later run must still replay the smallest."""
+    db = DirectoryBasedExampleDatabase(str(tmp_path / "db"))
+    smallest = None
+    for seed, stop_when_found, replay in [(1, True, True), (2, False, False), (3, True, False), (4, False, True), (5, True, True)]:
+        (bucket,) = _campaign(db, seed, stop_when_found, replay).buckets.values()
+        smallest = min(bucket.graph_nodes, smallest or bucket.graph_nodes)
+        assert min(_saved_sizes(db)) == smallest, (seed, _saved_sizes(db))
+    assert _saved_sizes(db) == [smallest]  # a replay drops the larger examples of its buckets
+    (again,) = run_campaign(big_graph_bug, budget_s=60, max_examples=1, database=db, check=crash_only).buckets.values()
+    assert again.graph_nodes == smallest
+
+
+def test_saved_failures_keep_only_a_smaller_example_of_a_bucket():
+    """Whatever order two stores (two workers, or the supervisor) save a bucket's examples
+    in, the database ends up holding the smallest; a store deletes only what it replaced."""
+    db = InMemoryExampleDatabase()
+    key = database_key(big_graph_bug, "export")
+    first, second = SavedFailures(db, key, GRAPH_CASES), SavedFailures(db, key, GRAPH_CASES)
+    first.keep("b", b"small", 2)
+    first.keep("b", b"larger example", 30)  # later but larger: not kept
+    second.keep("b", b"larger example", 30)  # another process's, saved beside it
+    second.keep("b", b"smaller", 3)  # replaces this store's own larger one only
+    assert set(db.fetch(first.key)) == {b"small", b"smaller"}  # a replay keeps the smallest
+    first.keep("c", b"small", 2)  # one example of two buckets
+    first.keep("b", b"tiny", 1)
+    assert set(db.fetch(first.key)) == {b"small", b"smaller", b"tiny"}
 
 
 def test_buckets_deduplicate_and_hooks_see_each_bucket():

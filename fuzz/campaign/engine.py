@@ -138,44 +138,57 @@ GRAPH_CASES = Codec(_graph_case_dumps, _graph_case_loads)
 
 
 class SavedFailures:
-    """Each bucket's minimized example, kept in the Hypothesis example database under one
-    key per pass and domain, so the next campaign replays them before generating anything.
+    """Each bucket's smallest example, kept in the Hypothesis example database under one key
+    per pass and domain, so the next campaign replays them before generating anything.
 
     Hypothesis's own replay of choice sequences does not fit rounds: a later round replays
     an already-minimized failure, sees it "pass" (the round ignores known buckets) and
     deletes it. Storing the serialized example makes replay independent of the strategy's
     choice sequence, and any ExampleDatabase (directory, GitHubArtifactDatabase,
     MultiplexedDatabase) carries it.
+
+    Several processes save into one database (workers, restarts, the supervisor, later
+    campaigns), each knowing only what it saved or replayed itself; so a store deletes an
+    example only for a smaller one of the same bucket, or when it no longer fails. The
+    database thereby only ever improves a bucket's example.
     """
 
     def __init__(self, database: ExampleDatabase, key: bytes, codec: Codec) -> None:
         self.db, self.key, self.codec = database, key + b".fxfuzz-failures", codec
-        self.by_bucket: dict[str, bytes] = {}
+        # bucket -> (compute nodes, bytes, raw): its smallest example, ordered by that key
+        self.by_bucket: dict[str, tuple[int, int, bytes]] = {}
 
-    def saved(self) -> list[bytes]:
-        return sorted(self.db.fetch(self.key), key=lambda raw: (len(raw), raw))
+    def saved(self) -> list[tuple[bytes, Any]]:
+        """The saved examples that still load, smallest first (compute nodes, then bytes); an
+        example written by another fxfuzz or torch version that no longer loads is deleted."""
+        loaded = []
+        for raw in self.db.fetch(self.key):
+            try:
+                case = self.codec.loads(raw)
+            except Exception:
+                self.db.delete(self.key, raw)
+                continue
+            loaded.append(((case.compute_nodes(), len(raw), raw), case))
+        return [(size[2], case) for size, case in sorted(loaded, key=lambda sc: sc[0])]
 
-    def load(self, raw: bytes) -> Any | None:
-        try:
-            return self.codec.loads(raw)
-        except Exception:  # written by another fxfuzz or torch version: drop it
-            self.db.delete(self.key, raw)
-            return None
-
-    def keep(self, bid: str, raw: bytes | None) -> None:
-        """Save ``raw`` as bucket ``bid``'s example, replacing the one saved for it before."""
+    def keep(self, bid: str, raw: bytes | None, nodes: int) -> None:
+        """Save ``raw`` (``nodes`` compute nodes) as bucket ``bid``'s example if it is smaller
+        than the one this store holds for it, deleting that one."""
         if raw is None:
             return
+        new = (nodes, len(raw), raw)
         old = self.by_bucket.get(bid)
-        self.by_bucket[bid] = raw
-        if old == raw:
+        if old is not None and old <= new:
             return
+        self.by_bucket[bid] = new
         self.db.save(self.key, raw)
-        if old is not None and old not in self.by_bucket.values():
-            self.db.delete(self.key, old)
+        if old is not None:
+            self.drop_unless_held(old[2])
 
-    def forget(self, raw: bytes) -> None:
-        self.db.delete(self.key, raw)
+    def drop_unless_held(self, raw: bytes) -> None:
+        """Delete ``raw`` unless it is the smallest example of some bucket held here."""
+        if all(raw != held for _, _, held in self.by_bucket.values()):
+            self.db.delete(self.key, raw)
 
 
 class _HeapFrozen(contextlib.ContextDecorator):
@@ -256,21 +269,19 @@ def run_campaign(
         """The round's bucket is as small as it gets: stop shrinking it, save its example."""
         minimized.update(shrunk)
         for bid in shrunk if store else []:
-            store.keep(bid, store.codec.dumps(result.buckets[bid].case))  # type: ignore[union-attr]
+            b = result.buckets[bid]
+            store.keep(bid, store.codec.dumps(b.case), b.graph_nodes)  # type: ignore[union-attr]
 
-    for raw in store.saved() if store and replay_saved else []:
+    for raw, case in store.saved() if store and replay_saved else []:
         if result.examples >= max_examples or time.monotonic() >= deadline or (stop is not None and stop()):
             break
-        case = store.load(raw)
-        if case is None:
-            continue
         ids = {bucket_id(f): f for f in check(case, pass_fn)}
         record(case, ids)
-        if not ids:
-            store.forget(raw)  # fixed since it was saved
         for bid in ids:
             minimized.add(bid)  # saved examples were minimized when they were saved
-            store.keep(bid, raw)
+            store.keep(bid, raw, case.compute_nodes())
+        # Fixed since it was saved, or a larger example of a bucket a smaller one showed first.
+        store.drop_unless_held(raw)
 
     for round_ in range(10_000):
         remaining = max_examples - result.examples

@@ -188,12 +188,7 @@ class Supervisor:
     def _died(self, w: _Worker, finding: dict[str, Any]) -> None:
         """Record the example a worker died on as a crash finding, then replace the worker."""
         w.examples += 1  # the fatal example ran, too
-        f = Finding(**finding)
-        bid = bucket_id(f)
-        case = w.inflight
-        self._offer(bid, f.to_dict(), case, count_compute_nodes(case["graph"]) if case else 0)
-        if self.saved is not None and case is not None:
-            self.saved.keep(bid, json.dumps(case).encode())  # the next campaign replays it first
+        bid = self._record_crash(Finding(**finding), w.inflight)
         w.counts = dict(w.counts)
         w.counts[bid] = w.counts.get(bid, 0) + 1
         self._retire(w)
@@ -201,6 +196,16 @@ class Supervisor:
         if quota > 0 and time.time() < self.deadline and not self.stop_requested:
             self.result.restarts += 1
             self.workers.append(self._spawn(w.index, w.generation + 1, quota))
+
+    def _record_crash(self, f: Finding, case: dict[str, Any] | None) -> str:
+        """Offer a crash and its example to the report and save the example (the next campaign
+        replays it first); return its bucket id."""
+        bid = bucket_id(f)
+        nodes = count_compute_nodes(case["graph"]) if case else 0
+        self._offer(bid, f.to_dict(), case, nodes)
+        if self.saved is not None and case is not None:
+            self.saved.keep(bid, json.dumps(case).encode(), nodes)
+        return bid
 
     def _retire(self, w: _Worker) -> None:
         self.workers.remove(w)
