@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -133,3 +134,115 @@ def test_the_supervisor_keeps_the_smallest_example_a_worker_died_on(tmp_path):
         bid = sup._record_crash(died, case)
     assert [raw for raw, _ in sup.saved.saved()] == [json.dumps(small).encode()]
     assert sup.result.buckets[bid].case == small
+
+
+class PidPipe:
+    """A FIFO the worker processes of a test's pass write their pid to: the test awaits it
+    with select instead of polling. The test holds a write end too, so that the read end
+    never sees end-of-file between writers."""
+
+    def __init__(self, path: str) -> None:
+        os.mkfifo(path)
+        self.path, self.buffer = path, b""
+        self.read_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self.write_fd = os.open(path, os.O_WRONLY)
+
+    def next_pid(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            ready, _, _ = select.select([self.read_fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError("no worker reached the pass")
+            self.buffer += os.read(self.read_fd, 4096)
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return int(line)
+
+    def close(self) -> None:
+        os.close(self.read_fd)
+        os.close(self.write_fd)
+
+
+# Writes the worker's pid to a FIFO from inside the pass; {behaviour} then runs. Only in
+# worker processes: the CLI process loads (and may call) the pass too.
+SIGNALLING_PASS = """
+import os, signal, sys, time
+from fxfuzz.core.contract import NONE
+
+IN_WORKER = sys.argv[0].endswith("worker.py")
+
+def tell(path):
+    with open(path, "w") as fh:
+        fh.write(f"{{os.getpid()}}\\n")
+
+def the_pass(gm, sig):
+{behaviour}
+    return gm, sig
+
+the_pass.fxfuzz_contract = NONE
+"""
+
+
+def _signalling_pass(tmp_path, behaviour: str) -> tuple[str, PidPipe]:
+    """A pass file whose body runs ``behaviour`` (with ``FIFO`` and ``MARK`` paths
+    substituted) and the pipe its workers' pids arrive on."""
+    pipe = PidPipe(str(tmp_path / "pids"))
+    body = behaviour.replace("FIFO", repr(pipe.path)).replace("MARK", repr(str(tmp_path / "mark")))
+    path = tmp_path / "signalling.py"
+    path.write_text(SIGNALLING_PASS.format(behaviour=body))
+    return f"{path}:the_pass", pipe
+
+
+def _run(spec: str, out, *flags: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "fxfuzz", "run", "--pass", spec, "--no-db", "--report-dir", str(out), *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+# The first worker to claim MARK stays in the pass until the test kills it from outside; every
+# other call, the same example run again included, returns at once: a correct pass.
+SLOW_ONCE = """
+    if IN_WORKER:
+        try:
+            os.close(os.open(MARK, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return gm, sig
+        tell(FIFO)
+        while True:
+            time.sleep(1)
+"""
+
+
+def test_a_worker_killed_from_outside_is_restarted_and_is_no_finding(tmp_path):
+    spec, pipe = _signalling_pass(tmp_path, SLOW_ONCE)
+    out = tmp_path / "report"
+    proc = _run(spec, out, "--workers", "2", "--max-examples", "12", "--budget", "300")
+    try:
+        os.kill(pipe.next_pid(timeout=120), signal.SIGKILL)  # as the OOM killer would
+        stdout, stderr = proc.communicate(timeout=240)
+    finally:
+        pipe.close()
+        proc.kill()
+    assert proc.returncode == 0, stdout + stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["findings"] == [] and report["examples"] == 12, report
+    detail = report["workers_detail"]
+    assert detail["restarts"] == 1 and detail["errors"] == []
+    (death,) = detail["unrepeated_deaths"]
+    assert "killed by SIGKILL" in death and "fresh worker then ran without dying" in death
+    assert f"fxfuzz: restarted a worker, not a finding: {death}" in stdout
+
+
+def test_a_pass_that_segfaults_is_still_a_finding(tmp_path):
+    """The fresh worker dies on the same example too: the death is the pass's."""
+    path = tmp_path / "segfaults.py"
+    path.write_text(SIGNALLING_PASS.format(behaviour="    if IN_WORKER:\n        os.kill(os.getpid(), signal.SIGSEGV)"))
+    out = tmp_path / "report"
+    proc = _run(f"{path}:the_pass", out, "--workers", "1", "--max-examples", "1", "--budget", "300")
+    stdout, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 1, stdout + stderr
+    report = json.loads((out / "report.json").read_text())
+    (finding,) = report["findings"]
+    assert (finding["oracle"], finding["kind"], finding["details"]["exception"]) == ("crash", "process_died", "SIGSEGV")
+    assert finding["repro"] and report["examples"] == 1
+    assert report["workers_detail"]["restarts"] == 1 and report["workers_detail"]["unrepeated_deaths"] == []

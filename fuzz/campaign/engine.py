@@ -13,7 +13,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,6 +224,7 @@ def run_campaign(
     replay_saved: bool = True,
     max_shrink_s: float = 60.0,
     known: frozenset[str] = frozenset(),
+    rerun: Sequence[Example] = (),
 ) -> CampaignResult:
     """Fuzz ``pass_fn`` until ``budget_s`` seconds or ``max_examples`` examples are spent,
     or ``stop()`` turns true.
@@ -238,6 +239,10 @@ def run_campaign(
     first examples of the next campaign. Shrinking one bucket stops after ``max_shrink_s``
     seconds with the smallest example found so far. Buckets in ``known`` (the baseline) are
     counted but not shrunk: the budget goes to finding something new.
+
+    ``rerun`` examples run before anything else, whatever the budget, limits or ``stop()``
+    say (a worker runs the example its predecessor died on again); they count as examples,
+    and their buckets are shrunk when a later example shows them.
     """
     result = CampaignResult()
     start = time.monotonic()
@@ -271,6 +276,9 @@ def run_campaign(
         for bid in shrunk if store else []:
             b = result.buckets[bid]
             store.keep(bid, store.codec.dumps(b.case), b.graph_nodes)  # type: ignore[union-attr]
+
+    for case in rerun:
+        record(case, {bucket_id(f): f for f in check(case, pass_fn)})
 
     for raw, case in store.saved() if store and replay_saved else []:
         if result.examples >= max_examples or time.monotonic() >= deadline or (stop is not None and stop()):

@@ -2,9 +2,11 @@
 supervised by this process.
 
 Each worker runs ``run_campaign`` with its own seed and reports over a pipe: it sends each
-example, serialized, *before* running the pass on it, so when the pass kills the process
-(segfault, abort) or never returns, the parent still holds the case responsible and
-records it as a ``crash`` finding, then starts a replacement worker. Buckets and counts
+example, serialized, *before* running the pass on it, so when the process dies (segfault,
+abort) or the pass never returns, the parent still holds the case responsible. A death is
+blamed on the pass only if it repeats: the replacement worker runs that example first, and
+only if it dies on it too is the case recorded as a ``crash`` finding; a death it does not
+repeat (an outside kill: the OOM killer, ``kill -9``) counts as a restart. Buckets and counts
 stream to the parent as they change, so stopping or losing a worker loses nothing found.
 Examples are judged by ``fxfuzz.oracles.verify``, or by the check a factory named in the options
 builds in each worker (``fxfuzz gate --workers`` judges a candidate against a baseline).
@@ -81,6 +83,8 @@ class ParallelResult:
     stopped_by: str = "max_examples"
     timeline: list[tuple[float, int]] = field(default_factory=list)
     restarts: int = 0
+    # Deaths a fresh worker did not repeat on the same example: restarts, not findings.
+    unrepeated_deaths: list[str] = field(default_factory=list)
     coverage_files: list[str] = field(default_factory=list)
     coverage_dir: str | None = None  # the temp folder of coverage_files; the caller removes it
     unserializable: int = 0
@@ -88,6 +92,14 @@ class ParallelResult:
 
 
 # ---------------------------------------------------------------------------- parent side
+
+
+@dataclass
+class _Death:
+    """A worker's death on an example, which its replacement runs first to see if it repeats."""
+
+    case: dict[str, Any]
+    how: str  # "was killed by SIGKILL", "exited with status 3"
 
 
 @dataclass
@@ -104,6 +116,9 @@ class _Worker:
     inflight: dict[str, Any] | None = None
     inflight_since: float | None = None
     finished: str | None = None
+    began: bool = False  # has started an example: a later death is not a start-up failure
+    rerun: _Death | None = None  # the predecessor's death this worker runs the example of first
+    stop_sent: bool = False
 
 
 class Supervisor:
@@ -124,7 +139,7 @@ class Supervisor:
         self.saved = _saved_failures(opts)
 
     # -- starting
-    def _spawn(self, index: int, generation: int, quota: int) -> _Worker:
+    def _spawn(self, index: int, generation: int, quota: int, rerun: _Death | None = None) -> _Worker:
         parent, child = Pipe()
         cov_file = None
         if self.cov_dir:
@@ -148,6 +163,7 @@ class Supervisor:
             "known": sorted(self.opts.known),
             "check": self.opts.check,
             "check_args": self.opts.check_args,
+            "rerun": rerun is not None,  # the case itself follows over the pipe: argv has a size limit
         }
         log = subprocess.DEVNULL
         if self.opts.log_dir:
@@ -162,16 +178,23 @@ class Supervisor:
             start_new_session=True,  # a Ctrl-C at the terminal reaches only the parent
         )
         child.close()
-        return _Worker(index, generation, quota, proc, parent, time.monotonic())
+        if rerun is not None:
+            parent.send(("rerun", rerun.case))
+        return _Worker(index, generation, quota, proc, parent, time.monotonic(), rerun=rerun)
 
     # -- merging
     def _on_message(self, w: _Worker, kind: str, data: Any) -> None:
         if kind == "start":
-            w.inflight, w.inflight_since = data, time.monotonic()
+            w.inflight, w.inflight_since, w.began = data, time.monotonic(), True
             if data is None:
                 self.result.unserializable += 1
         elif kind == "done":
             w.inflight, w.inflight_since = None, None
+            if w.rerun is not None:  # the example its predecessor died on ran through
+                self.result.unrepeated_deaths.append(
+                    f"worker {w.index} {w.rerun.how} on an example a fresh worker then ran without dying"
+                )
+                w.rerun = None
         elif kind == "progress":
             w.examples, w.counts, w.stats = data["examples"], data["counts"], data["stats"]
         elif kind == "bucket":
@@ -185,17 +208,36 @@ class Supervisor:
         if old is None or (case is not None and (old.case is None or nodes < old.nodes)):
             self.result.buckets[bid] = BucketRecord(bid, finding, case, nodes)
 
+    def _exited(self, w: _Worker, code: int) -> None:
+        """Judge a worker's exit: done, a death to re-run, a crash finding or a start-up failure."""
+        how = _how_it_ended(code)
+        if w.finished is not None:
+            self._retire(w)
+        elif w.inflight_since is None and not w.began:
+            # Died before any example: fxfuzz's or the environment's fault, not the pass's.
+            self.result.worker_errors.append(f"worker {w.index} exited with {code} before its first example")
+            self._retire(w)
+        elif w.inflight_since is None:  # between examples: nothing the pass ran on to blame
+            self.result.unrepeated_deaths.append(f"worker {w.index} {how} between examples")
+            self._retire(w)
+            self._replace(w)
+        elif w.rerun is not None or w.inflight is None:
+            # It repeated on the example its predecessor died on (or the example could not be
+            # serialized to be run again): the pass's doing.
+            self._died(w, _death_finding(code))
+        else:
+            self._retire(w)
+            self._replace(w, _Death(w.inflight, how))
+
     def _died(self, w: _Worker, finding: dict[str, Any]) -> None:
         """Record the example a worker died on as a crash finding, then replace the worker."""
         w.examples += 1  # the fatal example ran, too
         bid = self._record_crash(Finding(**finding), w.inflight)
         w.counts = dict(w.counts)
         w.counts[bid] = w.counts.get(bid, 0) + 1
+        w.rerun = None  # settled: it repeated
         self._retire(w)
-        quota = w.quota - w.examples
-        if quota > 0 and time.time() < self.deadline and not self.stop_requested:
-            self.result.restarts += 1
-            self.workers.append(self._spawn(w.index, w.generation + 1, quota))
+        self._replace(w)
 
     def _record_crash(self, f: Finding, case: dict[str, Any] | None) -> str:
         """Offer a crash and its example to the report and save the example (the next campaign
@@ -207,7 +249,19 @@ class Supervisor:
             self.saved.keep(bid, json.dumps(case).encode(), nodes)
         return bid
 
+    def _replace(self, w: _Worker, death: _Death | None = None) -> None:
+        """Start the next generation of ``w``'s slot with what is left of its quota; one that
+        runs a death's example again starts whatever the budget, so a death is always judged."""
+        quota = w.quota - w.examples
+        if death is not None or (quota > 0 and time.time() < self.deadline and not self.stop_requested):
+            self.result.restarts += 1
+            self.workers.append(self._spawn(w.index, w.generation + 1, quota, death))
+
     def _retire(self, w: _Worker) -> None:
+        if w.rerun is not None:
+            self.result.worker_errors.append(
+                f"worker {w.index} {w.rerun.how} on an example its replacement ended before running again"
+            )
         self.workers.remove(w)
         self.closed.append(w)
         w.conn.close()
@@ -234,13 +288,13 @@ class Supervisor:
                 self._poll(0.2)
                 now = time.monotonic()
                 self._check_health(now)
-                if self.stop_requested and stop_sent_at is None:
-                    stop_sent_at = now
+                if self.stop_requested:
+                    stop_sent_at = now if stop_sent_at is None else stop_sent_at
                     for w in self.workers:
-                        self._send_stop(w)
-                if stop_sent_at is not None and now - stop_sent_at > 5.0:
-                    for w in list(self.workers):  # did not stop in time: what it sent is kept
-                        self._kill(w)
+                        if not w.stop_sent:  # a worker started since is told too
+                            self._send_stop(w)
+                    for w in [w for w in self.workers if self._grace_over(w, now, stop_sent_at)]:
+                        self._kill(w)  # did not stop in time: what it sent is kept
                         self._retire(w)
                 if now - last_sample >= 1.0:
                     last_sample = now
@@ -270,17 +324,19 @@ class Supervisor:
             except (EOFError, OSError):
                 pass  # the worker is gone; _check_health decides what that means
 
+    def _grace_over(self, w: _Worker, now: float, stop_sent_at: float) -> bool:
+        """Whether a stopping worker has had its time: 5 s, and a worker running its
+        predecessor's fatal example again also a start and that example's time limit."""
+        if w.rerun is None:
+            return now - stop_sent_at > 5.0
+        return now - max(stop_sent_at, w.started) > 5.0 + self.opts.example_timeout_s
+
     def _check_health(self, now: float) -> None:
         for w in list(self.workers):
             code = w.proc.poll()
             if code is not None:
                 self._poll_one(w)
-                if w.inflight is not None:
-                    self._died(w, _death_finding(code))
-                else:
-                    if w.finished is None:  # died outside any example: fxfuzz's fault, not the pass's
-                        self.result.worker_errors.append(f"worker {w.index} exited with {code} between examples")
-                    self._retire(w)
+                self._exited(w, code)
             elif w.inflight_since is not None and now - w.inflight_since > self.opts.example_timeout_s:
                 self._kill(w)
                 self._died(
@@ -301,6 +357,7 @@ class Supervisor:
             pass
 
     def _send_stop(self, w: _Worker) -> None:
+        w.stop_sent = True
         try:
             w.conn.send(("stop", None))
         except OSError:
@@ -333,20 +390,26 @@ def _saved_failures(opts: CampaignOptions) -> Any:
     return SavedFailures(open_database(opts.db_path), key, GRAPH_CASES)
 
 
+def _signal_name(code: int) -> str:
+    """What ended a process, from its exit status: ``SIGSEGV`` or ``exit 3``."""
+    if code >= 0:
+        return f"exit {code}"
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _how_it_ended(code: int) -> str:
+    return f"was killed by {_signal_name(code)}" if code < 0 else f"exited with status {code}"
+
+
 def _death_finding(code: int) -> dict[str, Any]:
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        how = f"killed by {name}"
-    else:
-        name, how = f"exit {code}", f"exited with status {code}"
     return {
         "oracle": "crash",
         "kind": "process_died",
-        "message": f"the worker process was {how} while running the pass",
-        "details": {"exception": name, "frame": "<native>"},
+        "message": f"the worker process {_how_it_ended(code)} while running the pass",
+        "details": {"exception": _signal_name(code), "frame": "<native>"},
     }
 
 

@@ -2,8 +2,10 @@
 
 It runs ``run_campaign`` on its share and reports to the supervisor over the pipe ``FD``:
 each example, serialized, *before* the pass runs on it, then buckets and counts as they
-change. Coverage, when asked for, starts before torch is imported, so the pass's
-module-level lines count as covered (``fxfuzz`` and ``fxfuzz.campaign`` import nothing heavy).
+change. A worker that replaces one that died first reads that example from the pipe and runs
+it again; any later message from the supervisor means stop. Coverage, when asked for, starts
+before torch is imported, so the pass's module-level lines count as covered (``fxfuzz`` and
+``fxfuzz.campaign`` import nothing heavy).
 """
 
 from __future__ import annotations
@@ -42,8 +44,11 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
     from fxfuzz.campaign.database import open_database
     from fxfuzz.campaign.engine import run_campaign
     from fxfuzz.core.passes import load_pass
+    from fxfuzz.core.serialize import case_from_dict
 
     conn = Connection(fd)
+    # The example the previous worker of this slot died on: run first, to see if it repeats.
+    rerun = [case_from_dict(conn.recv()[1])] if cfg["rerun"] else []
     pass_fn = load_pass(cfg["pass"])
     judge = judgement(cfg)
     sent: dict[str, Any] = {"case": None, "data": None, "saved": time.monotonic()}
@@ -88,6 +93,7 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
         on_bucket=on_bucket,
         replay_saved=cfg["replay_saved"],
         known=frozenset(cfg["known"]),
+        rerun=rerun,
     )
     if cov is not None:
         cov.stop()
@@ -95,8 +101,6 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
     snapshot(result)
     conn.send(("finished", result.stopped_by))
     conn.close()
-
-
 
 
 if __name__ == "__main__":

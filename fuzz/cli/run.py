@@ -69,6 +69,7 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
         timeline=parallel.timeline,
         workers={
             "restarts": parallel.restarts,
+            "unrepeated_deaths": parallel.unrepeated_deaths,
             "errors": parallel.worker_errors,
             "unserializable_examples": parallel.unserializable,
             "example_timeout_s": args.example_timeout,

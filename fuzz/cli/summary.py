@@ -20,6 +20,8 @@ def print_summary(report: dict[str, Any], report_dir: str) -> None:
         print(f"  {f['id']}{' (known)' if f['known'] else ''}: {f['count']}x, {size}: {f['message']}")
         if f["repro"]:
             print(f"    repro: {report_dir}/{f['repro']}")
+    for death in (report.get("workers_detail") or {}).get("unrepeated_deaths", []):
+        print(f"fxfuzz: restarted a worker, not a finding: {death}")
     cov = report.get("coverage", {})
     if cov.get("enabled") and "lines" in cov:
         print(f"fxfuzz: coverage of the pass: lines {percent(cov['lines'])}, branches {percent(cov['branches'])}")
