@@ -13,6 +13,8 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
+import pytest
+
 # Segfaults on graphs with an aten.neg node, hangs on graphs with aten.exp; otherwise the
 # identity with no contract, so the only findings are the ones the workers must survive.
 KILLER = '''
@@ -246,3 +248,43 @@ def test_a_pass_that_segfaults_is_still_a_finding(tmp_path):
     assert (finding["oracle"], finding["kind"], finding["details"]["exception"]) == ("crash", "process_died", "SIGSEGV")
     assert finding["repro"] and report["examples"] == 1
     assert report["workers_detail"]["restarts"] == 1 and report["workers_detail"]["unrepeated_deaths"] == []
+
+
+HANGS = """
+    if IN_WORKER:
+        tell(FIFO)
+        while True:
+            time.sleep(1)
+"""
+
+
+def _gone_within(pid: int, timeout: float) -> bool:
+    """Whether process ``pid`` (not a child of this one) ends within ``timeout`` seconds."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="awaits the workers' end through pidfd_open (Linux)")
+def test_workers_die_with_their_supervisor(tmp_path):
+    spec, pipe = _signalling_pass(tmp_path, HANGS)
+    proc = _run(spec, tmp_path / "report", "--workers", "2", "--budget", "300", "--example-timeout", "300")
+    workers: list[int] = []
+    try:
+        workers = [pipe.next_pid(timeout=120) for _ in range(2)]  # both hang inside the pass
+        proc.kill()
+        proc.wait()
+        assert [pid for pid in workers if not _gone_within(pid, 10.0)] == []
+    finally:
+        pipe.close()
+        proc.kill()
+        for pid in workers:  # what outlived the supervisor, when the test fails
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -164,6 +164,7 @@ class Supervisor:
             "check": self.opts.check,
             "check_args": self.opts.check_args,
             "rerun": rerun is not None,  # the case itself follows over the pipe: argv has a size limit
+            "parent": os.getpid(),  # the worker ends itself when this process dies
         }
         log = subprocess.DEVNULL
         if self.opts.log_dir:

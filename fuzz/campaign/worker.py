@@ -3,17 +3,21 @@
 It runs ``run_campaign`` on its share and reports to the supervisor over the pipe ``FD``:
 each example, serialized, *before* the pass runs on it, then buckets and counts as they
 change. A worker that replaces one that died first reads that example from the pipe and runs
-it again; any later message from the supervisor means stop. Coverage, when asked for, starts
-before torch is imported, so the pass's module-level lines count as covered (``fxfuzz`` and
-``fxfuzz.campaign`` import nothing heavy).
+it again; any later message from the supervisor means stop. It ends itself when the
+supervisor dies. Coverage, when asked for, starts before torch is imported, so the pass's
+module-level lines count as covered (``fxfuzz`` and ``fxfuzz.campaign`` import nothing
+heavy).
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import json
+import os
 import signal
 import sys
+import threading
 import time
 from multiprocessing.connection import Connection
 from typing import Any
@@ -103,8 +107,31 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
     conn.close()
 
 
+# prctl's option that has the kernel send a signal when the parent dies (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """End this process within a second or so of the supervisor ``parent``, even while a pass
+    hangs: a worker lives in its own session, so nothing else would end it. On Linux the
+    kernel kills it at once (``PR_SET_PDEATHSIG``); elsewhere, and should that fail, a watchdog
+    thread sees the parent change."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)  # not sys.exit: that would end only this thread
+
+    threading.Thread(target=watch, name="fxfuzz-parent-watchdog", daemon=True).start()
+
+
 if __name__ == "__main__":
     _cfg = json.loads(sys.argv[2])
+    die_with_parent(_cfg["parent"])
     _cov = None
     if _cfg["coverage_include"]:
         import coverage
