@@ -250,6 +250,28 @@ def test_a_pass_that_segfaults_is_still_a_finding(tmp_path):
     assert report["workers_detail"]["restarts"] == 1 and report["workers_detail"]["unrepeated_deaths"] == []
 
 
+def test_a_worker_killed_between_examples_is_restarted_and_is_no_finding(monkeypatch):
+    """No example was running: nothing to blame, the slot restarts with what is left of its
+    share. (Outside a pass the moment of a kill cannot be aimed at, so the worker here is a
+    real SIGKILLed process under a hand-made record of one that ran 3 of its 10 examples.)"""
+    from multiprocessing.connection import Pipe
+
+    from fxfuzz.campaign.supervisor import CampaignOptions, Supervisor, _Worker
+
+    sup = Supervisor(CampaignOptions(pass_spec="identity", max_examples=10))
+    spawned: list[tuple] = []
+    monkeypatch.setattr(sup, "_spawn", lambda *args: spawned.append(args))
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    proc.kill()
+    proc.wait()
+    w = _Worker(0, 0, 10, proc, Pipe()[0], time.monotonic(), examples=3, began=True)
+    sup.workers.append(w)
+    sup._exited(w, proc.returncode)
+    assert spawned == [(0, 1, 7, None)] and sup.result.restarts == 1
+    assert sup.result.unrepeated_deaths == ["worker 0 was killed by SIGKILL between examples"]
+    assert not sup.result.buckets and not sup.result.worker_errors
+
+
 HANGS = """
     if IN_WORKER:
         tell(FIFO)
