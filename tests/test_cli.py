@@ -61,6 +61,16 @@ def test_broken_pass_is_reported_with_exit_1(tmp_path):
         (["run", "--workers", "0"], "--workers"),
         (["run", "--known", "/no/such/known.txt"], "known"),
         (["run", "--db-shared", "not-a-repo"], "OWNER/REPO"),
+        (["run", "--db", "github:nobody"], "OWNER/REPO"),
+        (["run", "--db", "http://example.com/db"], "redis://"),
+        (["run", "--db", "redis://127.0.0.1:notaport/0"], "redis://127.0.0.1:notaport/0"),
+        # Port 1 on loopback: nothing listens there, so the shared database is unreachable.
+        (["run", "--db", "redis://127.0.0.1:1/0"], "unreachable"),
+        (["run", "--db", "a", "--db", "b"], "two directories"),
+        (["run", "--shard", "3/2"], "--shard"),
+        (["run", "--shard", "0/2"], "--shard"),
+        (["run", "--shard", "half"], "--shard"),
+        (["run", "--level", "program", "--workers", "2"], "--workers"),
         (["repro", "/no/such/repro.py"], "no such file"),
         # Where results go is checked before any work: a campaign must not run for nothing.
         (["run", "--report-dir", os.path.join(ROOT, "README.md")], "--report-dir"),

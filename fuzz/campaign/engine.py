@@ -264,6 +264,7 @@ def run_campaign(
         case = store.load(raw)
         if case is None:
             continue
+        result.stats["saved_replayed"] += 1
         ids = {bucket_id(f): f for f in check(case, pass_fn)}
         record(case, ids)
         if not ids:
