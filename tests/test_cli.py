@@ -30,7 +30,8 @@ def test_run_real_pass_writes_report(tmp_path):
     new = [f["id"] + ": " + f["message"] for f in report["findings"] if not f["known"]]
     assert r.returncode == 0 and not new, "\n".join(new) or r.stderr
     assert report["examples"] == 30
-    assert report["pass"] == "set_grad"
+    assert report["workers"] == len(os.sched_getaffinity(0))  # the default: --workers auto
+    assert report["pass"] == "set_grad" and report["shard"] == "1/1"
     assert report["torch_version"].startswith("2.")
 
 
