@@ -30,7 +30,8 @@ def test_run_real_pass_writes_report(tmp_path):
     new = [f["id"] + ": " + f["message"] for f in report["findings"] if not f["known"]]
     assert r.returncode == 0 and not new, "\n".join(new) or r.stderr
     assert report["examples"] == 30
-    assert report["pass"] == "set_grad"
+    assert report["workers"] == len(os.sched_getaffinity(0))  # the default: --workers auto
+    assert report["pass"] == "set_grad" and report["shard"] == "1/1"
     assert report["torch_version"].startswith("2.")
 
 
@@ -61,6 +62,16 @@ def test_broken_pass_is_reported_with_exit_1(tmp_path):
         (["run", "--workers", "0"], "--workers"),
         (["run", "--known", "/no/such/known.txt"], "known"),
         (["run", "--db-shared", "not-a-repo"], "OWNER/REPO"),
+        (["run", "--db", "github:nobody"], "OWNER/REPO"),
+        (["run", "--db", "http://example.com/db"], "redis://"),
+        (["run", "--db", "redis://127.0.0.1:notaport/0"], "redis://127.0.0.1:notaport/0"),
+        # Port 1 on loopback: nothing listens there, so the shared database is unreachable.
+        (["run", "--db", "redis://127.0.0.1:1/0"], "unreachable"),
+        (["run", "--db", "a", "--db", "b"], "two directories"),
+        (["run", "--shard", "3/2"], "--shard"),
+        (["run", "--shard", "0/2"], "--shard"),
+        (["run", "--shard", "half"], "--shard"),
+        (["run", "--level", "program", "--workers", "2"], "--workers"),
         (["repro", "/no/such/repro.py"], "no such file"),
         # Where results go is checked before any work: a campaign must not run for nothing.
         (["run", "--report-dir", os.path.join(ROOT, "README.md")], "--report-dir"),

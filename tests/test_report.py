@@ -55,7 +55,7 @@ def test_every_bucket_id_fxfuzz_makes_can_be_listed_as_known(tmp_path):
 def test_known_findings_keep_the_campaign_green_but_are_reported(tmp_path, capsys):
     pass_file = tmp_path / "crasher.py"
     pass_file.write_text(CRASHER)
-    run = ["run", "--pass", f"{pass_file}:crasher", "--max-examples", "3", "--budget", "120", "--no-db"]
+    run = ["run", "--pass", f"{pass_file}:crasher", "--max-examples", "3", "--budget", "120", "--no-db", "--workers", "1"]
     assert main([*run, "--coverage", "--report-dir", str(tmp_path / "first")]) == 1
     first = json.loads((tmp_path / "first" / "report.json").read_text())
     assert SCHEMA <= first.keys() and first["workers"] == 1 and first["examples"] == 3

@@ -1,8 +1,18 @@
-"""The example database a campaign saves failures in: a local directory, optionally backed
-by the database a CI job publishes as a GitHub artifact (Hypothesis's own classes)."""
+"""The example database a campaign saves failures in: a local directory, with any shared
+databases behind it (Hypothesis's own classes): Redis, read and written by every shard of a
+campaign, and the database a CI job publishes as a GitHub artifact, read only.
+
+A shared database that goes away mid-campaign is dropped, once, with a note; the local
+directory still holds everything found, so nothing is lost."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import redis
+from fxfuzz.core.errors import UsageError
 from hypothesis.database import (
     DirectoryBasedExampleDatabase,
     ExampleDatabase,
@@ -10,16 +20,119 @@ from hypothesis.database import (
     MultiplexedDatabase,
     ReadOnlyDatabase,
 )
+from hypothesis.extra.redis import RedisExampleDatabase
 
 SHARED_ARTIFACT = "fxfuzz-db"
+REDIS_PREFIX = "redis://"
+GITHUB_PREFIX = "github:"
+# Seconds a Redis call may block: a campaign must not stall on a dead server.
+REDIS_TIMEOUT_S = 5.0
 
 
-def open_database(path: str, shared: str | None = None) -> ExampleDatabase:
-    """``path`` read and written; ``shared`` (``OWNER/REPO``) read only, from the latest
-    ``fxfuzz-db`` artifact of that repository's workflows (needs ``GITHUB_TOKEN``)."""
-    local = DirectoryBasedExampleDatabase(path)
-    if not shared:
+@dataclass(frozen=True)
+class DatabaseSpec:
+    """Where examples live: ``local`` (a directory, always written first) and ``shared``
+    (``redis://host:port/db`` URLs, read and written; ``github:OWNER/REPO``, read only)."""
+
+    local: str
+    shared: tuple[str, ...] = ()
+
+
+def parse_databases(values: Sequence[str], default_local: str) -> DatabaseSpec:
+    """The ``--db`` values as a spec: at most one directory (``default_local`` when none) and
+    any number of shared databases; malformed ones raise UsageError."""
+    local: str | None = None
+    shared: list[str] = []
+    for value in values:
+        if value.startswith(REDIS_PREFIX):
+            redis_client(value)  # a malformed URL fails here, in one line
+            shared.append(value)
+        elif value.startswith(GITHUB_PREFIX):
+            if not re.fullmatch(r"[\w.-]+/[\w.-]+", value[len(GITHUB_PREFIX) :]):
+                raise UsageError(f"--db {value}: expected github:OWNER/REPO")
+            shared.append(value)
+        elif "://" in value:
+            raise UsageError(f"--db {value}: not a directory, redis://host:port/db or github:OWNER/REPO")
+        elif local is not None and local != value:
+            raise UsageError(f"--db names two directories ({local}, {value}): give one local directory")
+        else:
+            local = value
+    return DatabaseSpec(local or default_local, tuple(dict.fromkeys(shared)))
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for reports and messages."""
+    return re.sub(r"//[^@/]*@", "//", url)
+
+
+def redis_client(url: str) -> redis.Redis:
+    """A Redis client for ``url`` with short timeouts; UsageError if the URL is malformed."""
+    try:
+        return redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S)
+    except ValueError as e:
+        raise UsageError(f"--db {redact(url)}: {e}") from None
+
+
+def check_reachable(spec: DatabaseSpec) -> None:
+    """Ping every Redis database before a campaign starts: an unreachable one is bad input."""
+    for url in spec.shared:
+        if url.startswith(REDIS_PREFIX):
+            try:
+                redis_client(url).ping()
+            except (redis.RedisError, OSError) as e:
+                raise UsageError(f"--db {redact(url)}: unreachable: {e}") from None
+
+
+class FallibleDatabase(ExampleDatabase):
+    """A shared database that may fail: its first error turns it off for the rest of the
+    campaign and calls ``on_lost`` once, so the campaign goes on with the others."""
+
+    def __init__(self, db: ExampleDatabase, name: str, errors: tuple[type[BaseException], ...], on_lost: Callable[[str], None]) -> None:
+        super().__init__()
+        self.db, self.name, self.errors, self.on_lost = db, name, errors, on_lost
+        self.lost: str | None = None
+
+    def _fail(self, e: BaseException) -> None:
+        self.lost = f"{type(e).__name__}: {e}"
+        # The same words from every worker, so the campaign says it once.
+        self.on_lost(f"the shared database {self.name} became unreachable; went on with the local one, which holds all found")
+
+    def save(self, key: bytes, value: bytes) -> None:
+        if self.lost is None:
+            try:
+                self.db.save(key, value)
+            except self.errors as e:
+                self._fail(e)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        if self.lost is None:
+            try:
+                self.db.delete(key, value)
+            except self.errors as e:
+                self._fail(e)
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        if self.lost is not None:
+            return []
+        try:
+            return list(self.db.fetch(key))  # read whole, so a failure cannot strike mid-iteration
+        except self.errors as e:
+            self._fail(e)
+            return []
+
+
+def _shared(url: str, on_lost: Callable[[str], None]) -> ExampleDatabase:
+    if url.startswith(REDIS_PREFIX):
+        return FallibleDatabase(RedisExampleDatabase(redis_client(url)), redact(url), (redis.RedisError, OSError), on_lost)
+    owner, _, repo = url[len(GITHUB_PREFIX) :].partition("/")
+    # Hypothesis's artifact database already turns its own download failures into warnings.
+    return ReadOnlyDatabase(GitHubArtifactDatabase(owner, repo, artifact_name=SHARED_ARTIFACT))
+
+
+def open_database(spec: DatabaseSpec, on_lost: Callable[[str], None] = lambda note: None) -> ExampleDatabase:
+    """``spec.local`` read and written, in front of every shared database (``on_lost`` hears
+    of a shared one that fails)."""
+    local = DirectoryBasedExampleDatabase(spec.local)
+    if not spec.shared:
         return local
-    owner, _, repo = shared.partition("/")
-    remote = GitHubArtifactDatabase(owner, repo, artifact_name=SHARED_ARTIFACT)
-    return MultiplexedDatabase(local, ReadOnlyDatabase(remote))
+    return MultiplexedDatabase(local, *(_shared(url, on_lost) for url in spec.shared))

@@ -283,6 +283,7 @@ def run_campaign(
     for raw, case in store.saved() if store and replay_saved else []:
         if result.examples >= max_examples or time.monotonic() >= deadline or (stop is not None and stop()):
             break
+        result.stats["saved_replayed"] += 1
         ids = {bucket_id(f): f for f in check(case, pass_fn)}
         record(case, ids)
         for bid in ids:

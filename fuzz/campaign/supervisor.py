@@ -18,6 +18,7 @@ imported, so the pass's module-level lines count as covered.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -26,11 +27,12 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Pipe, wait
 from typing import Any
 
-from fxfuzz.campaign.database import open_database
+from fxfuzz.campaign.database import DatabaseSpec, open_database
 from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, SavedFailures, bucket_id, database_key
 from fxfuzz.core.errors import SerializeError
 from fxfuzz.core.passes import load_pass
@@ -49,8 +51,8 @@ class CampaignOptions:
     domain: str = "export"
     workers: int = 1
     example_timeout_s: float = 60.0
-    db_path: str | None = None
-    db_shared: str | None = None  # OWNER/REPO whose fxfuzz-db artifact is read too
+    database: DatabaseSpec | None = None  # None: examples are neither read nor saved
+    shard: tuple[int, int] = (1, 1)  # (K, N): this campaign is shard K of N, seeds apart from the others'
     device: str = "cpu"  # oracles.verify's device: cuda adds CUDA runs and CPU/CUDA parity
     coverage_include: list[str] = field(default_factory=list)  # source files to measure; empty: off
     log_dir: str | None = None
@@ -89,6 +91,7 @@ class ParallelResult:
     coverage_dir: str | None = None  # the temp folder of coverage_files; the caller removes it
     unserializable: int = 0
     worker_errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # one line each, for the user: a shared database lost
 
 
 # ---------------------------------------------------------------------------- parent side
@@ -136,7 +139,7 @@ class Supervisor:
         self.cov_dir = tempfile.mkdtemp(prefix="fxfuzz-cov-") if opts.coverage_include else None
         self.result.coverage_dir = self.cov_dir
         self.logs: list[Any] = []
-        self.saved = _saved_failures(opts)
+        self.saved = _saved_failures(opts, self._note)
 
     # -- starting
     def _spawn(self, index: int, generation: int, quota: int, rerun: _Death | None = None) -> _Worker:
@@ -148,12 +151,10 @@ class Supervisor:
         cfg = {
             "pass": self.opts.pass_spec,
             "domain": self.opts.domain,
-            # Distinct seeds per worker and per restart, reproducible from the campaign seed.
-            "seed": self.opts.seed * 1_009 + index * 101 + generation,
+            "seed": worker_seed(self.opts.seed, self.opts.shard, index, generation),
             "max_examples": quota,
             "deadline": self.deadline,
-            "db": self.opts.db_path,
-            "db_shared": self.opts.db_shared,
+            "db": None if self.opts.database is None else {"local": self.opts.database.local, "shared": self.opts.database.shared},
             "device": self.opts.device,
             "coverage_include": self.opts.coverage_include,
             "coverage_file": cov_file,
@@ -202,6 +203,12 @@ class Supervisor:
             self._offer(data["id"], data["finding"], data["case"], data["nodes"])
         elif kind == "finished":
             w.finished = data
+        elif kind == "note":
+            self._note(data)
+
+    def _note(self, text: str) -> None:
+        if text not in self.result.notes:  # every worker hears of a lost database: say it once
+            self.result.notes.append(text)
 
     def _offer(self, bid: str, finding: dict[str, Any], case: dict[str, Any] | None, nodes: int) -> None:
         """Keep the smallest serialized example of each bucket, whichever worker found it."""
@@ -383,12 +390,21 @@ class Supervisor:
         self.stop_requested = True
 
 
-def _saved_failures(opts: CampaignOptions) -> Any:
+def _saved_failures(opts: CampaignOptions, on_lost: Callable[[str], None]) -> SavedFailures | None:
     """The store workers save minimized failures in, for the examples that kill a worker."""
-    if not opts.db_path:
+    if opts.database is None:
         return None
     key = database_key(load_pass(opts.pass_spec), opts.domain)
-    return SavedFailures(open_database(opts.db_path), key, GRAPH_CASES)
+    return SavedFailures(open_database(opts.database, on_lost), key, GRAPH_CASES)
+
+
+def worker_seed(seed: int, shard: tuple[int, int], index: int, generation: int) -> int:
+    """The seed of one worker process: a different one for every shard, worker slot and
+    restart of a campaign seed, so no two of them draw the same stream of examples, and
+    the same one on every rerun of that campaign."""
+    k, n = shard
+    digest = hashlib.sha256(f"fxfuzz:{seed}:{k}/{n}:{index}:{generation}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
 
 
 def _signal_name(code: int) -> str:

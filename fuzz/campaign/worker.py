@@ -45,7 +45,7 @@ def judgement(cfg: dict[str, Any]) -> Any:
 def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
     """Run one worker's share of the campaign, reporting to the parent over ``fd``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
-    from fxfuzz.campaign.database import open_database
+    from fxfuzz.campaign.database import DatabaseSpec, open_database
     from fxfuzz.campaign.engine import run_campaign
     from fxfuzz.core.passes import load_pass
     from fxfuzz.core.serialize import case_from_dict
@@ -83,7 +83,10 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
         data = data_of(b.case)
         conn.send(("bucket", {"id": b.id, "finding": b.finding.to_dict(), "case": data, "nodes": b.graph_nodes}))
 
-    db = open_database(cfg["db"], cfg["db_shared"]) if cfg["db"] else None
+    def note(text: str) -> None:
+        conn.send(("note", text))
+
+    db = open_database(DatabaseSpec(cfg["db"]["local"], tuple(cfg["db"]["shared"])), note) if cfg["db"] else None
     result = run_campaign(
         pass_fn,
         budget_s=max(0.0, cfg["deadline"] - time.time()),

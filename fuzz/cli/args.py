@@ -47,8 +47,19 @@ def device(text: str) -> str:
     return text
 
 
+def auto_workers() -> int:
+    """One worker per CPU this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def workers(text: str) -> int:
     """``--workers``: a positive count, or ``auto`` for one per CPU this process may use."""
-    if text == "auto":
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return positive_int(text)
+    return auto_workers() if text == "auto" else positive_int(text)
+
+
+def shard(text: str) -> tuple[int, int]:
+    """``--shard K/N``: shard K (1-based) of N."""
+    k, sep, n = text.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, got {text!r}")
+    return int(k), int(n)

@@ -12,12 +12,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from fxfuzz.cli.args import device, integer, positive_float, positive_int, workers
-from fxfuzz.core.choices import DOMAIN_CHOICES, LEVELS
+from fxfuzz.cli.args import device, integer, positive_float, positive_int, shard, workers
+from fxfuzz.core.choices import DEFAULT_DB, DOMAIN_CHOICES, LEVELS
 from fxfuzz.core.errors import FxfuzzError, UsageError
-
-# reports/* is git-ignored
-DEFAULT_DB = "reports/.fxfuzz-db"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,11 +34,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--domain", choices=DOMAIN_CHOICES, default="export", help="input space to draw from (both: each case from either)")
     run.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
     run.add_argument("--level", choices=LEVELS, default="graph", help="generate graphs, nn.Module programs through torch.export, or both (mixed: half the budget each)")
-    run.add_argument("--workers", type=workers, default=1, help="worker processes, or 'auto' for one per CPU (default 1)")
+    run.add_argument("--workers", type=workers, default=None, help="worker processes, or 'auto' for one per CPU (default auto; 1 at --level program|mixed)")
+    run.add_argument("--shard", type=shard, default=(1, 1), metavar="K/N", help="run shard K of N: seeds no other shard draws (default 1/1)")
     run.add_argument("--example-timeout", type=positive_float, default=60.0, help="seconds before a pass counts as hung (default 60)")
-    run.add_argument("--db", default=DEFAULT_DB, help=f"Hypothesis example database directory (default {DEFAULT_DB})")
+    run.add_argument(
+        "--db",
+        action="append",
+        default=None,
+        help=f"example database: a directory (default {DEFAULT_DB}), redis://host:port/db or github:OWNER/REPO (read only); repeat to share",
+    )
     run.add_argument("--no-db", action="store_true", help="do not read or save examples between campaigns")
-    run.add_argument("--db-shared", default=None, metavar="OWNER/REPO", help="also replay the fxfuzz-db artifact CI publishes there (read only)")
+    run.add_argument("--db-shared", default=None, metavar="OWNER/REPO", help="same as --db github:OWNER/REPO: replay the fxfuzz-db artifact CI publishes there")
     run.add_argument("--known", default=None, help="baseline of known finding buckets (text or JSON; see README)")
     run.add_argument("--device", type=device, default="cpu", help="cpu, or cuda: also check on CUDA and CPU-vs-CUDA parity (default cpu)")
     run.add_argument("--coverage", action="store_true", help="measure line/branch coverage of the pass's source (slower)")

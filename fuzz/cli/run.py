@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import sys
 
+from fxfuzz.campaign.database import redact
+from fxfuzz.cli.args import auto_workers
 from fxfuzz.cli.progress import ProgressPrinter
 from fxfuzz.cli.setup import CampaignSetup, campaign_setup
 from fxfuzz.cli.summary import print_summary
@@ -24,8 +25,6 @@ def command(args: argparse.Namespace) -> int:
     """Exit 0 when every finding is known (or none), 1 on new findings."""
     if args.level != "graph":
         return _levels(args)
-    if args.db_shared and not re.fullmatch(r"[\w.-]+/[\w.-]+", args.db_shared):
-        raise UsageError(f"--db-shared expects OWNER/REPO, got {args.db_shared!r}")
     setup = campaign_setup(args)  # a bad spec or path fails here, before any worker starts
     return _graph_level(args, setup)
 
@@ -36,16 +35,17 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
 
     # Off by default: tracing costs about 75% more CPU per example on Python 3.11 (docs/benchmark.md).
     targets = coverage_targets(args.pass_spec, setup.pass_fn) if args.coverage else []
+    workers = args.workers or auto_workers()
     opts = CampaignOptions(
         pass_spec=args.pass_spec,
         budget_s=setup.budget_s,
         max_examples=setup.max_examples,
         seed=args.seed,
         domain=args.domain,
-        workers=args.workers,
+        workers=workers,
         example_timeout_s=args.example_timeout,
-        db_path=None if args.no_db else args.db,
-        db_shared=args.db_shared,
+        database=setup.database,
+        shard=args.shard,
         device=args.device,
         known=frozenset(setup.known),
         coverage_include=[t.path for t in targets],
@@ -73,19 +73,22 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
             "errors": parallel.worker_errors,
             "unserializable_examples": parallel.unserializable,
             "example_timeout_s": args.example_timeout,
-            "database": opts.db_path,
+            "database": _database_row(setup),
+            "notes": parallel.notes,
         },
     )
     meta = {
         "pass": args.pass_spec,
         "domain": args.domain,
         "seed": args.seed,
-        "workers": args.workers,
+        "shard": _shard(args),
+        "workers": workers,
         "device": opts.device,
         "started": started,
     }
     report = write_all(result, meta, setup.report_dir, extras)
     print_summary(report, setup.report_dir)
+    _print_notes(parallel.notes)
     if not result.examples and not report["findings"]:
         # A campaign that tested nothing is not green, whatever it found.
         why = parallel.worker_errors[0] if parallel.worker_errors else "no worker ran an example"
@@ -97,24 +100,27 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
 def _levels(args: argparse.Namespace) -> int:
     """``--level program|mixed``: an in-process campaign per level, merged into one report
     with per-level counts."""
+    from fxfuzz.campaign.database import open_database
     from fxfuzz.campaign.levels import budget_plan, run_levels
-    from hypothesis.database import DirectoryBasedExampleDatabase
+    from fxfuzz.campaign.supervisor import worker_seed
 
-    if args.workers != 1 or args.coverage:
+    if args.workers not in (None, 1) or args.coverage:
         raise UsageError(f"--level {args.level} runs in one process: drop --workers and --coverage")
     if args.device != "cpu":
         raise UsageError(f"--level {args.level} checks on CPU only: drop --device {args.device}")
     setup = campaign_setup(args)
     started = utc_now()
     progress = ProgressPrinter(setup.budget_s, setup.max_examples)
+    notes: list[str] = []
     result = run_levels(
         setup.pass_fn,
         args.level,
         budget_s=setup.budget_s,
         max_examples=setup.max_examples,
-        seed_=args.seed,
+        # One process: the seed of a sharded campaign's only worker.
+        seed_=worker_seed(args.seed, args.shard, 0, 0) if args.shard != (1, 1) else args.seed,
         domain=args.domain,
-        database=None if args.no_db else DirectoryBasedExampleDatabase(args.db),
+        database=None if setup.database is None else open_database(setup.database, notes.append),
         progress=progress,
     )
     progress.close()
@@ -123,13 +129,33 @@ def _levels(args: argparse.Namespace) -> int:
         "level": args.level,
         "domain": args.domain,
         "seed": args.seed,
+        "shard": _shard(args),
         "workers": 1,
         "device": "cpu",
         "started": started,
     }
-    report = write_all(result, meta, setup.report_dir, Extras(known=setup.known))
+    extras = Extras(known=setup.known, workers={"database": _database_row(setup), "notes": notes})
+    report = write_all(result, meta, setup.report_dir, extras)
     print_summary(report, setup.report_dir)
+    _print_notes(notes)
     for name, _ in budget_plan(args.level, setup.budget_s):
         n, rate = result.stats[f"level:{name}:examples"], result.stats[f"level:{name}:examples_per_s"]
         print(f"fxfuzz: level {name}: {n} examples ({rate}/s)")
     return 1 if report["new_findings"] else 0
+
+
+def _shard(args: argparse.Namespace) -> str:
+    k, n = args.shard
+    return f"{k}/{n}"
+
+
+def _database_row(setup: CampaignSetup) -> dict[str, object] | None:
+    """The databases as report.json records them (Redis passwords left out)."""
+    if setup.database is None:
+        return None
+    return {"local": setup.database.local, "shared": [redact(url) for url in setup.database.shared]}
+
+
+def _print_notes(notes: list[str]) -> None:
+    for note in notes:
+        print(f"fxfuzz: note: {note}", file=sys.stderr)

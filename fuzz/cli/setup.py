@@ -7,7 +7,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from fxfuzz.campaign.database import DatabaseSpec, check_reachable, parse_databases
 from fxfuzz.campaign.limits import campaign_limits
+from fxfuzz.core.choices import DEFAULT_DB
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import PassFn, load_pass
@@ -31,13 +33,26 @@ def writable_dir(path: str, option: str) -> str:
 @dataclass
 class CampaignSetup:
     """What ``fxfuzz run`` checked and resolved before any work: the pass, the known
-    findings, the report folder and the limits."""
+    findings, the databases, the report folder and the limits."""
 
     pass_fn: PassFn
     known: dict[str, str]
+    database: DatabaseSpec | None  # None with --no-db
     report_dir: str
     budget_s: float
     max_examples: int
+
+
+def database_setup(args: Any) -> DatabaseSpec | None:
+    """The ``--db`` (and ``--db-shared``) databases, the local one writable and every Redis one
+    answering, or None with ``--no-db``."""
+    if args.no_db:
+        return None
+    shared = [f"github:{args.db_shared}"] if args.db_shared else []
+    spec = parse_databases([*(args.db or []), *shared], DEFAULT_DB)
+    writable_dir(spec.local, "--db")
+    check_reachable(spec)
+    return spec
 
 
 def campaign_setup(args: Any) -> CampaignSetup:
@@ -45,9 +60,8 @@ def campaign_setup(args: Any) -> CampaignSetup:
     written, resolve the limits; bad input raises UsageError (one line, exit 2)."""
     pass_fn = load_pass(args.pass_spec)
     known = load_known(args.known) if args.known else {}
-    if not args.no_db:
-        writable_dir(args.db, "--db")
+    database = database_setup(args)
     report_dir = writable_dir(args.report_dir or default_report_dir(), "--report-dir")
-    return CampaignSetup(pass_fn, known, report_dir, *campaign_limits(args.budget, args.max_examples))
+    return CampaignSetup(pass_fn, known, database, report_dir, *campaign_limits(args.budget, args.max_examples))
 
 

@@ -12,3 +12,6 @@ DOMAIN_CHOICES = (*DOMAINS, "both")
 LEVELS = ("graph", "program", "mixed")
 
 DEVICES = ("cpu", "cuda")
+
+# The local example database's default directory (reports/* is git-ignored).
+DEFAULT_DB = "reports/.fxfuzz-db"
