@@ -164,5 +164,5 @@ def test_redis_dying_mid_campaign_loses_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the campaign's pass spec is relative to it, and so is its database key
     key = database_key(load_pass("two_phase.py:two_phase"), "export")
     store = SavedFailures(DirectoryBasedExampleDatabase(local), key, GRAPH_CASES)
-    saved = {store.load(raw).code() for raw in store.saved()}
+    saved = {case.code() for _, case in store.saved()}
     assert {f["graph_code"] for f in report["findings"]} <= saved

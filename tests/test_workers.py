@@ -124,13 +124,14 @@ def test_a_campaign_leaves_no_coverage_folder_behind(tmp_path, monkeypatch):
 
 def test_the_supervisor_keeps_the_smallest_example_a_worker_died_on(tmp_path):
     """Deaths of one bucket come in any order; the database keeps the smallest example."""
+    from fxfuzz.campaign.database import DatabaseSpec
     from fxfuzz.campaign.supervisor import CampaignOptions, Supervisor
     from fxfuzz.core.serialize import case_to_dict
     from fxfuzz.oracles import Finding
     from handmade import no_grad_region_case, view_output_case
 
     small, large = case_to_dict(view_output_case()), case_to_dict(no_grad_region_case())
-    sup = Supervisor(CampaignOptions(pass_spec="identity", db_path=str(tmp_path / "db")))
+    sup = Supervisor(CampaignOptions(pass_spec="identity", database=DatabaseSpec(str(tmp_path / "db"))))
     died = Finding("crash", "process_died", "planted", {"exception": "SIGSEGV", "frame": "<native>"})
     for case in (small, large):
         bid = sup._record_crash(died, case)

@@ -211,9 +211,11 @@ class Supervisor:
             self.result.notes.append(text)
 
     def _offer(self, bid: str, finding: dict[str, Any], case: dict[str, Any] | None, nodes: int) -> None:
-        """Keep the smallest serialized example of each bucket, whichever worker found it."""
+        """Keep the smallest serialized example of each bucket, whichever worker found it,
+        smallest as the database orders them (compute nodes, then bytes), so the report's
+        repro is the one the database keeps."""
         old = self.result.buckets.get(bid)
-        if old is None or (case is not None and (old.case is None or nodes < old.nodes)):
+        if old is None or (case is not None and (old.case is None or _size(case, nodes) < _size(old.case, old.nodes))):
             self.result.buckets[bid] = BucketRecord(bid, finding, case, nodes)
 
     def _exited(self, w: _Worker, code: int) -> None:
@@ -396,6 +398,11 @@ def _saved_failures(opts: CampaignOptions, on_lost: Callable[[str], None]) -> Sa
         return None
     key = database_key(load_pass(opts.pass_spec), opts.domain)
     return SavedFailures(open_database(opts.database, on_lost), key, GRAPH_CASES)
+
+
+def _size(case: dict[str, Any], nodes: int) -> tuple[int, int]:
+    # The bytes SavedFailures stores (GRAPH_CASES) and orders by.
+    return nodes, len(json.dumps(case).encode())
 
 
 def worker_seed(seed: int, shard: tuple[int, int], index: int, generation: int) -> int:
