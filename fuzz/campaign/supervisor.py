@@ -7,7 +7,11 @@ example, serialized, *before* running the pass on it, so when the pass kills the
 records it as a ``crash`` finding, then starts a replacement worker. Buckets and counts
 stream to the parent as they change, so stopping or losing a worker loses nothing found.
 Examples are judged by ``fxfuzz.oracles.verify``, or by the check a factory named in the options
-builds in each worker (``fxfuzz gate --workers`` judges a candidate against a baseline).
+builds in each worker (``fxfuzz gate`` judges a candidate against a baseline). Such a check
+may tell the parent that the pass under test is not what is running (the gate's baseline is):
+a death then is counted apart, not blamed on the pass. Instead of generated examples, one
+worker may judge a named list once each, in order (the gate's corpus); a replacement worker
+goes on after the example its predecessor died on.
 
 Workers are fresh interpreters (``python -m fxfuzz.campaign.worker``, the spawn model) rather than forks: torch
 does not survive fork reliably, and a fresh process can start coverage before torch is
@@ -53,10 +57,14 @@ class CampaignOptions:
     coverage_include: list[str] = field(default_factory=list)  # source files to measure; empty: off
     log_dir: str | None = None
     known: frozenset[str] = frozenset()  # baseline buckets: counted, not shrunk
-    # "pkg.module:factory" whose factory(**check_args) returns the Check each worker judges an
-    # example with (the gate's candidate-vs-baseline judgement); None: oracles.verify.
+    # "pkg.module:factory" whose factory(blame=..., **check_args) returns the Check each worker
+    # judges an example with (the gate's candidate-vs-baseline judgement); None: oracles.verify.
     check: str | None = None
     check_args: dict[str, Any] = field(default_factory=dict)
+    # "pkg.module:factory" whose factory(**examples_args) returns named examples [(name, example)]
+    # to judge once each instead of generated ones; with one worker (each worker judges all).
+    examples: str | None = None
+    examples_args: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -67,6 +75,7 @@ class BucketRecord:
     finding: dict[str, Any]
     case: dict[str, Any] | None
     nodes: int
+    source: str | None = None  # the name of the listed example it came from
 
 
 @dataclass
@@ -85,6 +94,7 @@ class ParallelResult:
     coverage_dir: str | None = None  # the temp folder of coverage_files; the caller removes it
     unserializable: int = 0
     worker_errors: list[str] = field(default_factory=list)
+    unblamed_deaths: int = 0  # examples a worker died on while its check said the pass was not running
 
 
 # ---------------------------------------------------------------------------- parent side
@@ -98,11 +108,14 @@ class _Worker:
     proc: subprocess.Popen
     conn: Connection
     started: float
+    first: int = 0  # the index of its first listed example (CampaignOptions.examples)
     examples: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
     inflight: dict[str, Any] | None = None
     inflight_since: float | None = None
+    blamed: bool = True  # a death now is the pass's (see CampaignOptions.check)
+    source: str | None = None  # the name of the listed example being judged
     finished: str | None = None
 
 
@@ -124,7 +137,7 @@ class Supervisor:
         self.saved = _saved_failures(opts)
 
     # -- starting
-    def _spawn(self, index: int, generation: int, quota: int) -> _Worker:
+    def _spawn(self, index: int, generation: int, quota: int, first: int = 0) -> _Worker:
         parent, child = Pipe()
         cov_file = None
         if self.cov_dir:
@@ -148,6 +161,9 @@ class Supervisor:
             "known": sorted(self.opts.known),
             "check": self.opts.check,
             "check_args": self.opts.check_args,
+            "examples": self.opts.examples,
+            "examples_args": self.opts.examples_args,
+            "first": first,
         }
         log = subprocess.DEVNULL
         if self.opts.log_dir:
@@ -162,45 +178,55 @@ class Supervisor:
             start_new_session=True,  # a Ctrl-C at the terminal reaches only the parent
         )
         child.close()
-        return _Worker(index, generation, quota, proc, parent, time.monotonic())
+        return _Worker(index, generation, quota, proc, parent, time.monotonic(), first)
 
     # -- merging
     def _on_message(self, w: _Worker, kind: str, data: Any) -> None:
         if kind == "start":
-            w.inflight, w.inflight_since = data, time.monotonic()
+            w.inflight, w.inflight_since, w.blamed = data, time.monotonic(), True
             if data is None:
                 self.result.unserializable += 1
+        elif kind == "blame":
+            w.blamed = data
+        elif kind == "source":
+            w.source = data
         elif kind == "done":
             w.inflight, w.inflight_since = None, None
         elif kind == "progress":
             w.examples, w.counts, w.stats = data["examples"], data["counts"], data["stats"]
         elif kind == "bucket":
-            self._offer(data["id"], data["finding"], data["case"], data["nodes"])
+            self._offer(data["id"], data["finding"], data["case"], data["nodes"], w.source)
         elif kind == "finished":
             w.finished = data
 
-    def _offer(self, bid: str, finding: dict[str, Any], case: dict[str, Any] | None, nodes: int) -> None:
+    def _offer(
+        self, bid: str, finding: dict[str, Any], case: dict[str, Any] | None, nodes: int, source: str | None
+    ) -> None:
         """Keep the smallest serialized example of each bucket, whichever worker found it."""
         old = self.result.buckets.get(bid)
         if old is None or (case is not None and (old.case is None or nodes < old.nodes)):
-            self.result.buckets[bid] = BucketRecord(bid, finding, case, nodes)
+            self.result.buckets[bid] = BucketRecord(bid, finding, case, nodes, source)
 
     def _died(self, w: _Worker, finding: dict[str, Any]) -> None:
-        """Record the example a worker died on as a crash finding, then replace the worker."""
+        """Record the example a worker died on as a crash finding (unless its check said the
+        pass was not running, when it is only counted), then replace the worker."""
         w.examples += 1  # the fatal example ran, too
-        f = Finding(**finding)
-        bid = bucket_id(f)
         case = w.inflight
-        self._offer(bid, f.to_dict(), case, count_compute_nodes(case["graph"]) if case else 0)
-        if self.saved is not None and case is not None:
-            self.saved.keep(bid, json.dumps(case).encode())  # the next campaign replays it first
-        w.counts = dict(w.counts)
-        w.counts[bid] = w.counts.get(bid, 0) + 1
+        if not w.blamed:
+            self.result.unblamed_deaths += 1
+        else:
+            f = Finding(**finding)
+            bid = bucket_id(f)
+            self._offer(bid, f.to_dict(), case, count_compute_nodes(case["graph"]) if case else 0, w.source)
+            if self.saved is not None and case is not None:
+                self.saved.keep(bid, json.dumps(case).encode())  # the next campaign replays it first
+            w.counts = dict(w.counts)
+            w.counts[bid] = w.counts.get(bid, 0) + 1
         self._retire(w)
         quota = w.quota - w.examples
         if quota > 0 and time.time() < self.deadline and not self.stop_requested:
             self.result.restarts += 1
-            self.workers.append(self._spawn(w.index, w.generation + 1, quota))
+            self.workers.append(self._spawn(w.index, w.generation + 1, quota, w.first + w.examples))
 
     def _retire(self, w: _Worker) -> None:
         self.workers.remove(w)
@@ -364,5 +390,5 @@ def to_campaign_result(r: ParallelResult) -> Any:
             case = case_from_dict(rec.case) if rec.case is not None else None
         except SerializeError:  # keep the finding (and its data) even if the graph will not rebuild
             case = None
-        buckets[bid] = Bucket(bid, Finding(**rec.finding), case, max(1, r.counts.get(bid, 0)), rec.case)
+        buckets[bid] = Bucket(bid, Finding(**rec.finding), case, max(1, r.counts.get(bid, 0)), rec.case, rec.source)
     return CampaignResult(r.examples, r.duration_s, buckets, r.stats, r.stopped_by)
