@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import broken_passes as bp
 import pytest
-from fxfuzz.campaign.gate import gate_corpus, regressions, regressions_both_modes, run_gate
+from fxfuzz.campaign.gate import gate_corpus, regressions, regressions_both_modes, run_gate, run_gate_parallel
 from fxfuzz.campaign.worker import judgement
 from fxfuzz.core.passes import load_pass
 from fxfuzz.tools.mutants import load_pass_variant
@@ -32,6 +32,15 @@ def segfaults(gm, sig):
 def hangs(gm, sig):
     while True:
         time.sleep(0.05)
+
+# Kills the first process that calls it (of all processes), then is the real pass.
+def segfaults_once(gm, sig):
+    flag = os.path.join(os.path.dirname(__file__), "died")
+    if not os.path.exists(flag):
+        open(flag, "w").close()
+        os.kill(os.getpid(), signal.SIGSEGV)
+    from fxfuzz.core.passes import load_pass
+    return load_pass("set_grad")(gm, sig)
 """
 
 
@@ -197,6 +206,16 @@ def test_cli_gate_reports_a_crashing_or_hanging_candidate_within_budget(tmp_path
     assert (out / finding["repro"]).is_file() and (out / finding["repro"]).with_suffix(".json").is_file()
     assert (out / "report.md").stat().st_size > 0
     assert int(ET.parse(out / "junit.xml").getroot().find("testsuite").get("failures")) == 1
+
+
+def test_the_corpus_goes_on_after_the_case_that_killed_its_worker(tmp_path, corpus):
+    """The replacement worker judges the rest of the corpus, not the fatal case again."""
+    (tmp_path / "faulty.py").write_text(FAULTY)
+    result = run_gate_parallel(f"{tmp_path / 'faulty.py'}:segfaults_once", "set_grad", [], workers=1, budget_s=1e9, max_examples=1)
+    assert result.corpus_cases == len(corpus) and result.restarts == 1 and result.campaign.examples == 1
+    [bucket] = result.buckets.values()
+    assert bucket.finding.kind == "process_died" and bucket.count == 1 and bucket.source == corpus[0][0]
+    assert bucket.case_data is not None
 
 
 def test_cli_gate_candidate_dying_where_the_baseline_crashes_is_no_regression(tmp_path):
