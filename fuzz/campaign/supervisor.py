@@ -62,7 +62,8 @@ class CampaignOptions:
     check: str | None = None
     check_args: dict[str, Any] = field(default_factory=dict)
     # "pkg.module:factory" whose factory(**examples_args) returns named examples [(name, example)]
-    # to judge once each instead of generated ones; with one worker (each worker judges all).
+    # to judge once each, whole, instead of generated ones (the budget bounds only restarts);
+    # meant for one worker, since each worker judges them all.
     examples: str | None = None
     examples_args: dict[str, Any] = field(default_factory=dict)
 

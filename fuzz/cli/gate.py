@@ -77,7 +77,8 @@ def command(a: argparse.Namespace) -> int:
         return 1
     if result.worker_errors:
         # Part of the gate never ran: no regression found is not a pass.
-        print(f"fxfuzz: error: the gate did not judge all its cases: {result.worker_errors[0]} (see {log_dir})", file=sys.stderr)
+        why = result.worker_errors[0]
+        print(f"fxfuzz: error: the gate did not judge all its cases: {why} (see {log_dir})", file=sys.stderr)
         return EXIT_TESTED_NOTHING
     print(f"fxfuzz gate: no new regression of {a.candidate} against {a.baseline}")
     return 0
