@@ -7,21 +7,45 @@ import operator
 import os
 import subprocess
 import sys
+import time
+import xml.etree.ElementTree as ET
 
 import broken_passes as bp
 import pytest
-from fxfuzz.campaign.gate import gate_corpus, regressions, regressions_both_modes, run_gate
+from fxfuzz.campaign.gate import gate_corpus, regressions, regressions_both_modes, run_gate, run_gate_parallel
 from fxfuzz.campaign.worker import judgement
 from fxfuzz.core.passes import load_pass
 from fxfuzz.tools.mutants import load_pass_variant
 from handmade import no_grad_region_case
+from test_workers import DIES_IN_WORKERS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REAL = load_pass("set_grad")
 
+# Candidates with real faults: the first call kills the process, or never returns.
+FAULTY = """
+import os, signal, time
 
-def fxfuzz(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fxfuzz", *args], capture_output=True, text=True, timeout=600)
+def segfaults(gm, sig):
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+def hangs(gm, sig):
+    while True:
+        time.sleep(0.05)
+
+# Kills the first process that calls it (of all processes), then is the real pass.
+def segfaults_once(gm, sig):
+    flag = os.path.join(os.path.dirname(__file__), "died")
+    if not os.path.exists(flag):
+        open(flag, "w").close()
+        os.kill(os.getpid(), signal.SIGSEGV)
+    from fxfuzz.core.passes import load_pass
+    return load_pass("set_grad")(gm, sig)
+"""
+
+
+def fxfuzz(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fxfuzz", *args], capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +83,7 @@ def test_broken_candidate_regresses_on_the_corpus(corpus):
     result = run_gate(bp.drops_toggles, REAL, corpus, budget_s=1e9, max_examples=1)
     oracles = {b.finding.oracle for b in result.buckets.values()}
     assert {"equivalence", "gradients"} <= oracles
-    assert all(bid in result.corpus_sources for bid in result.buckets)
+    assert all(b.source in dict(corpus) for b in result.buckets.values())
 
 
 def test_fix_is_not_a_regression():
@@ -102,10 +126,31 @@ def test_cli_broken_candidate_exits_1_and_its_repros_replay(tmp_path):
 def test_worker_judgement_is_the_gates():
     """What a gate worker loads by name judges as the in-process gate does: both grad
     modes, regressions only (the real pass against itself has none)."""
-    judge = judgement({"check": "fxfuzz.campaign.gate:gate_check", "check_args": {"baseline": "set_grad"}, "device": "cpu"})
+    heard = []
+    cfg = {"check": "fxfuzz.campaign.gate:gate_check", "check_args": {"baseline": "set_grad"}, "device": "cpu"}
+    judge = judgement(cfg, heard.append)
     case = no_grad_region_case(True)
     assert judge(case, REAL) == []
+    assert heard == [False, True, False, True]  # per grad mode: the baseline, then the candidate
     assert judge(case, bp.drops_toggles) == regressions_both_modes(case, bp.drops_toggles, REAL) != []
+
+
+def test_a_death_is_the_candidates_only_once_the_baseline_survived():
+    """The baseline runs first; the worker's supervisor hears that the candidate is running
+    only after the baseline ran without crashing, and never where the baseline crashes."""
+    case = no_grad_region_case(True)
+    events = []
+
+    def calls(name, fn):
+        return lambda gm, sig: (events.append(name), fn(gm, sig))[1]
+
+    regressions(case, calls("candidate", REAL), calls("baseline", REAL), events.append)
+    first, blamed = events.index(False), events.index(True)
+    assert first == 0 and events.index("baseline") < blamed < events.index("candidate")
+    assert "baseline" not in events[blamed:]
+    events.clear()
+    regressions(case, calls("candidate", REAL), bp.crashes, events.append)
+    assert True not in events and "candidate" in events
 
 
 def test_cli_parallel_gate_regresses_on_fresh_cases_and_passes_the_real_pass(tmp_path):
@@ -123,6 +168,76 @@ def test_cli_parallel_gate_regresses_on_fresh_cases_and_passes_the_real_pass(tmp
     ok = fxfuzz("gate", "--candidate", "set_grad", "--workers", "2", "--max-examples", "2", "--report-dir", str(tmp_path / "ok"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert json.loads((tmp_path / "ok" / "report.json").read_text())["examples"] == 2
+
+
+BUDGET_S, TIMEOUT_S = 2, 3
+# What the bound allows beyond budget and timeout: the interpreter starts and torch imports of
+# the CLI and of a worker, the corpus capture and the report, on a loaded 2-core machine.
+STARTUP_SLACK_S = 40
+
+
+@pytest.mark.parametrize(
+    "fault, workers, kind",
+    [
+        ("segfaults", [], "process_died"),
+        ("segfaults", ["--workers", "2"], "process_died"),
+        ("hangs", ["--workers", "1"], "hang"),
+        ("hangs", ["--workers", "2"], "hang"),
+    ],
+)
+def test_cli_gate_reports_a_crashing_or_hanging_candidate_within_budget(tmp_path, fault, workers, kind):
+    """A candidate that segfaults or hangs on its first call is a crash regression with a
+    repro, in a report written within the budget plus the example timeout (and start-up),
+    whatever the workers: the corpus is judged in a worker too."""
+    (tmp_path / "faulty.py").write_text(FAULTY)
+    out = tmp_path / "r"
+    bound = BUDGET_S + TIMEOUT_S + STARTUP_SLACK_S
+    start = time.monotonic()
+    r = fxfuzz(
+        "gate", "--candidate", f"{tmp_path / 'faulty.py'}:{fault}", "--budget", str(BUDGET_S),
+        "--example-timeout", str(TIMEOUT_S), "--report-dir", str(out), *workers, timeout=bound,
+    )  # fmt: skip
+    assert time.monotonic() - start < bound
+    assert r.returncode == 1, r.stdout + r.stderr
+    report = json.loads((out / "report.json").read_text())
+    [finding] = report["findings"]
+    assert finding["oracle"] == "crash" and finding["kind"] == kind and not finding["known"]
+    assert report["corpus_cases"] >= 1 and finding["count"] >= 1
+    assert (out / finding["repro"]).is_file() and (out / finding["repro"]).with_suffix(".json").is_file()
+    assert (out / "report.md").stat().st_size > 0
+    assert int(ET.parse(out / "junit.xml").getroot().find("testsuite").get("failures")) == 1
+
+
+def test_the_corpus_goes_on_after_the_case_that_killed_its_worker(tmp_path, corpus):
+    """The replacement worker judges the rest of the corpus, not the fatal case again."""
+    (tmp_path / "faulty.py").write_text(FAULTY)
+    result = run_gate_parallel(f"{tmp_path / 'faulty.py'}:segfaults_once", "set_grad", [], workers=1, budget_s=1e9, max_examples=1)
+    assert result.corpus_cases == len(corpus) and result.restarts == 1 and result.campaign.examples == 1
+    [bucket] = result.buckets.values()
+    assert bucket.finding.kind == "process_died" and bucket.count == 1 and bucket.source == corpus[0][0]
+    assert bucket.case_data is not None
+
+
+def test_cli_gate_candidate_dying_where_the_baseline_crashes_is_no_regression(tmp_path):
+    (tmp_path / "faulty.py").write_text(FAULTY)
+    r = fxfuzz(
+        "gate", "--candidate", f"{tmp_path / 'faulty.py'}:segfaults", "--baseline", f"{HERE}/broken_passes.py:crashes",
+        "--budget", str(BUDGET_S), "--report-dir", str(tmp_path / "r"),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["findings"] == [] and report["workers_detail"]["excused_deaths"] >= 1
+
+
+def test_cli_gate_whose_worker_cannot_start_fails_loudly(tmp_path):
+    """A candidate whose import kills every worker (not the CLI process): the corpus was never
+    judged, so no regression found is no pass."""
+    (tmp_path / "dies.py").write_text(DIES_IN_WORKERS)
+    r = fxfuzz("gate", "--candidate", f"{tmp_path / 'dies.py'}:fine", "--budget", "30", "--report-dir", str(tmp_path / "r"))
+    assert r.returncode == 3, r.stdout + r.stderr
+    (line,) = [l for l in r.stderr.splitlines() if l.startswith("fxfuzz: error:")]
+    assert "did not judge all its cases" in line and "exited with 7" in line
+    assert (tmp_path / "r" / "report.json").is_file()
 
 
 def test_judging_leaves_the_case_as_it_was():
@@ -169,6 +284,7 @@ def corpus_modules():
         (["gate", "--candidate", "set_grad", "--corpus", "/no/such/dir"], "corpus directory not found"),
         (["gate", "--candidate", "set_grad", "--known", "/no/such/known.json"], "known-findings file"),
         (["gate", "--candidate", "set_grad", "--domain", "nonsense"], "--domain"),
+        (["gate", "--candidate", "set_grad", "--example-timeout", "0"], "--example-timeout"),
         (["mutate", "--domain", "nonsense"], "--domain"),
         (["mutate", "--only", "no_such_mutant"], "no mutant"),
         (["mutate", "--pass", "autocast"], "set_grad pass only"),

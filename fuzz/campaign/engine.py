@@ -13,7 +13,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,9 @@ def bucket_id(f: Finding) -> str:
 
 
 Check = Callable[[Any, PassFn], "list[Finding]"]
+# Told by a check, in a worker process, whether a death of the process from now on is the
+# pass's (True, the default at each example's start) or not (the gate's baseline is running).
+Blame = Callable[[bool], None]
 
 
 @dataclass
@@ -53,6 +56,7 @@ class Bucket:
     # The example serialized (fuzz.serialize), when it came from a worker process; None
     # for an example a worker died on before it could be serialized.
     case_data: dict[str, Any] | None = None
+    source: str | None = None  # the name of the listed example (run_examples) it came from
 
     @property
     def graph_nodes(self) -> int:
@@ -101,6 +105,48 @@ def _raise_found(bid: str, finding: Finding) -> None:
 
 Progress = Callable[[CampaignResult, float], None]
 BucketHook = Callable[[Bucket], None]
+
+
+def _record(
+    result: CampaignResult, case: Example, ids: dict[str, Finding], on_bucket: BucketHook | None, source: str | None = None
+) -> None:
+    """Count one example and its findings; a new bucket starts with ``case``."""
+    result.examples += 1
+    for k, v in case.features.items():
+        result.stats[k] += v if isinstance(v, int) else 1
+    result.stats[f"ambient_grad:{case.ambient_grad}"] += 1
+    for bid, f in ids.items():
+        if bid in result.buckets:
+            result.buckets[bid].count += 1
+        else:
+            result.buckets[bid] = Bucket(bid, f, case, 1, source=source)
+            if on_bucket:
+                on_bucket(result.buckets[bid])
+
+
+def run_examples(
+    pass_fn: PassFn,
+    examples: Iterable[tuple[str, Example]],
+    *,
+    check: Check = verify,
+    progress: Progress | None = None,
+    stop: Callable[[], bool] | None = None,
+    on_bucket: BucketHook | None = None,
+) -> CampaignResult:
+    """Judge each named example once, in order, until ``stop()`` turns true: a fixed corpus
+    rather than generated examples, so nothing shrinks and each bucket keeps the first
+    example that showed it, with its name as the bucket's ``source``."""
+    result = CampaignResult()
+    start = time.monotonic()
+    for name, case in examples:
+        if stop is not None and stop():
+            result.stopped_by = "stopped"
+            break
+        _record(result, case, {bucket_id(f): f for f in check(case, pass_fn)}, on_bucket, name)
+        if progress:
+            progress(result, time.monotonic() - start)
+    result.duration_s = time.monotonic() - start
+    return result
 
 
 def database_key(pass_fn: PassFn, domain: str) -> bytes:
@@ -251,18 +297,7 @@ def run_campaign(
     store = SavedFailures(database, database_key(pass_fn, domain), codec) if database and codec else None
 
     def record(case: Example, ids: dict[str, Finding]) -> None:
-        """Count one example and its findings."""
-        result.examples += 1
-        for k, v in case.features.items():
-            result.stats[k] += v if isinstance(v, int) else 1
-        result.stats[f"ambient_grad:{case.ambient_grad}"] += 1
-        for bid, f in ids.items():
-            if bid in result.buckets:
-                result.buckets[bid].count += 1
-            else:
-                result.buckets[bid] = Bucket(bid, f, case, 1)
-                if on_bucket:
-                    on_bucket(result.buckets[bid])
+        _record(result, case, ids, on_bucket)
         if progress:
             progress(result, time.monotonic() - start)
 

@@ -11,23 +11,35 @@ candidate's graph must show its consumers what the baseline's shows: the same si
 The cases are, in order: the regression corpus (saved cases of earlier campaigns, then the
 built-in modules of ``fxfuzz.strategies.corpus`` and one with a pytree calling convention), then fresh
 Hypothesis cases for the budget (of the export domain, the adversarial one, or both), each
-judged under both ambient grad modes so that a regression shrinks like any campaign finding;
-``run_gate_parallel`` judges the fresh cases in worker processes.
+judged under both ambient grad modes so that a regression shrinks like any campaign finding.
+``run_gate`` judges in this process; ``run_gate_parallel`` (``fxfuzz gate``) judges every case in
+worker processes, so a case that kills the process or hangs is a crash regression.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from fxfuzz.campaign.engine import Bucket, CampaignResult, Check, Progress, bucket_id, run_campaign
-from fxfuzz.campaign.supervisor import CampaignOptions, run_parallel, to_campaign_result
+from fxfuzz.campaign.engine import (
+    Blame,
+    Bucket,
+    CampaignResult,
+    Check,
+    Progress,
+    bucket_id,
+    run_campaign,
+    run_examples,
+)
+from fxfuzz.campaign.supervisor import CampaignOptions, ParallelResult, run_parallel, to_campaign_result
 from fxfuzz.core.case import GraphCase, copy_graph_module
 from fxfuzz.core.passes import PassFn, contract_of, load_pass
-from fxfuzz.core.serialize import target_name
+from fxfuzz.core.serialize import case_from_dict, case_to_dict, target_name
 from fxfuzz.oracles import Finding, input_labels, verify
 from fxfuzz.oracles.semantics import Reference, compare_graphs
 from fxfuzz.strategies.corpus import corpus_cases
@@ -110,10 +122,21 @@ def disagreements(case: GraphCase, candidate_gm: fx.GraphModule, baseline_gm: fx
     ]
 
 
-def regressions(case: GraphCase, candidate: PassFn, baseline: PassFn) -> list[Finding]:
-    """What the candidate breaks on ``case`` that the baseline does not (see the module doc)."""
-    cand, base = judge(case, candidate), judge(case, baseline)
+def _in_process(on_candidate: bool) -> None:
+    """The ``Blame`` of a gate in one process: a crash there ends the caller, so nobody listens."""
+
+
+def regressions(case: GraphCase, candidate: PassFn, baseline: PassFn, blame: Blame = _in_process) -> list[Finding]:
+    """What the candidate breaks on ``case`` that the baseline does not (see the module doc).
+
+    The baseline runs first; ``blame`` hears that a death of the process is the candidate's
+    only once the baseline has survived the case without crashing (if both crash, the
+    candidate's crash is no regression)."""
+    blame(False)
+    base = judge(case, baseline)
     failed_by_baseline = {f.oracle for f in base.findings}
+    blame("crash" not in failed_by_baseline)
+    cand = judge(case, candidate)
     failed_by_candidate = {f.oracle for f in cand.findings}
     found = [f for f in cand.findings if f.oracle not in failed_by_baseline]
     both_failed = failed_by_baseline & failed_by_candidate & set(_RUN_ORACLES)
@@ -132,12 +155,14 @@ def with_ambient(case: GraphCase, ambient: bool) -> GraphCase:
     return case if case.ambient_grad == ambient else dataclasses.replace(case, ambient_grad=ambient)
 
 
-def regressions_both_modes(case: GraphCase, candidate: PassFn, baseline: PassFn) -> list[Finding]:
+def regressions_both_modes(
+    case: GraphCase, candidate: PassFn, baseline: PassFn, blame: Blame = _in_process
+) -> list[Finding]:
     """``regressions`` under the case's ambient grad mode, then under the other one; each
     finding's details say which mode showed it."""
     found = []
     for ambient in (case.ambient_grad, not case.ambient_grad):
-        for f in regressions(with_ambient(case, ambient), candidate, baseline):
+        for f in regressions(with_ambient(case, ambient), candidate, baseline, blame):
             found.append(dataclasses.replace(f, details={**f.details, "ambient_grad": ambient}))
     return found
 
@@ -150,13 +175,18 @@ def case_of(bucket: Bucket) -> GraphCase:
 
 @dataclass
 class GateResult:
-    """Regressions found on the corpus and on fresh cases, bucketed like campaign findings."""
+    """Regressions found on the corpus and on fresh cases, bucketed like campaign findings
+    (a bucket's ``source`` names the corpus case that showed it; None: a fresh case)."""
 
     corpus_cases: int = 0
     corpus_s: float = 0.0
     campaign: CampaignResult = field(default_factory=CampaignResult)
-    # bucket id -> the corpus case name that showed it first
-    corpus_sources: dict[str, str] = field(default_factory=dict)
+    # What the worker processes of run_gate_parallel met (supervisor.ParallelResult's).
+    restarts: int = 0
+    worker_errors: list[str] = field(default_factory=list)
+    # Cases a worker died on where the candidate is not to blame: the baseline killed the
+    # process, or crashed on the case itself (then the candidate's crash is no regression).
+    excused_deaths: int = 0
 
     @property
     def buckets(self) -> dict[str, Bucket]:
@@ -175,22 +205,9 @@ def judge_corpus(
     on_regression: Callable[[Bucket], None] | None = None,
 ) -> GateResult:
     """Judge ``candidate`` against ``baseline`` on every corpus case, in this process."""
-    start = time.monotonic()
-    result = GateResult()
-    buckets = result.campaign.buckets
-    for name, case in corpus:
-        result.corpus_cases += 1
-        for f in regressions(case, candidate, baseline):
-            bid = bucket_id(f)
-            if bid in buckets:
-                buckets[bid].count += 1
-                continue
-            buckets[bid] = Bucket(bid, f, case, 1)
-            result.corpus_sources[bid] = name
-            if on_regression:
-                on_regression(buckets[bid])
-    result.corpus_s = time.monotonic() - start
-    return result
+    check: Check = lambda case, cand: regressions(case, cand, baseline)
+    judged = run_examples(candidate, corpus, check=check, on_bucket=on_regression)
+    return GateResult(judged.examples, judged.duration_s, CampaignResult(buckets=judged.buckets))
 
 
 def add_fresh(result: GateResult, fresh: CampaignResult) -> None:
@@ -254,46 +271,84 @@ def run_gate(
     return result
 
 
-def gate_check(baseline: str) -> Check:
-    """The fresh-case judgement of ``run_gate`` for a worker process (``fxfuzz.campaign.supervisor`` loads
-    it by name): the regressions of the worker's pass against ``baseline``, in both grad modes."""
+def gate_check(baseline: str, blame: Blame, both_modes: bool = True) -> Check:
+    """The judgement of a gate case (a worker process loads it by name, ``fxfuzz.campaign.supervisor``):
+    the regressions of the pass under test against ``baseline``, in both grad modes (fresh
+    cases) or in the case's own (corpus cases, captured under each mode)."""
     base = load_pass(baseline)
-    return lambda case, candidate: regressions_both_modes(case, candidate, base)
+    if both_modes:
+        return lambda case, candidate: regressions_both_modes(case, candidate, base, blame)
+    return lambda case, candidate: regressions(case, candidate, base, blame)
+
+
+def corpus_with(saved: str) -> list[tuple[str, GraphCase]]:
+    """The corpus a gate worker judges: the cases serialized in the file ``saved`` (repros of
+    earlier runs), then the built-in corpus, captured in the worker itself because the node
+    metadata a capture carries (which the interface check compares) is not serialized."""
+    with open(saved) as fh:
+        return [(name, case_from_dict(data)) for name, data in json.load(fh)] + gate_corpus()
 
 
 def run_gate_parallel(
     candidate: str,
     baseline: str,
-    corpus: Iterable[tuple[str, GraphCase]],
+    saved: Sequence[tuple[str, GraphCase]],
     *,
     workers: int,
     budget_s: float = 60.0,
     max_examples: int = 1_000_000,
     seed_: int = 0,
     domain: str = "export",
+    example_timeout_s: float = 60.0,
     progress: Callable[[int, int, float], None] | None = None,
     log_dir: str | None = None,
 ) -> GateResult:
-    """``run_gate`` with the fresh cases judged in ``workers`` processes (``fxfuzz.campaign.supervisor``):
-    the corpus in this process, then each worker its share of the fresh cases, with the
-    regressions judged as ``run_gate`` judges them. As in ``fxfuzz run --workers``, a case
-    that kills a worker or hangs is a crash regression instead of the end of the gate."""
+    """``run_gate`` with every case judged in worker processes (``fxfuzz.campaign.supervisor``):
+    first the corpus (the ``saved`` cases, then the built-in one) in one worker, then the fresh
+    cases in ``workers``, for what is left of ``budget_s``.
+
+    As in ``fxfuzz run``, a case that kills a worker or runs past ``example_timeout_s`` is a
+    crash regression (where the baseline survived it) and a replacement worker goes on with
+    the next case. No worker starts after the budget, so the gate ends within about
+    ``budget_s + example_timeout_s`` plus a worker's start-up; the corpus is judged whole
+    unless such a death past the budget leaves no worker to finish it."""
     start = time.monotonic()
-    result = judge_corpus(load_pass(candidate), load_pass(baseline), corpus)
-    remaining = budget_s - result.corpus_s
-    if remaining > 0:
-        opts = CampaignOptions(
-            pass_spec=candidate,
+    opts = CampaignOptions(
+        pass_spec=candidate,
+        budget_s=budget_s,
+        seed=seed_,
+        example_timeout_s=example_timeout_s,
+        check=f"{__name__}:gate_check",
+        check_args={"baseline": baseline, "both_modes": False},
+        examples=f"{__name__}:corpus_with",
+        log_dir=log_dir,
+    )
+    with tempfile.NamedTemporaryFile("w", prefix="fxfuzz-corpus-", suffix=".json") as fh:
+        json.dump([(name, case_to_dict(case)) for name, case in saved], fh)
+        fh.flush()
+        opts.examples_args = {"saved": fh.name}
+        corpus = run_parallel(opts)
+    judged = CampaignResult(buckets=to_campaign_result(corpus).buckets, stopped_by=corpus.stopped_by)
+    result = GateResult(corpus.examples, corpus.duration_s, judged)
+    phases: list[ParallelResult] = [corpus]
+    remaining = budget_s - (time.monotonic() - start)
+    # After an interrupt, or a worker that could not judge the corpus, there is nothing to add.
+    if remaining > 0 and corpus.stopped_by != "interrupted" and not corpus.worker_errors:
+        fresh_opts = dataclasses.replace(
+            opts,
             budget_s=remaining,
             max_examples=max_examples,
-            seed=seed_,
             domain=domain,
             workers=workers,
-            check=f"{__name__}:gate_check",
             check_args={"baseline": baseline},
-            log_dir=log_dir,
+            examples=None,
+            examples_args={},
         )
-        add_fresh(result, to_campaign_result(run_parallel(opts, progress)))
+        phases.append(run_parallel(fresh_opts, progress))
+        add_fresh(result, to_campaign_result(phases[-1]))
+    result.restarts = sum(p.restarts for p in phases)
+    result.worker_errors = [e for p in phases for e in p.worker_errors]
+    result.excused_deaths = sum(p.unblamed_deaths for p in phases)
     result.campaign.duration_s = time.monotonic() - start
     return result
 

@@ -9,7 +9,11 @@ only if it dies on it too is the case recorded as a ``crash`` finding; a death i
 repeat (an outside kill: the OOM killer, ``kill -9``) counts as a restart. Buckets and counts
 stream to the parent as they change, so stopping or losing a worker loses nothing found.
 Examples are judged by ``fxfuzz.oracles.verify``, or by the check a factory named in the options
-builds in each worker (``fxfuzz gate --workers`` judges a candidate against a baseline).
+builds in each worker (``fxfuzz gate`` judges a candidate against a baseline). Such a check
+may tell the parent that the pass under test is not what is running (the gate's baseline is):
+a death then is counted apart, not blamed on the pass. Instead of generated examples, one
+worker may judge a named list once each, in order (the gate's corpus); a replacement worker
+goes on after the example its predecessor died on.
 
 Workers are fresh interpreters (``python -m fxfuzz.campaign.worker``, the spawn model) rather than forks: torch
 does not survive fork reliably, and a fresh process can start coverage before torch is
@@ -57,10 +61,15 @@ class CampaignOptions:
     coverage_include: list[str] = field(default_factory=list)  # source files to measure; empty: off
     log_dir: str | None = None
     known: frozenset[str] = frozenset()  # baseline buckets: counted, not shrunk
-    # "pkg.module:factory" whose factory(**check_args) returns the Check each worker judges an
-    # example with (the gate's candidate-vs-baseline judgement); None: oracles.verify.
+    # "pkg.module:factory" whose factory(blame=..., **check_args) returns the Check each worker
+    # judges an example with (the gate's candidate-vs-baseline judgement); None: oracles.verify.
     check: str | None = None
     check_args: dict[str, Any] = field(default_factory=dict)
+    # "pkg.module:factory" whose factory(**examples_args) returns named examples [(name, example)]
+    # to judge once each, whole, instead of generated ones (the budget bounds only restarts);
+    # meant for one worker, since each worker judges them all.
+    examples: str | None = None
+    examples_args: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -71,6 +80,7 @@ class BucketRecord:
     finding: dict[str, Any]
     case: dict[str, Any] | None
     nodes: int
+    source: str | None = None  # the name of the listed example it came from
 
 
 @dataclass
@@ -92,6 +102,7 @@ class ParallelResult:
     unserializable: int = 0
     worker_errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # one line each, for the user: a shared database lost
+    unblamed_deaths: int = 0  # examples a worker died on while its check said the pass was not running
 
 
 # ---------------------------------------------------------------------------- parent side
@@ -113,11 +124,14 @@ class _Worker:
     proc: subprocess.Popen
     conn: Connection
     started: float
+    first: int = 0  # the index of its first listed example (CampaignOptions.examples)
     examples: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
     inflight: dict[str, Any] | None = None
     inflight_since: float | None = None
+    blamed: bool = True  # a death now is the pass's (see CampaignOptions.check)
+    source: str | None = None  # the name of the listed example being judged
     finished: str | None = None
     began: bool = False  # has started an example: a later death is not a start-up failure
     rerun: _Death | None = None  # the predecessor's death this worker runs the example of first
@@ -142,7 +156,7 @@ class Supervisor:
         self.saved = _saved_failures(opts, self._note)
 
     # -- starting
-    def _spawn(self, index: int, generation: int, quota: int, rerun: _Death | None = None) -> _Worker:
+    def _spawn(self, index: int, generation: int, quota: int, rerun: _Death | None = None, first: int = 0) -> _Worker:
         parent, child = Pipe()
         cov_file = None
         if self.cov_dir:
@@ -164,8 +178,13 @@ class Supervisor:
             "known": sorted(self.opts.known),
             "check": self.opts.check,
             "check_args": self.opts.check_args,
-            "rerun": rerun is not None,  # the case itself follows over the pipe: argv has a size limit
+            # A listed example is run again by starting the list at it; a generated one follows
+            # over the pipe (argv has a size limit).
+            "rerun": rerun is not None and not self.opts.examples,
             "parent": os.getpid(),  # the worker ends itself when this process dies
+            "examples": self.opts.examples,
+            "examples_args": self.opts.examples_args,
+            "first": first,
         }
         log = subprocess.DEVNULL
         if self.opts.log_dir:
@@ -180,16 +199,20 @@ class Supervisor:
             start_new_session=True,  # a Ctrl-C at the terminal reaches only the parent
         )
         child.close()
-        if rerun is not None:
+        if rerun is not None and not self.opts.examples:
             parent.send(("rerun", rerun.case))
-        return _Worker(index, generation, quota, proc, parent, time.monotonic(), rerun=rerun)
+        return _Worker(index, generation, quota, proc, parent, time.monotonic(), first, rerun=rerun)
 
     # -- merging
     def _on_message(self, w: _Worker, kind: str, data: Any) -> None:
         if kind == "start":
-            w.inflight, w.inflight_since, w.began = data, time.monotonic(), True
+            w.inflight, w.inflight_since, w.began, w.blamed = data, time.monotonic(), True, True
             if data is None:
                 self.result.unserializable += 1
+        elif kind == "blame":
+            w.blamed = data
+        elif kind == "source":
+            w.source = data
         elif kind == "done":
             w.inflight, w.inflight_since = None, None
             if w.rerun is not None:  # the example its predecessor died on ran through
@@ -200,7 +223,7 @@ class Supervisor:
         elif kind == "progress":
             w.examples, w.counts, w.stats = data["examples"], data["counts"], data["stats"]
         elif kind == "bucket":
-            self._offer(data["id"], data["finding"], data["case"], data["nodes"])
+            self._offer(data["id"], data["finding"], data["case"], data["nodes"], w.source)
         elif kind == "finished":
             w.finished = data
         elif kind == "note":
@@ -210,13 +233,13 @@ class Supervisor:
         if text not in self.result.notes:  # every worker hears of a lost database: say it once
             self.result.notes.append(text)
 
-    def _offer(self, bid: str, finding: dict[str, Any], case: dict[str, Any] | None, nodes: int) -> None:
+    def _offer(self, bid: str, finding: dict[str, Any], case: dict[str, Any] | None, nodes: int, source: str | None) -> None:
         """Keep the smallest serialized example of each bucket, whichever worker found it,
         smallest as the database orders them (compute nodes, then bytes), so the report's
         repro is the one the database keeps."""
         old = self.result.buckets.get(bid)
         if old is None or (case is not None and (old.case is None or _size(case, nodes) < _size(old.case, old.nodes))):
-            self.result.buckets[bid] = BucketRecord(bid, finding, case, nodes)
+            self.result.buckets[bid] = BucketRecord(bid, finding, case, nodes, source)
 
     def _exited(self, w: _Worker, code: int) -> None:
         """Judge a worker's exit: done, a death to re-run, a crash finding or a start-up failure."""
@@ -231,6 +254,8 @@ class Supervisor:
             self.result.unrepeated_deaths.append(f"worker {w.index} {how} between examples")
             self._retire(w)
             self._replace(w)
+        elif not w.blamed:  # the check said the pass under test was not running: not its death
+            self._died(w, _death_finding(code))
         elif w.rerun is not None or w.inflight is None:
             # It repeated on the example its predecessor died on (or the example could not be
             # serialized to be run again): the pass's doing.
@@ -240,21 +265,25 @@ class Supervisor:
             self._replace(w, _Death(w.inflight, how))
 
     def _died(self, w: _Worker, finding: dict[str, Any]) -> None:
-        """Record the example a worker died on as a crash finding, then replace the worker."""
+        """Record the example a worker died on as a crash finding (unless its check said the
+        pass was not running, when it is only counted), then replace the worker."""
         w.examples += 1  # the fatal example ran, too
-        bid = self._record_crash(Finding(**finding), w.inflight)
-        w.counts = dict(w.counts)
-        w.counts[bid] = w.counts.get(bid, 0) + 1
-        w.rerun = None  # settled: it repeated
+        if not w.blamed:
+            self.result.unblamed_deaths += 1
+        else:
+            bid = self._record_crash(Finding(**finding), w.inflight, w.source)
+            w.counts = dict(w.counts)
+            w.counts[bid] = w.counts.get(bid, 0) + 1
+        w.rerun = None  # settled: it repeated, or it was not the pass's
         self._retire(w)
         self._replace(w)
 
-    def _record_crash(self, f: Finding, case: dict[str, Any] | None) -> str:
+    def _record_crash(self, f: Finding, case: dict[str, Any] | None, source: str | None) -> str:
         """Offer a crash and its example to the report and save the example (the next campaign
         replays it first); return its bucket id."""
         bid = bucket_id(f)
         nodes = count_compute_nodes(case["graph"]) if case else 0
-        self._offer(bid, f.to_dict(), case, nodes)
+        self._offer(bid, f.to_dict(), case, nodes, source)
         if self.saved is not None and case is not None:
             self.saved.keep(bid, json.dumps(case).encode(), nodes)
         return bid
@@ -265,7 +294,7 @@ class Supervisor:
         quota = w.quota - w.examples
         if death is not None or (quota > 0 and time.time() < self.deadline and not self.stop_requested):
             self.result.restarts += 1
-            self.workers.append(self._spawn(w.index, w.generation + 1, quota, death))
+            self.workers.append(self._spawn(w.index, w.generation + 1, quota, death, w.first + w.examples))
 
     def _retire(self, w: _Worker) -> None:
         if w.rerun is not None:
@@ -456,5 +485,5 @@ def to_campaign_result(r: ParallelResult) -> Any:
             case = case_from_dict(rec.case) if rec.case is not None else None
         except SerializeError:  # keep the finding (and its data) even if the graph will not rebuild
             case = None
-        buckets[bid] = Bucket(bid, Finding(**rec.finding), case, max(1, r.counts.get(bid, 0)), rec.case)
+        buckets[bid] = Bucket(bid, Finding(**rec.finding), case, max(1, r.counts.get(bid, 0)), rec.case, rec.source)
     return CampaignResult(r.examples, r.duration_s, buckets, r.stats, r.stopped_by)

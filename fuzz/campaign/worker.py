@@ -1,9 +1,10 @@
 """One worker process of a parallel campaign (``python -m fxfuzz.campaign.worker FD CONFIG``).
 
-It runs ``run_campaign`` on its share and reports to the supervisor over the pipe ``FD``:
-each example, serialized, *before* the pass runs on it, then buckets and counts as they
-change. A worker that replaces one that died first reads that example from the pipe and runs
-it again; any later message from the supervisor means stop. It ends itself when the
+It runs ``run_campaign`` on its share (or ``run_examples`` on a named list, from where its
+predecessor died) and reports to the supervisor over the pipe ``FD``: each example,
+serialized, *before* the pass runs on it, then buckets and counts as they change. A worker
+that replaces one that died on a generated example first reads that example from the pipe
+and runs it again; any later message from the supervisor means stop. It ends itself when the
 supervisor dies. Coverage, when asked for, starts before torch is imported, so the pass's
 module-level lines count as covered (``fxfuzz`` and ``fxfuzz.campaign`` import nothing
 heavy).
@@ -19,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -32,21 +34,27 @@ def _serialize(case: Any) -> dict[str, Any] | None:
         return None
 
 
-def judgement(cfg: dict[str, Any]) -> Any:
-    """The Check this worker judges examples with: the configured factory's, or verify's."""
+def _factory(spec: str) -> Any:
+    """The callable a ``pkg.module:name`` spec of the options names."""
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def judgement(cfg: dict[str, Any], blame: Callable[[bool], None]) -> Any:
+    """The Check this worker judges examples with: the configured factory's, which tells
+    ``blame`` whether the pass under test is running, or verify's."""
     if cfg["check"] is None:
         from fxfuzz.oracles import verify
 
         return lambda case, fn: verify(case, fn, device=cfg["device"])
-    module, _, name = cfg["check"].partition(":")
-    return getattr(importlib.import_module(module), name)(**cfg["check_args"])
+    return _factory(cfg["check"])(blame=blame, **cfg["check_args"])
 
 
 def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
     """Run one worker's share of the campaign, reporting to the parent over ``fd``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
     from fxfuzz.campaign.database import DatabaseSpec, open_database
-    from fxfuzz.campaign.engine import run_campaign
+    from fxfuzz.campaign.engine import run_campaign, run_examples
     from fxfuzz.core.passes import load_pass
     from fxfuzz.core.serialize import case_from_dict
 
@@ -54,7 +62,7 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
     # The example the previous worker of this slot died on: run first, to see if it repeats.
     rerun = [case_from_dict(conn.recv()[1])] if cfg["rerun"] else []
     pass_fn = load_pass(cfg["pass"])
-    judge = judgement(cfg)
+    judge = judgement(cfg, lambda on_pass: conn.send(("blame", on_pass)))
     sent: dict[str, Any] = {"case": None, "data": None, "saved": time.monotonic()}
 
     def data_of(case: Any) -> dict[str, Any] | None:
@@ -86,22 +94,31 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
     def note(text: str) -> None:
         conn.send(("note", text))
 
-    db = open_database(DatabaseSpec(cfg["db"]["local"], tuple(cfg["db"]["shared"])), note) if cfg["db"] else None
-    result = run_campaign(
-        pass_fn,
-        budget_s=max(0.0, cfg["deadline"] - time.time()),
-        max_examples=cfg["max_examples"],
-        seed_=cfg["seed"],
-        domain=cfg["domain"],
-        database=db,
-        progress=progress,
-        check=check,
-        stop=conn.poll,  # any message from the parent means stop
-        on_bucket=on_bucket,
-        replay_saved=cfg["replay_saved"],
-        known=frozenset(cfg["known"]),
-        rerun=rerun,
-    )
+    def named(examples: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+        for name, case in examples:
+            conn.send(("source", name))  # before "start": a death on it is reported by name
+            yield name, case
+
+    if cfg["examples"]:
+        listed = _factory(cfg["examples"])(**cfg["examples_args"])[cfg["first"] :]
+        result = run_examples(pass_fn, named(listed), check=check, progress=progress, stop=conn.poll, on_bucket=on_bucket)
+    else:
+        db = open_database(DatabaseSpec(cfg["db"]["local"], tuple(cfg["db"]["shared"])), note) if cfg["db"] else None
+        result = run_campaign(
+            pass_fn,
+            budget_s=max(0.0, cfg["deadline"] - time.time()),
+            max_examples=cfg["max_examples"],
+            seed_=cfg["seed"],
+            domain=cfg["domain"],
+            database=db,
+            progress=progress,
+            check=check,
+            stop=conn.poll,  # any message from the parent means stop
+            on_bucket=on_bucket,
+            replay_saved=cfg["replay_saved"],
+            known=frozenset(cfg["known"]),
+            rerun=rerun,
+        )
     if cov is not None:
         cov.stop()
         cov.save()

@@ -1,13 +1,16 @@
-"""``fxfuzz gate``: exit 1 when the candidate pass regresses against the baseline, else 0."""
+"""``fxfuzz gate``: exit 1 when the candidate pass regresses against the baseline, 3 when a
+worker could not do its share, else 0."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
-from fxfuzz.campaign.gate import case_of, gate_corpus, run_gate, run_gate_parallel
+from fxfuzz.campaign.gate import case_of, run_gate_parallel
 from fxfuzz.campaign.limits import campaign_limits
 from fxfuzz.cli.progress import ProgressPrinter
+from fxfuzz.cli.run import EXIT_TESTED_NOTHING
 from fxfuzz.cli.setup import writable_dir
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
@@ -16,25 +19,21 @@ from fxfuzz.repro.files import saved_cases
 
 
 def command(a: argparse.Namespace) -> int:
-    """Judge the corpus, then fresh cases for the budget; write the report; print each regression."""
-    candidate, baseline = load_pass(a.candidate), load_pass(a.baseline)
-    corpus = saved_cases(a.corpus) if a.corpus else []
+    """Judge the corpus, then fresh cases for the budget, in worker processes; write the
+    report; print each regression."""
+    for spec in (a.candidate, a.baseline):
+        load_pass(spec)  # a bad spec fails here, in one line, before any worker starts
+    saved = saved_cases(a.corpus) if a.corpus else []
     known = load_known(a.known) if a.known else {}
-    corpus += gate_corpus()
     report_dir = writable_dir(a.report_dir or default_report_dir(), "--report-dir")
     budget_s, max_examples = campaign_limits(a.budget, a.max_examples)
     progress = ProgressPrinter(budget_s, max_examples)
     started = utc_now()
-    if a.workers > 1:
-        result = run_gate_parallel(
-            a.candidate, a.baseline, corpus, workers=a.workers, budget_s=budget_s, max_examples=max_examples,
-            seed_=a.seed, domain=a.domain, progress=progress.update, log_dir=os.path.join(report_dir, "logs"),
-        )  # fmt: skip
-    else:
-        result = run_gate(
-            candidate, baseline, corpus, budget_s=budget_s, max_examples=max_examples, seed_=a.seed,
-            domain=a.domain, progress=progress,
-        )  # fmt: skip
+    log_dir = os.path.join(report_dir, "logs")
+    result = run_gate_parallel(
+        a.candidate, a.baseline, saved, workers=a.workers, budget_s=budget_s, max_examples=max_examples, seed_=a.seed,
+        domain=a.domain, example_timeout_s=a.example_timeout, progress=progress.update, log_dir=log_dir,
+    )  # fmt: skip
     progress.close()
     for b in result.buckets.values():
         if b.case is not None:  # None: a worker died on a case it could not serialize
@@ -51,18 +50,35 @@ def command(a: argparse.Namespace) -> int:
         "corpus_cases": result.corpus_cases,
         "corpus_s": round(result.corpus_s, 3),
     }
-    report = write_all(result.campaign, meta, report_dir, Extras(known=known))
+    workers = {
+        "restarts": result.restarts,
+        "errors": result.worker_errors,
+        "example_timeout_s": a.example_timeout,
+        "excused_deaths": result.excused_deaths,
+    }
+    report = write_all(result.campaign, meta, report_dir, Extras(known=known, workers=workers))
     new = [f for f in report["findings"] if not f["known"]]
     print(
         f"fxfuzz gate: {result.corpus_cases} corpus cases in {result.corpus_s:.1f}s, "
         f"{result.campaign.examples} fresh cases (each under both grad modes)"
     )
     for f in report["findings"]:
-        where = result.corpus_sources.get(f["id"], "a fresh case")
+        where = result.buckets[f["id"]].source or "a fresh case"
         label = "known" if f["known"] else "REGRESSION"
-        print(f"  {label} {f['id']}: {f['count']}x, first on {where}, {f['graph_nodes']} nodes: {f['message']}")
+        print(f"  {label} {f['id']}: {f['count']}x, on {where}, {f['graph_nodes']} nodes: {f['message']}")
         print(f"    repro: {os.path.join(report_dir, f['repro'])}" if f["repro"] else "    (no repro)")
-    if not new:
-        print(f"fxfuzz gate: no new regression of {a.candidate} against {a.baseline}")
+    if result.excused_deaths:
+        print(
+            f"fxfuzz gate: {result.excused_deaths} case(s) killed a worker where the baseline "
+            "crashed or died itself: not regressions"
+        )
     print(f"fxfuzz gate: report written to {os.path.join(report_dir, 'report.json')}")
-    return 1 if new else 0
+    if new:
+        return 1
+    if result.worker_errors:
+        # Part of the gate never ran: no regression found is not a pass.
+        why = result.worker_errors[0]
+        print(f"fxfuzz: error: the gate did not judge all its cases: {why} (see {log_dir})", file=sys.stderr)
+        return EXIT_TESTED_NOTHING
+    print(f"fxfuzz gate: no new regression of {a.candidate} against {a.baseline}")
+    return 0
