@@ -209,13 +209,12 @@ def test_cli_gate_reports_a_crashing_or_hanging_candidate_within_budget(tmp_path
 
 
 def test_the_corpus_goes_on_after_the_case_that_killed_its_worker(tmp_path, corpus):
-    """The replacement worker judges the rest of the corpus, not the fatal case again."""
+    """The replacement worker judges the fatal case again, then the rest of the corpus; a
+    death that does not repeat there (an outside kill looks the same) is a restart, no finding."""
     (tmp_path / "faulty.py").write_text(FAULTY)
     result = run_gate_parallel(f"{tmp_path / 'faulty.py'}:segfaults_once", "set_grad", [], workers=1, budget_s=1e9, max_examples=1)
     assert result.corpus_cases == len(corpus) and result.restarts == 1 and result.campaign.examples == 1
-    [bucket] = result.buckets.values()
-    assert bucket.finding.kind == "process_died" and bucket.count == 1 and bucket.source == corpus[0][0]
-    assert bucket.case_data is not None
+    assert not result.buckets
 
 
 def test_cli_gate_candidate_dying_where_the_baseline_crashes_is_no_regression(tmp_path):

@@ -134,7 +134,7 @@ def test_the_supervisor_keeps_the_smallest_example_a_worker_died_on(tmp_path):
     sup = Supervisor(CampaignOptions(pass_spec="identity", database=DatabaseSpec(str(tmp_path / "db"))))
     died = Finding("crash", "process_died", "planted", {"exception": "SIGSEGV", "frame": "<native>"})
     for case in (small, large):
-        bid = sup._record_crash(died, case)
+        bid = sup._record_crash(died, case, None)
     assert [raw for raw, _ in sup.saved.saved()] == [json.dumps(small).encode()]
     assert sup.result.buckets[bid].case == small
 
@@ -268,7 +268,7 @@ def test_a_worker_killed_between_examples_is_restarted_and_is_no_finding(monkeyp
     w = _Worker(0, 0, 10, proc, Pipe()[0], time.monotonic(), examples=3, began=True)
     sup.workers.append(w)
     sup._exited(w, proc.returncode)
-    assert spawned == [(0, 1, 7, None)] and sup.result.restarts == 1
+    assert spawned == [(0, 1, 7, None, 3)] and sup.result.restarts == 1  # 3: where a listed share would go on
     assert sup.result.unrepeated_deaths == ["worker 0 was killed by SIGKILL between examples"]
     assert not sup.result.buckets and not sup.result.worker_errors
 
