@@ -16,7 +16,7 @@ from fxfuzz.campaign.coverage import union_coverage
 from fxfuzz.cli.main import main
 from fxfuzz.core.errors import ReportError
 from fxfuzz.report.folder import write_documents
-from fxfuzz.report.issue import expected_behaviour
+from fxfuzz.report.issue import expected_behaviour, render_issue
 from fxfuzz.report.merge import merge_reports, missing_shards, read_report
 
 
@@ -161,6 +161,16 @@ def test_expected_behaviour_per_oracle_and_kind_family():
     assert "`ep.module()`" in expected_behaviour("equivalence", "e2e_value_mismatch")
     assert "baseline pass passes" in expected_behaviour("structure", "vs_baseline_lint_failed")
     assert expected_behaviour("novel", "thing") == "The pass's output passes fxfuzz's `novel` check."
+
+
+def test_issue_text_of_a_program_finding_without_a_repro():
+    # A program-level finding records the grad mode that showed it in its details.
+    row = {**_row("program-x", 4, repro=False), "ambient_grad": True, "details": {"ambient_grad": False, "level": "program"},
+           "message": "first line\nsecond line", "graph_code": "x = 1  # ```"}  # fmt: skip
+    text = render_issue(_report([row]), row, None)
+    assert text.startswith("# p: equivalence/value_mismatch: first line\n") and "| ambient grad mode | disabled |" in text
+    # The fence outlasts the backticks inside the code, and with no .py the graph stands alone.
+    assert "````python\nx = 1  # ```\n````" in text and "No standalone repro script" in text and "## How to run" not in text
 
 
 # ------------------------------------------------------------------ real campaigns

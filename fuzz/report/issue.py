@@ -81,13 +81,16 @@ def render_issue(report: dict[str, Any], finding: dict[str, Any], repro_source: 
     """The issue text of one bucket; ``repro_source`` is its repro .py (None: none was saved)."""
     pass_spec = report["pass"]
     target = import_spec(pass_spec)
+    # A program-level finding records the grad mode that showed it; its program's own field
+    # is only the mode checked first.
+    grad = finding["details"].get("ambient_grad", finding.get("ambient_grad"))
     facts = [
         ("pass", f"`{pass_spec}`" + (f" (`{target}`)" if target != pass_spec else "")),
         *([("baseline pass", f"`{report['baseline']}`")] if "baseline" in report else []),
         ("torch", report["torch_version"]),
         ("Python", report.get("python_version", "not recorded")),
         ("device", report.get("device", "cpu")),
-        *([("ambient grad mode", "enabled" if finding["ambient_grad"] else "disabled")] if finding.get("ambient_grad") is not None else []),
+        *([("ambient grad mode", "enabled" if grad else "disabled")] if grad is not None else []),
         ("found by", f"fxfuzz {report['version']}, {report['examples']} examples, seen {finding['count']} time(s)"),
         ("bucket", f"`{finding['id']}`"),
     ]
