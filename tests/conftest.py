@@ -1,5 +1,8 @@
 import os
+import subprocess
+import sys
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # Graph cases are slow to build next to Hypothesis's defaults; the oracles have no deadline.
@@ -11,3 +14,31 @@ settings.register_profile(
     derandomize=True,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fxfuzz-tests"))
+
+
+@pytest.fixture(scope="session")
+def shard_campaigns(tmp_path_factory):
+    """Two small real campaigns of one broken pass, run side by side as two shards would be
+    (distinct seeds), with findings: the first lists the gradients bucket as known, so its
+    folder holds a known and a new bucket. Returns the two report folders and that bucket id."""
+    # Imported here: conftest is loaded by every test run, most of which need no torch.
+    from fxfuzz.campaign.engine import bucket_id
+    from fxfuzz.oracles import Finding
+
+    root = tmp_path_factory.mktemp("shards")
+    known_id = bucket_id(Finding("gradients", "grad_presence_mismatch", ""))
+    (root / "known.txt").write_text(f"{known_id} accepted in this test\n")
+    spec = os.path.join(os.path.dirname(__file__), "broken_passes.py") + ":drops_toggles"
+    extra = {"a": ["--seed", "1", "--known", str(root / "known.txt")], "b": ["--seed", "2"]}
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "fxfuzz", "run", "--pass", spec, "--workers", "1", "--max-examples", "30",
+             "--no-db", "--report-dir", str(root / name), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        for name, args in extra.items()
+    }
+    outputs = {name: proc.communicate(timeout=600) for name, proc in procs.items()}
+    for name, proc in procs.items():
+        assert proc.returncode == 1, "".join(outputs[name])  # new findings in both
+    return root / "a", root / "b", known_id

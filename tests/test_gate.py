@@ -114,6 +114,9 @@ def test_cli_broken_candidate_exits_1_and_its_repros_replay(tmp_path):
     assert report["candidate"] == spec and report["baseline"] == "set_grad" and report["findings"]
     repros = sorted((tmp_path / "r" / "repros").glob("*.json"))
     assert len(repros) == len(report["findings"])
+    # Each regression has its issue text, naming the baseline it regressed against.
+    for f in report["findings"]:
+        assert "| baseline pass | `set_grad` |" in (tmp_path / "r" / f["issue"]).read_text()
     # The saved repros are a regression corpus: the broken pass still fails them, the real one not.
     r2 = fxfuzz("gate", "--candidate", "set_grad", "--corpus", str(tmp_path / "r" / "repros"),
                 "--max-examples", "1", "--report-dir", str(tmp_path / "r2"))

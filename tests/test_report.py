@@ -149,3 +149,6 @@ def test_coverage_merges_the_workers_data_files(tmp_path):
     both = summarize(files, [Target("branchy", str(src))])
     assert one["branches"]["percent"] == 50.0 and one["lines"]["covered"] == 3
     assert both["branches"] == {"covered": 2, "total": 2, "percent": 100.0} and both["lines"]["percent"] == 100.0
+    # What each missed, by branch, so that fxfuzz merge can unite campaigns' coverage.
+    (row,) = one["files"]
+    assert len(row["missing_branches"]) == 1 and both["files"][0]["missing_branches"] == []

@@ -53,8 +53,31 @@ def coverage_targets(pass_spec: str, pass_fn: Any) -> list[Target]:
     return [Target(getattr(fn, "__module__", "?"), os.path.realpath(path))] if path else []
 
 
-def _ratio(hit: int, total: int) -> dict[str, Any]:
-    return {"covered": hit, "total": total, "percent": round(100.0 * hit / total, 1) if total else None}
+def ratio(hit: int | None, total: int) -> dict[str, Any]:
+    """``covered``, ``total`` and ``percent`` as reports show them (None: not known)."""
+    percent = round(100.0 * hit / total, 1) if total and hit is not None else None
+    return {"covered": hit, "total": total, "percent": percent}
+
+
+def _file_row(module: str, path: str, scope: Any, lines_total: int, missed: list[int], branches_total: int, bmissed: list[list[int]] | None) -> dict[str, Any]:
+    """One measured file; ``bmissed`` None where the branches missed are not known."""
+    return {
+        "module": module,
+        "path": path,
+        "scope": scope,
+        "lines": ratio(lines_total - len(missed), lines_total),
+        "branches": ratio(None if bmissed is None else branches_total - len(bmissed), branches_total),
+        "missing_lines": sorted(missed),
+        "missing_branches": None if bmissed is None else sorted(bmissed),
+    }
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def total(what: str) -> dict[str, Any]:
+        hits = [r[what]["covered"] for r in rows]
+        return ratio(None if None in hits else sum(hits), sum(r[what]["total"] for r in rows))
+
+    return {"enabled": True, "files": rows, "lines": total("lines"), "branches": total("branches")}
 
 
 def summarize(data_files: list[str], targets: list[Target]) -> dict[str, Any]:
@@ -63,7 +86,7 @@ def summarize(data_files: list[str], targets: list[Target]) -> dict[str, Any]:
 
     existing = [f for f in data_files if os.path.exists(f)]
     if not targets or not existing:
-        return {"enabled": bool(targets), "files": [], "lines": _ratio(0, 0), "branches": _ratio(0, 0)}
+        return {"enabled": bool(targets), "files": [], "lines": ratio(0, 0), "branches": ratio(0, 0)}
     with tempfile.TemporaryDirectory() as tmp:
         cov = coverage.Coverage(data_file=os.path.join(tmp, ".coverage"), branch=True)
         cov.combine(existing, keep=True)
@@ -75,7 +98,7 @@ def summarize(data_files: list[str], targets: list[Target]) -> dict[str, Any]:
                 files = {os.path.realpath(k): v for k, v in json.load(fh)["files"].items()}
         except coverage.exceptions.NoDataError:
             files = {}  # no measured file ever ran: every line counts as missed
-    rows, sums = [], {"lh": 0, "lt": 0, "bh": 0, "bt": 0}
+    rows = []
     for t in targets:
         data = files.get(t.path, {"executed_lines": [], "missing_lines": [], "executed_branches": [], "missing_branches": []})
         if not data["executed_lines"] and not data["missing_lines"]:
@@ -89,26 +112,34 @@ def summarize(data_files: list[str], targets: list[Target]) -> dict[str, Any]:
         missed = [n for n in data["missing_lines"] if keep(n)]
         bhit = [b for b in data.get("executed_branches", []) if keep(b[0])]
         bmiss = [b for b in data.get("missing_branches", []) if keep(b[0])]
-        rows.append(
-            {
-                "module": t.module,
-                "path": t.path.split("site-packages" + os.sep)[-1],
-                "scope": list(t.functions) or "whole file",
-                "lines": _ratio(len(hit), len(hit) + len(missed)),
-                "branches": _ratio(len(bhit), len(bhit) + len(bmiss)),
-                "missing_lines": sorted(missed),
-            }
-        )
-        sums["lh"] += len(hit)
-        sums["lt"] += len(hit) + len(missed)
-        sums["bh"] += len(bhit)
-        sums["bt"] += len(bhit) + len(bmiss)
-    return {
-        "enabled": True,
-        "files": rows,
-        "lines": _ratio(sums["lh"], sums["lt"]),
-        "branches": _ratio(sums["bh"], sums["bt"]),
-    }
+        path = t.path.split("site-packages" + os.sep)[-1]
+        rows.append(_file_row(t.module, path, list(t.functions) or "whole file", len(hit) + len(missed), missed, len(bhit) + len(bmiss), bmiss))
+    return _summary(rows)
+
+
+def union_coverage(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The coverage of several campaigns over the same sources, in ``summarize``'s form: a line
+    or branch counts as reached when any campaign that measured coverage reached it. The
+    branches of a summary written before ``missing_branches`` was recorded cannot be united:
+    their figures become unknown (None)."""
+    measured = [c for c in summaries if c.get("enabled")]
+    if len(measured) <= 1:
+        return measured[0] if measured else {"enabled": False}
+    errors = [c["error"] for c in measured if "error" in c]
+    if errors:
+        return {"enabled": True, "error": "; ".join(errors)}
+    by_path: dict[str, list[dict[str, Any]]] = {}
+    for c in measured:
+        for f in c["files"]:
+            by_path.setdefault(f["path"], []).append(f)
+    rows = []
+    for path, files in by_path.items():
+        missed = set.intersection(*(set(f["missing_lines"]) for f in files))
+        known = [f.get("missing_branches") for f in files]
+        bmissed = None if None in known else [list(b) for b in set.intersection(*({tuple(b) for b in k} for k in known))]
+        first = files[0]
+        rows.append(_file_row(first["module"], path, first["scope"], first["lines"]["total"], list(missed), first["branches"]["total"], bmissed))
+    return _summary(rows)
 
 
 def _statements(path: str) -> list[int]:

@@ -65,6 +65,14 @@ def _rekeyed(level: str, bucket: Bucket) -> Bucket:
     return dataclasses.replace(bucket, id=f"{level}-{bucket.id}")
 
 
+def add_level_rates(stats: dict[str, int | float]) -> None:
+    """Set each level's ``level:<name>:examples_per_s`` from its ``examples`` and
+    ``duration_ms`` counters: a rate is derived, never summed."""
+    for key in [k for k in stats if k.startswith("level:") and k.endswith(":duration_ms")]:
+        prefix, ms = key.removesuffix(":duration_ms"), stats[key]
+        stats[f"{prefix}:examples_per_s"] = round(stats[f"{prefix}:examples"] * 1000 / ms, 2) if ms else 0
+
+
 def merge_results(results: list[tuple[str, CampaignResult]]) -> CampaignResult:
     """One CampaignResult from the per-level ones, with per-level counts in ``stats``:
     ``level:<name>:examples``, ``level:<name>:duration_ms`` and ``level:<name>:examples_per_s``."""
@@ -81,9 +89,7 @@ def merge_results(results: list[tuple[str, CampaignResult]]) -> CampaignResult:
                 merged.buckets[b.id].count += b.count
             else:
                 merged.buckets[b.id] = b
-    for level, _ in results:
-        ms = merged.stats[f"level:{level}:duration_ms"]
-        merged.stats[f"level:{level}:examples_per_s"] = round(merged.stats[f"level:{level}:examples"] * 1000 / ms, 2) if ms else 0
+    add_level_rates(merged.stats)
     merged.stopped_by = "budget" if any(r.stopped_by == "budget" for _, r in results) else results[-1][1].stopped_by
     return merged
 

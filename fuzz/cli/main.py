@@ -79,11 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
     mutate.add_argument("--only", default=None, help="comma-separated mutant ids (default: all)")
     mutate.add_argument("--list", action="store_true", help="list the mutant ids and exit")
     mutate.add_argument("--out", default=None, help="write the mutation report (JSON) here")
+    merge = sub.add_parser("merge", help="merge the report folders of a campaign's shards into one report")
+    merge.add_argument("folders", nargs="+", metavar="DIR", help="report folders written by fxfuzz run")
+    merge.add_argument("--report-dir", default=None, help="where to write the merged report (default: reports/<UTC time>/)")
     return parser
 
 
 # sub-command -> module of fxfuzz.cli whose ``command(args)`` runs it
-COMMANDS = {"run": "run", "repro": "repro", "gate": "gate", "mutate": "mutate", "bench": "bench"}
+COMMANDS = {"run": "run", "repro": "repro", "gate": "gate", "mutate": "mutate", "bench": "bench", "merge": "merge"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,3 +24,7 @@ class SerializeError(FxfuzzError):
 
 class KnownFileError(FxfuzzError):
     """A baseline of known findings that cannot be read."""
+
+
+class ReportError(FxfuzzError):
+    """A report folder that cannot be read, or report folders that cannot be merged."""

@@ -1,11 +1,12 @@
 """Write a campaign's report folder: report.json (the stable, documented schema), repros/,
-report.md, report.html and junit.xml."""
+issues/ (an upstream-ready issue text per new bucket), report.md, report.html and junit.xml."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import platform
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -16,6 +17,7 @@ from fxfuzz.core.errors import SerializeError
 from fxfuzz.core.program import Program
 from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.report.html import render_html
+from fxfuzz.report.issue import issue_path, render_issue
 from fxfuzz.report.junit import render_junit
 from fxfuzz.report.markdown import render_markdown
 from fxfuzz.repro.files import repro_document, write_program_repro, write_repro
@@ -73,6 +75,7 @@ def finding_row(b: Bucket, extras: Extras) -> dict[str, Any]:
         "known": b.id in extras.known,
         "known_reason": extras.known.get(b.id),
         "repro": extras.repros.get(b.id),
+        "issue": None if b.id in extras.known else issue_path(b.id),
         "graph_nodes": b.graph_nodes if b.case is not None else None,
         "graph_hash": graph_hash(case_data),
         "ambient_grad": b.case.ambient_grad if b.case is not None else None,
@@ -81,18 +84,23 @@ def finding_row(b: Bucket, extras: Extras) -> dict[str, Any]:
     }
 
 
+def sort_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Report order: new buckets first, then by count (most seen first), then by id."""
+    return sorted(findings, key=lambda f: (f["known"], -f["count"], f["id"]))
+
+
 def report_dict(result: CampaignResult, meta: dict[str, Any], extras: Extras | None = None) -> dict[str, Any]:
     """The report.json content: run metadata, counts, findings by bucket and statistics."""
     from fxfuzz import __version__
 
     extras = extras or Extras()
-    findings = [finding_row(b, extras) for b in result.buckets.values()]
-    findings.sort(key=lambda f: (f["known"], -f["count"], f["id"]))
+    findings = sort_findings([finding_row(b, extras) for b in result.buckets.values()])
     return {
         "schema": REPORT_SCHEMA_VERSION,
         "tool": "fxfuzz",
         "version": __version__,
         "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
         **meta,
         "duration_s": round(result.duration_s, 3),
         "examples": result.examples,
@@ -113,14 +121,6 @@ def _write_atomic(path: str, text: str) -> None:
     with open(tmp, "w") as fh:
         fh.write(text)
     os.replace(tmp, path)  # never leave a half-written file behind
-
-
-def write_report(result: CampaignResult, meta: dict[str, Any], report_dir: str, extras: Extras | None = None) -> str:
-    """Write report.json into ``report_dir`` (created if needed); return its path."""
-    os.makedirs(report_dir, exist_ok=True)
-    path = os.path.join(report_dir, "report.json")
-    _write_atomic(path, json.dumps(report_dict(result, meta, extras), indent=2, default=str))
-    return path
 
 
 def write_repros(result: CampaignResult, report_dir: str, pass_spec: str, device: str = "cpu") -> tuple[dict[str, str], list[str]]:
@@ -145,12 +145,31 @@ def write_repros(result: CampaignResult, report_dir: str, pass_spec: str, device
     return out, errors
 
 
-def write_all(result: CampaignResult, meta: dict[str, Any], report_dir: str, extras: Extras) -> dict[str, Any]:
-    """Repros first (the report links them), then report.json, report.md, report.html, junit.xml."""
-    extras.repros, extras.repro_errors = write_repros(result, report_dir, meta["pass"], meta.get("device", "cpu"))
-    write_report(result, meta, report_dir, extras)
-    report = report_dict(result, meta, extras)
+def write_documents(report: dict[str, Any], report_dir: str) -> None:
+    """Everything a report folder holds besides its repros (which must be in place: the issue
+    texts quote them): report.json first, so the findings are saved whatever fails later, then
+    ``issues/<bucket>.md`` for each new bucket, report.md, report.html and junit.xml."""
+    _write_atomic(os.path.join(report_dir, "report.json"), json.dumps(report, indent=2, default=str))
+    for f in report["findings"]:
+        if f["issue"]:
+            os.makedirs(os.path.join(report_dir, "issues"), exist_ok=True)
+            _write_atomic(os.path.join(report_dir, f["issue"]), render_issue(report, f, _repro_source(report_dir, f)))
     _write_atomic(os.path.join(report_dir, "report.md"), render_markdown(report))
     _write_atomic(os.path.join(report_dir, "report.html"), render_html(report))
     _write_atomic(os.path.join(report_dir, "junit.xml"), render_junit(report))
+
+
+def _repro_source(report_dir: str, finding: dict[str, Any]) -> str | None:
+    if not finding["repro"]:
+        return None
+    with open(os.path.join(report_dir, finding["repro"])) as fh:
+        return fh.read()
+
+
+def write_all(result: CampaignResult, meta: dict[str, Any], report_dir: str, extras: Extras) -> dict[str, Any]:
+    """Repros first (the report links them), then the report's documents (``write_documents``)."""
+    os.makedirs(report_dir, exist_ok=True)
+    extras.repros, extras.repro_errors = write_repros(result, report_dir, meta["pass"], meta.get("device", "cpu"))
+    report = report_dict(result, meta, extras)
+    write_documents(report, report_dir)
     return report

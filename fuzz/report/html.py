@@ -81,12 +81,13 @@ def _ranges(lines: list[int]) -> str:
 def _finding(f: dict[str, Any]) -> str:
     status = f'<span class=known>known{": " + escape(f["known_reason"]) if f["known_reason"] else ""}</span>' if f["known"] else "<span class=new>new</span>"
     repro = f'<a href="{escape(f["repro"])}">{escape(f["repro"])}</a>' if f["repro"] else "none (no example saved)"
+    issue = f' Issue text: <a href="{escape(f["issue"])}">{escape(f["issue"])}</a>.' if f.get("issue") else ""
     code = f"<pre>{escape(f['graph_code'])}</pre>" if f["graph_code"] else "<p>No example was saved for this bucket.</p>"
     return (
         f'<h3 id="{escape(f["id"])}"><code>{escape(f["id"])}</code> — {status}</h3>'
         f"<p>{escape(f['message'])}</p>"
         f"<p>{f['oracle']}/{escape(f['kind'])}, seen {f['count']}×, minimized to {f['graph_nodes']} compute nodes, "
-        f"ambient grad {f['ambient_grad']}, graph hash <code>{f['graph_hash']}</code>. Repro: {repro}</p>{code}"
+        f"ambient grad {f['ambient_grad']}, graph hash <code>{f['graph_hash']}</code>. Repro: {repro}.{issue}</p>{code}"
     )
 
 

@@ -35,9 +35,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         for f in report["findings"]:
             nodes = f["graph_nodes"] if f["graph_nodes"] is not None else "–"
             repro = f"`{f['repro']}`" if f["repro"] else "–"
+            status = "yes" if f["known"] else "**new**" + (f" ([issue]({f['issue']}))" if f.get("issue") else "")
             lines.append(
                 f"| `{f['id']}` | {f['oracle']}/{f['kind']} | {f['count']} | {nodes} "
-                f"| {'yes' if f['known'] else '**new**'} | {_cell(f['message'])} | {repro} |"
+                f"| {status} | {_cell(f['message'])} | {repro} |"
             )
         lines.append("")
         first = next((f for f in report["findings"] if not f["known"] and f["graph_code"]), None)
@@ -55,5 +56,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     if cov.get("enabled") and "lines" in cov:
         lines.append(f"Pass coverage: lines {percent(cov['lines'])}, branches {percent(cov['branches'])}.")
         lines.append("")
-    lines.append("Full report: `report.html`; repros run with `python repros/<bucket>.py` or `fxfuzz repro`.")
+    lines.append(
+        "Full report: `report.html`; repros run with `python repros/<bucket>.py` or `fxfuzz repro`; "
+        "each new bucket has an issue text to file upstream in `issues/<bucket>.md`."
+    )
     return "\n".join(lines) + "\n"

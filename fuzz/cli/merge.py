@@ -1,0 +1,31 @@
+"""``fxfuzz merge``: one report folder from the report folders of a campaign's shards."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fxfuzz.cli.run import EXIT_TESTED_NOTHING
+from fxfuzz.cli.setup import writable_dir
+from fxfuzz.cli.summary import print_summary
+from fxfuzz.report.folder import default_report_dir
+from fxfuzz.report.merge import load_inputs, merge_reports, missing_shards, write_merged
+
+
+def command(args: argparse.Namespace) -> int:
+    """Exit 0 when the merged report has no new finding, 1 when it has; 3 when no input
+    tested anything."""
+    out_dir = args.report_dir or default_report_dir()
+    merged = merge_reports(load_inputs(args.folders, out_dir))  # every refusal comes before any write
+    write_merged(merged, writable_dir(out_dir, "--report-dir"))
+    report = merged.report
+    shards = f" (shards {', '.join(report['shards'])})" if report.get("shards") else ""
+    print(f"fxfuzz merge: {len(report['merged_from'])} report folder(s){shards}")
+    missing = missing_shards(report)
+    if missing:
+        print(f"fxfuzz merge: no report from shard(s) {', '.join(missing)}", file=sys.stderr)
+    print_summary(report, out_dir)
+    if not report["examples"] and not report["findings"]:
+        print("fxfuzz: error: the merged campaigns tested nothing", file=sys.stderr)
+        return EXIT_TESTED_NOTHING
+    return 1 if report["new_findings"] else 0

@@ -1,0 +1,279 @@
+"""One report from many report folders (shards of a campaign, or campaigns of the same pass
+under the same versions): counts summed, buckets deduplicated, the smallest repro kept.
+
+``merge_reports`` is a pure function over report dicts; ``load_inputs`` reads and checks the
+folders, ``write_merged`` writes the merged folder with the same documents ``fxfuzz run``
+writes. Anything that cannot be merged raises ``ReportError`` (one line, exit status 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from fxfuzz.campaign.coverage import union_coverage
+from fxfuzz.campaign.levels import add_level_rates
+from fxfuzz.core.errors import ReportError
+from fxfuzz.report.folder import sort_findings, write_documents
+from fxfuzz.report.issue import issue_path
+from fxfuzz.repro.files import repro_stem
+
+# What makes two reports parts of one campaign: they must agree on all of these.
+IDENTITY = ("tool", "schema", "version", "torch_version", "python_version", "pass", "level", "domain", "device")
+# Fields every report.json has, with their types (what the merge and the renderers read):
+# a folder whose report lacks one is refused.
+_NONE = type(None)
+_REQUIRED: dict[str, tuple[type, ...]] = {
+    "schema": (int,), "tool": (str,), "version": (str,), "torch_version": (str,), "pass": (str,), "domain": (str,),
+    "examples": (int,), "duration_s": (int, float), "stopped_by": (str,), "findings": (list,), "stats": (dict,),
+}  # fmt: skip
+_FINDING_REQUIRED: dict[str, tuple[type, ...]] = {
+    "id": (str,), "oracle": (str,), "kind": (str,), "message": (str,), "details": (dict,), "count": (int,),
+    "known": (bool,), "known_reason": (str, _NONE), "repro": (str, _NONE), "graph_nodes": (int, _NONE),
+    "graph_hash": (str, _NONE), "ambient_grad": (bool, _NONE), "graph_code": (str, _NONE),
+}  # fmt: skip
+# workers_detail fields that add up over campaigns, and those that are lists to concatenate;
+# any other field keeps its common value.
+_SUMMED = ("restarts", "unserializable_examples")
+_CONCATENATED = ("errors",)
+# Keys merge_reports computes itself; every other key keeps its common value.
+_COMPUTED = {
+    "started", "seed", "workers", "duration_s", "examples", "examples_per_s", "stopped_by", "new_findings",
+    "findings", "coverage", "stats", "timeline", "workers_detail", "repro_errors", "shard", "shards", "merged_from",
+}  # fmt: skip
+_SHARD = re.compile(r"(\d+)/(\d+)")
+
+
+@dataclass
+class Merged:
+    """The merged report and, per bucket with a repro, the .py it keeps (from its input)."""
+
+    report: dict[str, Any]
+    repro_sources: dict[str, str] = field(default_factory=dict)
+
+
+def read_report(folder: str) -> dict[str, Any]:
+    """``folder``'s report.json, checked for the fields a merge reads. A finding whose repro
+    file is missing from the folder keeps its counts, loses its repro and gets a repro error."""
+    path = os.path.join(folder, "report.json")
+    try:
+        with open(path) as fh:
+            report = json.load(fh)
+    except FileNotFoundError:
+        raise ReportError(f"{folder}: no report.json (not a report folder written by fxfuzz run)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ReportError(f"{path}: not readable as JSON: {e}") from None
+    if not isinstance(report, dict) or report.get("tool") != "fxfuzz":
+        raise ReportError(f"{path}: not an fxfuzz report")
+    _check_fields(path, report, _REQUIRED)
+    for f in report["findings"]:
+        if not isinstance(f, dict):
+            raise ReportError(f"{path}: a finding is not an object")
+        _check_fields(f"{path}: finding {f.get('id', '?')}", f, _FINDING_REQUIRED)
+        if f.get("repro") and not os.path.isfile(os.path.join(folder, f["repro"])):
+            report.setdefault("repro_errors", []).append(f"no repro for {f['id']}: {f['repro']} is missing from {folder}")
+            f["repro"] = None
+    return report
+
+
+def _check_fields(where: str, data: dict[str, Any], fields: dict[str, tuple[type, ...]]) -> None:
+    for key, kinds in fields.items():
+        value = data.get(key, ...)
+        # bool is an int to isinstance: a count of True is no count.
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise ReportError(f"{where}: missing or malformed field {key!r}")
+
+
+def load_inputs(folders: list[str], out_dir: str) -> list[tuple[str, dict[str, Any]]]:
+    """(folder, report) for each folder, in order; refuses a folder given twice and an output
+    folder that is one of the inputs (the merge would overwrite what it reads)."""
+    seen: dict[str, str] = {}
+    out = os.path.realpath(out_dir)
+    for folder in folders:
+        real = os.path.realpath(folder)
+        if real == out:
+            raise ReportError(f"--report-dir {out_dir} is one of the folders to merge: choose another output folder")
+        if real in seen:
+            raise ReportError(f"{folder} is given twice (as {seen[real]}): its counts would be added twice")
+        seen[real] = folder
+    return [(os.path.normpath(folder), read_report(folder)) for folder in folders]
+
+
+def merge_reports(inputs: list[tuple[str, dict[str, Any]]]) -> Merged:
+    """One report from (folder, report) pairs of one campaign's parts. Examples, durations,
+    workers and statistics add up (rates are derived again); buckets are deduplicated by id,
+    counts summed, each keeping its smallest example that has a repro; a bucket is known only
+    when every input that saw it lists it as known."""
+    if not inputs:
+        raise ReportError("no report folders to merge")
+    reports = [r for _, r in inputs]
+    _check_compatible(inputs)
+    merged_from = [entry for folder, r in inputs for entry in _sources(folder, r)]
+    shards = _shards(merged_from)
+    findings, repro_sources = _merge_findings(inputs)
+    examples = sum(r["examples"] for r in reports)
+    duration = sum(r["duration_s"] for r in reports)
+    reasons = [r["stopped_by"] for r in reports]
+    report: dict[str, Any] = {k: _common([r.get(k) for r in reports]) for k in _keys(reports) if k not in _COMPUTED}
+    report.update(
+        started=min((str(r["started"]) for r in reports if r.get("started")), default=""),
+        seed=_common([r.get("seed") for r in reports]),
+        workers=sum(r.get("workers", 1) for r in reports),
+        duration_s=round(duration, 3),
+        examples=examples,
+        examples_per_s=round(examples / duration, 2) if duration else 0.0,
+        # Interrupted anywhere: the merged campaign did not run its course.
+        stopped_by=next((s for s in ("interrupted", "budget") if s in reasons), reasons[0]),
+        new_findings=sum(1 for f in findings if not f["known"]),
+        findings=findings,
+        coverage=union_coverage([r.get("coverage", {"enabled": False}) for r in reports]),
+        stats=_merge_stats([r["stats"] for r in reports]),
+        timeline=_timeline(reports),
+        workers_detail=_merge_workers([r.get("workers_detail") or {} for r in reports]),
+        repro_errors=[e for r in reports for e in r.get("repro_errors", [])],
+        merged_from=merged_from,
+        **({"shards": shards} if shards else {}),
+    )
+    return Merged(report, repro_sources)
+
+
+def _keys(reports: list[dict[str, Any]]) -> list[str]:
+    """Every top-level key of the reports, in first-seen order."""
+    return list(dict.fromkeys(k for r in reports for k in r))
+
+
+def _common(values: list[Any]) -> Any:
+    """The value all inputs agree on, else the distinct values in input order."""
+    distinct: list[Any] = []
+    for v in values:
+        if v not in distinct:
+            distinct.append(v)
+    return distinct[0] if len(distinct) == 1 else distinct
+
+
+def _check_compatible(inputs: list[tuple[str, dict[str, Any]]]) -> None:
+    (first, r0), *rest = inputs
+    for folder, r in inputs:
+        if r.get("command") == "gate":
+            raise ReportError(f"{folder} is an fxfuzz gate report: fxfuzz merge takes fxfuzz run report folders")
+    for folder, r in rest:
+        for key in IDENTITY:
+            a, b = _identity(r0, key), _identity(r, key)
+            if a != b:
+                raise ReportError(f"cannot merge {first} and {folder}: different {key} ({a} vs {b})")
+
+
+def _identity(report: dict[str, Any], key: str) -> Any:
+    # A report without "level" is a graph-level one; one without python_version predates it.
+    default = "graph" if key == "level" else "not recorded"
+    return report.get(key, default)
+
+
+def _sources(folder: str, report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The merged_from entries of one input: itself, or what it was merged from."""
+    if isinstance(report.get("merged_from"), list):
+        return report["merged_from"]
+    return [{"path": folder, "shard": report.get("shard"), "seed": report.get("seed"), "examples": report["examples"]}]
+
+
+def _shards(merged_from: list[dict[str, Any]]) -> list[str]:
+    """The inputs' shards ("K/N") in order; refuses a shard given twice or shards of different splits."""
+    shards = [e["shard"] for e in merged_from if e.get("shard") is not None]
+    parsed = []
+    for s in shards:
+        m = _SHARD.fullmatch(str(s))
+        if not m:
+            raise ReportError(f"malformed shard {s!r} in {next(e['path'] for e in merged_from if e.get('shard') == s)}")
+        parsed.append((int(m[1]), int(m[2])))
+    if len({n for _, n in parsed}) > 1:
+        raise ReportError(f"cannot merge shards of different splits: {', '.join(shards)}")
+    twice = sorted({s for s in shards if shards.count(s) > 1})
+    if twice:
+        raise ReportError(f"shard {twice[0]} is given twice: its counts would be added twice")
+    return [f"{k}/{n}" for k, n in sorted(parsed)]
+
+
+def missing_shards(report: dict[str, Any]) -> list[str]:
+    """Shards of the merged report's split that none of its inputs was."""
+    shards = report.get("shards") or []
+    if not shards:
+        return []
+    n = int(shards[0].split("/")[1])
+    return [f"{k}/{n}" for k in range(1, n + 1) if f"{k}/{n}" not in shards]
+
+
+def _merge_findings(inputs: list[tuple[str, dict[str, Any]]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    seen: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for i, (_, r) in enumerate(inputs):
+        for f in r["findings"]:
+            seen.setdefault(f["id"], []).append((i, f))
+    findings, sources = [], {}
+    for bid, rows in seen.items():
+        # The smallest example that has a repro; an example without a size counts as largest.
+        i, best = min(rows, key=lambda row: (not row[1].get("repro"), row[1].get("graph_nodes") is None, row[1].get("graph_nodes") or 0, row[0]))
+        known = all(f["known"] for _, f in rows)
+        reason = next((f.get("known_reason") for _, f in rows if f.get("known_reason")), None)
+        row = {
+            **best,
+            "count": sum(f["count"] for _, f in rows),
+            "known": known,
+            "known_reason": reason if known else None,
+            "repro": f"repros/{repro_stem(bid)}.py" if best.get("repro") else None,
+            "issue": None if known else issue_path(bid),
+        }
+        if best.get("repro"):
+            sources[bid] = os.path.join(inputs[i][0], best["repro"])
+        findings.append(row)
+    return sort_findings(findings), sources
+
+
+def _merge_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counters summed; the per-level rates (summed too) derived again from the summed counters."""
+    total: Counter = Counter()
+    for s in stats:
+        total.update(s)
+    add_level_rates(total)
+    return dict(sorted(total.items()))
+
+
+def _timeline(reports: list[dict[str, Any]]) -> list[list[float]]:
+    """The inputs' timelines end to end, as their durations add up: each shifted by the
+    seconds and examples of the inputs before it."""
+    out: list[list[float]] = []
+    t0, n0 = 0.0, 0
+    for r in reports:
+        out += [[round(t + t0, 3), n + n0] for t, n in r.get("timeline", [])]
+        t0, n0 = t0 + r["duration_s"], n0 + r["examples"]
+    return out
+
+
+def _merge_workers(details: list[dict[str, Any]]) -> dict[str, Any]:
+    present = [d for d in details if d]
+    merged: dict[str, Any] = {}
+    for key in _keys(present):
+        values = [d[key] for d in present if key in d]
+        if key in _SUMMED:
+            merged[key] = sum(values)
+        elif key in _CONCATENATED:
+            merged[key] = [v for vs in values for v in vs]
+        else:
+            merged[key] = _common(values)
+    return merged
+
+
+def write_merged(merged: Merged, out_dir: str) -> None:
+    """The merged report folder: each kept repro (.py and, for graph cases, .json) copied from
+    its input, then report.json, the issue texts, report.md, report.html and junit.xml."""
+    for f in merged.report["findings"]:
+        if f["repro"]:
+            source, target = merged.repro_sources[f["id"]], os.path.join(out_dir, f["repro"])
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copyfile(source, target)
+            if os.path.isfile(source.removesuffix(".py") + ".json"):
+                shutil.copyfile(source.removesuffix(".py") + ".json", target.removesuffix(".py") + ".json")
+    write_documents(merged.report, out_dir)
