@@ -39,8 +39,8 @@ _FINDING_REQUIRED: dict[str, tuple[type, ...]] = {
 }  # fmt: skip
 # workers_detail fields that add up over campaigns, and those that are lists to concatenate;
 # any other field keeps its common value.
-_SUMMED = ("restarts", "unserializable_examples")
-_CONCATENATED = ("errors",)
+_SUMMED = ("restarts", "unserializable_examples", "unblamed_deaths", "excused_deaths")
+_CONCATENATED = ("errors", "unrepeated_deaths")
 # Keys merge_reports computes itself; every other key keeps its common value.
 _COMPUTED = {
     "started", "seed", "workers", "duration_s", "examples", "examples_per_s", "stopped_by", "new_findings",
@@ -261,6 +261,8 @@ def _merge_workers(details: list[dict[str, Any]]) -> dict[str, Any]:
             merged[key] = sum(values)
         elif key in _CONCATENATED:
             merged[key] = [v for vs in values for v in vs]
+        elif key == "notes":  # a lost shared database is said once, however many shards lost it
+            merged[key] = list(dict.fromkeys(v for vs in values for v in vs))
         else:
             merged[key] = _common(values)
     return merged
