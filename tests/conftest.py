@@ -19,7 +19,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fxfuzz-tests"))
 @pytest.fixture(scope="session")
 def shard_campaigns(tmp_path_factory):
     """Two small real campaigns of one broken pass, run side by side as two shards would be
-    (distinct seeds), with findings: the first lists the gradients bucket as known, so its
+    (shards 1/2 and 2/2), with findings: the first lists the gradients bucket as known, so its
     folder holds a known and a new bucket. Returns the two report folders and that bucket id."""
     # Imported here: conftest is loaded by every test run, most of which need no torch.
     from fxfuzz.campaign.engine import bucket_id
@@ -29,7 +29,7 @@ def shard_campaigns(tmp_path_factory):
     known_id = bucket_id(Finding("gradients", "grad_presence_mismatch", ""))
     (root / "known.txt").write_text(f"{known_id} accepted in this test\n")
     spec = os.path.join(os.path.dirname(__file__), "broken_passes.py") + ":drops_toggles"
-    extra = {"a": ["--seed", "1", "--known", str(root / "known.txt")], "b": ["--seed", "2"]}
+    extra = {"a": ["--shard", "1/2", "--known", str(root / "known.txt")], "b": ["--shard", "2/2"]}
     procs = {
         name: subprocess.Popen(
             [sys.executable, "-m", "fxfuzz", "run", "--pass", spec, "--workers", "1", "--max-examples", "30",
