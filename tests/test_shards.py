@@ -111,6 +111,15 @@ def test_two_shards_share_failures_through_redis(tmp_path, redis_url):
     assert not one["stats"].get("saved_replayed") and two["stats"]["saved_replayed"] >= 1
     assert {f["id"] for f in one["findings"]} <= {f["id"] for f in two["findings"]}
 
+    # One report from both: examples summed, buckets the union.
+    merged_dir = tmp_path / "merged"
+    r = subprocess.run([sys.executable, "-m", "fxfuzz", "merge", str(tmp_path / "shard1"), str(tmp_path / "shard2"),
+                        "--report-dir", str(merged_dir)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    merged = json.loads((merged_dir / "report.json").read_text())
+    assert merged["examples"] == one["examples"] + two["examples"] == 50 and merged["shards"] == ["1/2", "2/2"]
+    assert {f["id"] for f in merged["findings"]} == {f["id"] for f in one["findings"] + two["findings"]}
+
 
 # Rewrites nothing (a set-grad finding at once); once the flag file exists it also crashes,
 # so the campaign finds a second bucket only after the test has stopped Redis.
