@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 from fxfuzz.core.errors import UsageError
@@ -97,29 +98,24 @@ class FallibleDatabase(ExampleDatabase):
         # The same words from every worker, so the campaign says it once.
         self.on_lost(f"the shared database {self.name} became unreachable; went on with the local one, which holds all found")
 
-    def save(self, key: bytes, value: bytes) -> None:
+    def _call(self, method: Callable[..., Any], *args: bytes) -> Any:
+        """``method(*args)`` while the database answers; None once it has failed."""
         if self.lost is None:
             try:
-                self.db.save(key, value)
+                return method(*args)
             except self.errors as e:
                 self._fail(e)
+        return None
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self._call(self.db.save, key, value)
 
     def delete(self, key: bytes, value: bytes) -> None:
-        if self.lost is None:
-            try:
-                self.db.delete(key, value)
-            except self.errors as e:
-                self._fail(e)
+        self._call(self.db.delete, key, value)
 
     def fetch(self, key: bytes) -> Iterable[bytes]:
-        if self.lost is not None:
-            return []
-        try:
-            return list(self.db.fetch(key))  # read whole, so a failure cannot strike mid-iteration
-        except self.errors as e:
-            self._fail(e)
-            return []
-
+        # Read whole, so a failure cannot strike mid-iteration.
+        return self._call(lambda k: list(self.db.fetch(k)), key) or []
 
 def _shared(url: str, on_lost: Callable[[str], None]) -> ExampleDatabase:
     if url.startswith(REDIS_PREFIX):
