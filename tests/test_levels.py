@@ -102,3 +102,15 @@ def test_program_is_a_campaign_example():
     p = Program((2,), (), (), (), (), (), (("const", 1),))
     assert p.compute_nodes() == 0 and p.domain == "export" and isinstance(p.ambient_grad, bool)
     assert "def forward(self):" in p.code()
+
+
+@pytest.mark.parametrize(("level", "empty"), [("program", ["program"]), ("mixed", ["graph", "program"])])
+def test_a_level_that_ran_no_example_fails_loudly(tmp_path, capsys, level, empty):
+    """A budget too short for one example: no level that tested nothing reads as green."""
+    out = tmp_path / "r"
+    assert main(["run", "--level", level, "--budget", "0.001", "--no-db", "--report-dir", str(out)]) == 3
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("fxfuzz: error: the campaign tested nothing") and all(f"the {n} level" in line for n in empty)
+    report = json.loads((out / "report.json").read_text())
+    assert report["examples"] == 0 and report["incomplete"] in line
+    assert "❌" in (out / "report.md").read_text().splitlines()[0]

@@ -107,6 +107,56 @@ def test_a_campaign_whose_workers_cannot_start_fails_loudly(tmp_path):
     assert proc.returncode == 3, proc.stdout + proc.stderr
     (line,) = [l for l in proc.stderr.splitlines() if l.startswith("fxfuzz: error:")]
     assert "tested nothing" in line and "exited with 7" in line
+    _assert_reported_incomplete(tmp_path / "r", "tested nothing")
+
+
+def _assert_reported_incomplete(report_dir, words: str) -> None:
+    """report.json, report.md and junit.xml all say the run is incomplete, and why."""
+    reason = json.loads((report_dir / "report.json").read_text())["incomplete"]
+    assert words in reason and "exited with 7" in reason
+    headline = (report_dir / "report.md").read_text().splitlines()[0]
+    assert "❌" in headline and reason in headline
+    suite = ET.parse(report_dir / "junit.xml").getroot().find("testsuite")
+    assert suite.get("errors") == "1" and suite.find("testcase/error").get("message") == reason
+
+
+# Segfaults on its first example; every worker started after that dies on start-up.
+# A few examples pass, then the pass segfaults; every worker started after that dies on
+# start-up, so the example is never run again and the slot ends with a dead worker.
+CRASHES_THEN_WORKERS_DIE = """
+import ctypes, os, sys
+from fxfuzz.core.contract import NONE
+MARK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "crashed")
+if sys.argv[0].endswith("worker.py") and os.path.exists(MARK):
+    os._exit(7)
+CALLS = []
+
+def crashes_later(gm, sig):
+    CALLS.append(1)
+    if len(CALLS) > 4:
+        open(MARK, "w").close()
+        ctypes.string_at(0)
+    return gm, sig
+
+crashes_later.fxfuzz_contract = NONE
+"""
+
+
+def test_a_campaign_whose_restarted_workers_keep_dying_fails_loudly(tmp_path):
+    """Some examples ran, then no worker could start again: the campaign did not run its
+    budget, so it is no verdict on the pass, whatever it found."""
+    pass_file = tmp_path / "crashes.py"
+    pass_file.write_text(CRASHES_THEN_WORKERS_DIE)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fxfuzz", "run", "--pass", f"{pass_file}:crashes_later", "--workers", "1", "--budget", "120", "--no-db", "--report-dir", str(tmp_path / "r")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    (line,) = [l for l in proc.stderr.splitlines() if l.startswith("fxfuzz: error:")]
+    assert "kept dying" in line and "exited with 7" in line
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["stopped_by"] == "workers_lost" and report["examples"] >= 1
+    _assert_reported_incomplete(tmp_path / "r", "kept dying")
 
 
 def test_a_campaign_leaves_no_coverage_folder_behind(tmp_path, monkeypatch):

@@ -203,10 +203,12 @@ def judge_corpus(
     baseline: PassFn,
     corpus: Iterable[tuple[str, GraphCase]],
     on_regression: Callable[[Bucket], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> GateResult:
-    """Judge ``candidate`` against ``baseline`` on every corpus case, in this process."""
+    """Judge ``candidate`` against ``baseline`` on every corpus case, in this process, until
+    ``stop()`` turns true."""
     check: Check = lambda case, cand: regressions(case, cand, baseline)
-    judged = run_examples(candidate, corpus, check=check, on_bucket=on_regression)
+    judged = run_examples(candidate, corpus, check=check, on_bucket=on_regression, stop=stop)
     return GateResult(judged.examples, judged.duration_s, CampaignResult(buckets=judged.buckets))
 
 
@@ -235,15 +237,16 @@ def run_gate(
     database: ExampleDatabase | None = None,
     progress: Progress | None = None,
     on_regression: Callable[[Bucket], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> GateResult:
     """Judge ``candidate`` against ``baseline`` on every corpus case, then on fresh cases of
     ``domain`` until ``budget_s`` seconds (corpus time included) or ``max_examples`` fresh
-    cases are spent.
+    cases are spent, or ``stop()`` turns true.
 
     ``on_regression`` sees each new bucket as it appears (and may raise StopGate).
     """
     start = time.monotonic()
-    result = judge_corpus(candidate, baseline, corpus, on_regression)
+    result = judge_corpus(candidate, baseline, corpus, on_regression, stop)
     buckets = result.campaign.buckets
 
     def check(case: GraphCase, cand: PassFn) -> list[Finding]:
@@ -255,7 +258,7 @@ def run_gate(
         return found
 
     remaining = budget_s - result.corpus_s
-    if remaining > 0:
+    if remaining > 0 and not (stop is not None and stop()):
         fresh = run_campaign(
             candidate,
             budget_s=remaining,
@@ -265,6 +268,7 @@ def run_gate(
             database=database,
             progress=progress,
             check=check,
+            stop=stop,
         )
         add_fresh(result, fresh)
     result.campaign.duration_s = time.monotonic() - start
@@ -302,6 +306,7 @@ def run_gate_parallel(
     example_timeout_s: float = 60.0,
     progress: Callable[[int, int, float], None] | None = None,
     log_dir: str | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> GateResult:
     """``run_gate`` with every case judged in worker processes (``fxfuzz.campaign.supervisor``):
     first the corpus (the ``saved`` cases, then the built-in one) in one worker, then the fresh
@@ -327,7 +332,7 @@ def run_gate_parallel(
         json.dump([(name, case_to_dict(case)) for name, case in saved], fh)
         fh.flush()
         opts.examples_args = {"saved": fh.name}
-        corpus = run_parallel(opts)
+        corpus = run_parallel(opts, stop=stop)
     judged = CampaignResult(buckets=to_campaign_result(corpus).buckets, stopped_by=corpus.stopped_by)
     result = GateResult(corpus.examples, corpus.duration_s, judged)
     phases: list[ParallelResult] = [corpus]
@@ -344,7 +349,7 @@ def run_gate_parallel(
             examples=None,
             examples_args={},
         )
-        phases.append(run_parallel(fresh_opts, progress))
+        phases.append(run_parallel(fresh_opts, progress, stop))
         add_fresh(result, to_campaign_result(phases[-1]))
     result.restarts = sum(p.restarts for p in phases)
     result.worker_errors = [e for p in phases for e in p.worker_errors]

@@ -90,7 +90,9 @@ def merge_results(results: list[tuple[str, CampaignResult]]) -> CampaignResult:
             else:
                 merged.buckets[b.id] = b
     add_level_rates(merged.stats)
-    merged.stopped_by = "budget" if any(r.stopped_by == "budget" for _, r in results) else results[-1][1].stopped_by
+    # No level at all: run_levels was stopped before the first one.
+    ends = [r.stopped_by for _, r in results] or ["stopped"]
+    merged.stopped_by = next((e for e in ("stopped", "budget") if e in ends), ends[-1])
     return merged
 
 
@@ -105,13 +107,17 @@ def run_levels(
     database: ExampleDatabase | None = None,
     progress: Progress | None = None,
     on_level: Callable[[str, CampaignResult], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> CampaignResult:
     """Run ``pass_fn``'s campaign at ``level``; ``mixed`` runs the graph level, then the
     program level, each for its share of ``budget_s`` (time one level leaves unused passes
-    to the next). ``max_examples`` caps each level."""
+    to the next). ``max_examples`` caps each level; once ``stop()`` turns true no further
+    example or level runs."""
     results: list[tuple[str, CampaignResult]] = []
     planned = spent = 0.0
     for name, share in budget_plan(level, budget_s):
+        if stop is not None and stop():
+            break
         planned += share
         strategy, check, codec = level_strategy(name, domain)
         r = run_campaign(
@@ -126,6 +132,7 @@ def run_levels(
             strategy=strategy,
             check=check,
             codec=codec,
+            stop=stop,
         )
         spent += r.duration_s
         results.append((name, r))

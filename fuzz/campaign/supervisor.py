@@ -314,7 +314,9 @@ class Supervisor:
         return examples, counts, stats
 
     # -- the loop
-    def run(self, progress: Any = None) -> ParallelResult:
+    def run(self, progress: Any = None, stop: Callable[[], bool] | None = None) -> ParallelResult:
+        """Run the campaign to its limits, or until ``stop()`` turns true (the workers get 5 s to
+        stop, then are killed; what they sent is kept)."""
         n = self.opts.workers
         for i in range(n):
             quota = self.opts.max_examples // n + (1 if i < self.opts.max_examples % n else 0)
@@ -325,6 +327,7 @@ class Supervisor:
         try:
             while self.workers:
                 self._poll(0.2)
+                self.stop_requested = self.stop_requested or (stop is not None and stop())
                 now = time.monotonic()
                 self._check_health(now)
                 if self.stop_requested:
@@ -349,9 +352,21 @@ class Supervisor:
         r.duration_s = time.monotonic() - self.start
         if self.stop_requested:
             r.stopped_by = "interrupted"
+        elif self._lost_slots():
+            r.stopped_by = "workers_lost"
         else:
             r.stopped_by = "max_examples" if r.examples >= self.opts.max_examples else "budget"
         return r
+
+    def _lost_slots(self) -> list[int]:
+        """Worker slots whose last process died before its first example (a restart that
+        cannot start is not restarted again): the campaign ran short of what was asked,
+        whatever its counts say."""
+        last: dict[int, _Worker] = {}
+        for w in self.closed:
+            if w.index not in last or w.generation > last[w.index].generation:
+                last[w.index] = w
+        return [i for i, w in last.items() if w.finished is None and not w.began]
 
     def _poll(self, timeout: float) -> None:
         conns = {w.conn: w for w in self.workers}
@@ -417,9 +432,6 @@ class Supervisor:
         if progress is not None:
             progress(examples, len(r.buckets), elapsed)
 
-    def request_stop(self, *_: Any) -> None:
-        self.stop_requested = True
-
 
 def _saved_failures(opts: CampaignOptions, on_lost: Callable[[str], None]) -> SavedFailures | None:
     """The store workers save minimized failures in, for the examples that kill a worker."""
@@ -466,15 +478,10 @@ def _death_finding(code: int) -> dict[str, Any]:
     }
 
 
-def run_parallel(opts: CampaignOptions, progress: Any = None) -> ParallelResult:
-    """Run the campaign in ``opts.workers`` processes; SIGINT/SIGTERM stop it cleanly."""
-    sup = Supervisor(opts)
-    old = {s: signal.signal(s, sup.request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        return sup.run(progress)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+def run_parallel(opts: CampaignOptions, progress: Any = None, stop: Callable[[], bool] | None = None) -> ParallelResult:
+    """Run the campaign in ``opts.workers`` processes until its limits or ``stop()`` (the
+    caller owns the signals: ``fxfuzz.cli`` turns SIGINT, SIGTERM and SIGHUP into ``stop``)."""
+    return Supervisor(opts).run(progress, stop)
 
 
 def to_campaign_result(r: ParallelResult) -> Any:

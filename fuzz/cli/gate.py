@@ -1,14 +1,16 @@
 """``fxfuzz gate``: exit 1 when the candidate pass regresses against the baseline, 3 when a
-worker could not do its share, else 0."""
+worker could not do its share, else 0 (or 128 + the signal when a signal stopped it early)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from fxfuzz.campaign.gate import case_of, run_gate_parallel
 from fxfuzz.campaign.limits import campaign_limits
+from fxfuzz.cli.interrupt import StopSignals, exit_status
 from fxfuzz.cli.progress import ProgressPrinter
 from fxfuzz.cli.run import EXIT_TESTED_NOTHING
 from fxfuzz.cli.setup import writable_dir
@@ -30,33 +32,39 @@ def command(a: argparse.Namespace) -> int:
     progress = ProgressPrinter(budget_s, max_examples)
     started = utc_now()
     log_dir = os.path.join(report_dir, "logs")
-    result = run_gate_parallel(
-        a.candidate, a.baseline, saved, workers=a.workers, budget_s=budget_s, max_examples=max_examples, seed_=a.seed,
-        domain=a.domain, example_timeout_s=a.example_timeout, progress=progress.update, log_dir=log_dir,
-    )  # fmt: skip
-    progress.close()
-    for b in result.buckets.values():
-        if b.case is not None:  # None: a worker died on a case it could not serialize
-            b.case = case_of(b)  # the repro replays under the grad mode that showed the regression
-    meta = {
-        "command": "gate",
-        "pass": a.candidate,
-        "candidate": a.candidate,
-        "baseline": a.baseline,
-        "domain": a.domain,
-        "seed": a.seed,
-        "workers": a.workers,
-        "started": started,
-        "corpus_cases": result.corpus_cases,
-        "corpus_s": round(result.corpus_s, 3),
-    }
-    workers = {
-        "restarts": result.restarts,
-        "errors": result.worker_errors,
-        "example_timeout_s": a.example_timeout,
-        "excused_deaths": result.excused_deaths,
-    }
-    report = write_all(result.campaign, meta, report_dir, Extras(known=known, workers=workers))
+    with StopSignals() as stop:
+        result = run_gate_parallel(
+            a.candidate, a.baseline, saved, workers=a.workers, budget_s=budget_s, max_examples=max_examples, seed_=a.seed,
+            domain=a.domain, example_timeout_s=a.example_timeout, progress=progress.update, log_dir=log_dir, stop=stop,
+        )  # fmt: skip
+        signum = stop.signum  # a signal from here on only asks to finish the report
+        progress.close()
+        if signum is not None:
+            result.campaign.stopped_by = "interrupted"
+        for b in result.buckets.values():
+            if b.case is not None:  # None: a worker died on a case it could not serialize
+                b.case = case_of(b)  # the repro replays under the grad mode that showed the regression
+        meta = {
+            "command": "gate",
+            "pass": a.candidate,
+            "candidate": a.candidate,
+            "baseline": a.baseline,
+            "domain": a.domain,
+            "seed": a.seed,
+            "workers": a.workers,
+            "started": started,
+            "corpus_cases": result.corpus_cases,
+            "corpus_s": round(result.corpus_s, 3),
+        }
+        workers = {
+            "restarts": result.restarts,
+            "errors": result.worker_errors,
+            "example_timeout_s": a.example_timeout,
+            "excused_deaths": result.excused_deaths,
+        }
+        # Part of the gate never ran: no regression found is not a pass, and the report says so.
+        incomplete = f"the gate did not judge all its cases: {result.worker_errors[0]}" if result.worker_errors and signum is None else None
+        report = write_all(result.campaign, meta, report_dir, Extras(known=known, workers=workers, incomplete=incomplete))
     new = [f for f in report["findings"] if not f["known"]]
     print(
         f"fxfuzz gate: {result.corpus_cases} corpus cases in {result.corpus_s:.1f}s, "
@@ -75,10 +83,11 @@ def command(a: argparse.Namespace) -> int:
     print(f"fxfuzz gate: report written to {os.path.join(report_dir, 'report.json')}")
     if new:
         return 1
-    if result.worker_errors:
-        # Part of the gate never ran: no regression found is not a pass.
-        why = result.worker_errors[0]
-        print(f"fxfuzz: error: the gate did not judge all its cases: {why} (see {log_dir})", file=sys.stderr)
+    if signum is not None:
+        print(f"fxfuzz gate: stopped early by {signal.Signals(signum).name}: no new regression in what it judged")
+        return exit_status(signum)
+    if incomplete:
+        print(f"fxfuzz: error: {incomplete} (see {log_dir})", file=sys.stderr)
         return EXIT_TESTED_NOTHING
     print(f"fxfuzz gate: no new regression of {a.candidate} against {a.baseline}")
     return 0

@@ -1,18 +1,21 @@
 """The ``fxfuzz`` command line: the only layer that prints to the terminal or exits.
 
 Exit status: 0 nothing new found, 1 new findings (or regressions, or surviving mutants),
-2 bad input (one line on stderr). Each sub-command's module is imported only when it runs,
-so ``fxfuzz --help`` imports no torch.
+2 bad input (one line on stderr), 3 a campaign that did not test what it was asked to, 128 +
+the signal for a run stopped early with nothing found. Each sub-command's module is imported
+only when it runs, so ``fxfuzz --help`` imports no torch.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 
 from fxfuzz.cli.args import device, integer, positive_float, positive_int, shard, workers
+from fxfuzz.cli.interrupt import Abandoned, exit_status
 from fxfuzz.core.choices import DEFAULT_DB, DOMAIN_CHOICES, LEVELS
 from fxfuzz.core.errors import FxfuzzError, UsageError
 
@@ -98,3 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FxfuzzError as e:
         print(f"fxfuzz: error: {e}", file=sys.stderr)
         return 2
+    except Abandoned as e:
+        print(f"fxfuzz: stopped by a second {signal.Signals(e.signum).name}: no report written", file=sys.stderr)
+        return exit_status(e.signum)
+    except KeyboardInterrupt:  # Ctrl-C before the run started (or in a command that runs no campaign)
+        print("fxfuzz: interrupted", file=sys.stderr)
+        return exit_status(signal.SIGINT)

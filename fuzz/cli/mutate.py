@@ -1,13 +1,16 @@
 """``fxfuzz mutate``: run every mutant (or ``--only``), print one line each and a summary.
-Exit 1 when a non-equivalent mutant survives, 0 when all were killed."""
+Exit 1 when a non-equivalent mutant survives, 0 when all were killed (128 + the signal when
+a signal stopped it early with none surviving)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import signal
 
 from fxfuzz.campaign.gate import gate_corpus
+from fxfuzz.cli.interrupt import StopSignals, verdict_status
 from fxfuzz.cli.setup import writable_dir
 from fxfuzz.core.errors import UsageError
 from fxfuzz.tools.mutants import enumerate_mutants
@@ -32,19 +35,24 @@ def command(a: argparse.Namespace) -> int:
             raise UsageError(f"--only: no mutant {unknown[0]!r} (see fxfuzz mutate --list)")
         mutants = [m for m in mutants if m.id in wanted]
     equivalent = load_equivalent()
-    corpus = gate_corpus()
     results = []
-    for i, m in enumerate(mutants, 1):
-        if m.id in equivalent:
-            r = MutantResult(m.id, "equivalent", 0.0, equivalent[m.id], m.description)
-        else:
-            r = run_mutant(m, corpus, a.budget_per_mutant, domain=a.domain)
-        results.append(r)
-        print(f"[{i}/{len(mutants)}] {r.status:10s} {r.time_s:6.1f}s {r.id}  ({r.description}) {r.how[:100]}", flush=True)
-        if a.out:
-            write_results(a.out, results, a.budget_per_mutant, a.domain)
+    with StopSignals() as stop:
+        corpus = gate_corpus()
+        for i, m in enumerate(mutants, 1):
+            if stop():
+                break
+            if m.id in equivalent:
+                r = MutantResult(m.id, "equivalent", 0.0, equivalent[m.id], m.description)
+            else:
+                r = run_mutant(m, corpus, a.budget_per_mutant, domain=a.domain, stop=stop)
+            if r.status == "survived" and stop():  # its gate was cut short: no verdict
+                break
+            results.append(r)
+            print(f"[{i}/{len(mutants)}] {r.status:10s} {r.time_s:6.1f}s {r.id}  ({r.description}) {r.how[:100]}", flush=True)
+            if a.out:
+                write_results(a.out, results, a.budget_per_mutant, a.domain)
+    if stop.signum is not None:
+        print(f"fxfuzz mutate: stopped early by {signal.Signals(stop.signum).name} after {len(results)} of {len(mutants)} mutants")
     summary = summarize(results)
     print(f"fxfuzz mutate: {json.dumps(summary)}")
-    return 1 if summary["survived"] else 0
-
-
+    return verdict_status(bool(summary["survived"]), stop.signum)

@@ -46,6 +46,9 @@ class Extras:
     timeline: list[tuple[float, int]] = field(default_factory=list)
     workers: dict[str, Any] = field(default_factory=dict)
     repro_errors: list[str] = field(default_factory=list)  # buckets whose repro could not be written, and why
+    # Why the run did not test what it was asked to (nothing at all, or workers lost on the
+    # way), one line; None for a run whose verdict stands.
+    incomplete: str | None = None
 
 
 def graph_hash(case_data: dict[str, Any] | None) -> str | None:
@@ -106,6 +109,7 @@ def report_dict(result: CampaignResult, meta: dict[str, Any], extras: Extras | N
         "examples": result.examples,
         "examples_per_s": round(result.examples_per_s, 2),
         "stopped_by": result.stopped_by,
+        "incomplete": extras.incomplete,
         "new_findings": sum(1 for f in findings if not f["known"]),
         "findings": findings,
         "coverage": extras.coverage,

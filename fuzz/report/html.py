@@ -91,6 +91,10 @@ def _finding(f: dict[str, Any]) -> str:
     )
 
 
+def _incomplete(reason: str | None) -> str:
+    return f"<p class=new>This run is incomplete: {escape(reason)}.</p>" if reason else ""
+
+
 def render_html(report: dict[str, Any]) -> str:
     """``report.json``'s content as one self-contained HTML page (no scripts, no external assets)."""
     findings = report["findings"]
@@ -120,7 +124,7 @@ def render_html(report: dict[str, Any]) -> str:
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>fxfuzz report: {escape(report['pass'])}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>fxfuzz report</h1>{facts}"
+        f"<h1>fxfuzz report</h1>{_incomplete(report.get('incomplete'))}{facts}"
         f"<h2>Findings</h2>{summary if findings else '<p>No findings.</p>'}"
         + "".join(_finding(f) for f in findings)
         + f"<h2>Examples per second over time</h2>{_rate_chart(report['timeline'])}"

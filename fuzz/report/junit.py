@@ -7,13 +7,16 @@ from typing import Any
 
 
 def render_junit(report: dict[str, Any]) -> str:
-    """New findings are failures, known ones skipped; a clean campaign is one passing case."""
+    """New findings are failures, known ones skipped; the campaign is one more case, an error
+    when the run was incomplete (it tested nothing, or lost its workers)."""
     findings = report["findings"]
+    incomplete = report.get("incomplete")
     suite = ET.Element(
         "testsuite",
         name=f"fxfuzz {report['pass']}",
         tests=str(len(findings) + 1),
         failures=str(report["new_findings"]),
+        errors=str(int(bool(incomplete))),
         skipped=str(len(findings) - report["new_findings"]),
         time=str(report["duration_s"]),
         timestamp=str(report.get("started", "")),
@@ -22,6 +25,8 @@ def render_junit(report: dict[str, Any]) -> str:
     ET.SubElement(campaign, "system-out").text = (
         f"{report['examples']} examples, {report['examples_per_s']}/s, stopped by {report['stopped_by']}"
     )
+    if incomplete:
+        ET.SubElement(campaign, "error", message=incomplete, type="fxfuzz/incomplete").text = incomplete
     for f in findings:
         case = ET.SubElement(suite, "testcase", classname=f"fxfuzz.{f['oracle']}", name=f["id"], time="0")
         body = f"{f['message']}\nseen {f['count']} time(s); repro: {f['repro'] or 'none'}\n\n{f['graph_code'] or ''}"

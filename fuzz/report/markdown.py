@@ -18,6 +18,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     new = report["new_findings"]
     known = len(report["findings"]) - new
     verdict = f"**{new} new finding(s)**" if new else "**no new findings**"
+    if report.get("incomplete"):  # red, and first: no finding count makes this run green
+        verdict = f"❌ **{report['incomplete']}**" + (f", {new} new finding(s)" if new else "")
     lines = [
         f"## fxfuzz: {verdict} against `{report['pass']}`",
         "",

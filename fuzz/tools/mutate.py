@@ -13,7 +13,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
@@ -70,9 +70,12 @@ def load_equivalent(path: str = EQUIVALENT_FILE) -> dict[str, str]:
     return out
 
 
-def run_mutant(mutant: Mutant, corpus: list, budget_s: float, seed_: int = 0, domain: str = "both") -> MutantResult:
+def run_mutant(
+    mutant: Mutant, corpus: list, budget_s: float, seed_: int = 0, domain: str = "both", stop: Callable[[], bool] | None = None
+) -> MutantResult:
     """Gate one mutant against the real pass until the first regression or ``budget_s``, with
-    fresh cases of ``domain``."""
+    fresh cases of ``domain``; ``stop()`` turning true ends the gate early (the mutant then
+    reads as survived: the caller drops it)."""
     baseline = load_pass("set_grad")
     mutated = load_pass_variant("set_grad", mutant)
     kills: list[str] = []
@@ -81,13 +84,13 @@ def run_mutant(mutant: Mutant, corpus: list, budget_s: float, seed_: int = 0, do
         with _alarm(PASS_HANG_S):
             return mutated(gm, sig)
 
-    def stop(bucket: object) -> None:
+    def killed(bucket: object) -> None:
         kills.append(str(getattr(bucket, "finding")))
         raise StopGate
 
     start = time.monotonic()
     try:
-        run_gate(candidate, baseline, corpus, budget_s=budget_s, seed_=seed_, domain=domain, on_regression=stop)
+        run_gate(candidate, baseline, corpus, budget_s=budget_s, seed_=seed_, domain=domain, on_regression=killed, stop=stop)
     except StopGate:
         return MutantResult(mutant.id, "killed", time.monotonic() - start, kills[0], mutant.description)
     except _Hang:
