@@ -89,6 +89,15 @@ def test_bad_usage_is_one_line_and_exit_2(args, needle):
     assert "Traceback" not in r.stderr
 
 
+def test_mutate_out_naming_a_directory_is_refused_before_any_mutant(tmp_path):
+    """--out is the JSON file, rewritten after every mutant; a folder there would fail only
+    once the first mutant is judged."""
+    one = "replace_set_grad_with_hop_pass._is_set_grad_enabled_node:22:remove:0"
+    r = fxfuzz("mutate", "--only", one, "--budget-per-mutant", "1", "--out", str(tmp_path))
+    assert r.returncode == 2 and r.stderr.strip() == f"fxfuzz: error: --out: {tmp_path} is a directory; give the path of the JSON file to write"
+    assert r.stdout == "" and os.listdir(tmp_path) == []
+
+
 def test_max_examples_alone_sets_no_time_limit():
     from fxfuzz.campaign.limits import DEFAULT_BUDGET_S, NO_EXAMPLE_LIMIT, NO_TIME_LIMIT_S, campaign_limits
 

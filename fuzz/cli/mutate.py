@@ -22,6 +22,8 @@ def command(a: argparse.Namespace) -> int:
     if a.pass_spec != "set_grad":
         raise UsageError(f"mutate knows the source of the set_grad pass only, not {a.pass_spec!r}")
     if a.out:  # written after every mutant: a bad path must fail now, not an hour in
+        if os.path.isdir(a.out):
+            raise UsageError(f"--out: {a.out} is a directory; give the path of the JSON file to write")
         writable_dir(os.path.dirname(a.out) or ".", "--out")
     mutants = enumerate_mutants(a.pass_spec)
     if a.list:
