@@ -24,6 +24,8 @@ def test_known_file_forms(tmp_path):
     text = tmp_path / "known.txt"
     text.write_text("# accepted\ncrash-pass_raised-0123abcd  upstream issue 1\n\nstructure-lint-99 \n")
     assert load_known(str(text)) == {"crash-pass_raised-0123abcd": "upstream issue 1", "structure-lint-99": ""}
+    text.write_text("crash-pass_raised-0123abcd\tupstream issue 1\nstructure-lint-99\t\t# tabs separate too\n")
+    assert load_known(str(text)) == {"crash-pass_raised-0123abcd": "upstream issue 1", "structure-lint-99": ""}
     listed = tmp_path / "known.json"
     listed.write_text('{"known": [{"id": "a-b-1", "reason": "r"}, {"id": "c-d-2"}]}')
     assert load_known(str(listed)) == {"a-b-1": "r", "c-d-2": ""}

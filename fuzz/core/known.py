@@ -19,8 +19,6 @@ from fxfuzz.core.errors import KnownFileError
 _BUCKET = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 
-
-
 def load_known(path: str) -> dict[str, str]:
     """Bucket id -> reason (may be empty)."""
     try:
@@ -35,10 +33,10 @@ def load_known(path: str) -> dict[str, str]:
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        bid, _, reason = line.partition(" ")
+        bid, *reason = line.split(None, 1)  # any whitespace: a tab is as good as a space
         if not _BUCKET.match(bid):
             raise KnownFileError(f"{path}:{lineno}: not a bucket id: {bid!r}")
-        known[bid] = reason.strip()
+        known[bid] = reason[0] if reason else ""
     return known
 
 
