@@ -96,3 +96,16 @@ def pytree_case(ambient: bool = True) -> GraphCase:
     case.gm.graph._codegen = _PyTreeCodeGen(_PyTreeInfo(names, in_spec, out_spec))
     case.gm.recompile()
     return case
+
+
+def raising_case(ambient: bool = True) -> GraphCase:
+    """index_select with an index out of range, then a no_grad region: the graph itself raises
+    IndexError when run (fake tensors cannot tell), before and after any correct pass."""
+    b = GraphBuilder(grad_mode=ambient)
+    x = b.placeholder("x", torch.tensor([1.0, 2.0, 3.0], requires_grad=True), InputKind.USER_INPUT)
+    i = b.placeholder("i", torch.tensor([7]), InputKind.USER_INPUT)
+    y = b.call(aten.index_select.default, [x, 0, i])
+    b.set_grad(not ambient)
+    z = b.call(aten.sin.default, [x])
+    b.set_grad(ambient)
+    return _case(b, [y, z], ambient)

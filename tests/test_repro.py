@@ -18,7 +18,7 @@ from fxfuzz.repro.files import load_repro, repro_document, write_repro
 from fxfuzz.strategies import graph_cases
 from hypothesis import assume, given, settings
 
-from tests.handmade import no_grad_region_case
+from tests.handmade import no_grad_region_case, raising_case
 
 real = load_pass("set_grad")
 
@@ -126,6 +126,19 @@ def test_standalone_repro_fails_while_the_bug_is_there_and_fxfuzz_repro_agrees(t
     )
     run = _standalone(py)
     assert run.returncode == 0 and "OK" in run.stdout, run.stdout + run.stderr
+
+
+def test_a_repro_whose_original_graph_raises_gives_fxfuzz_repros_verdict(tmp_path):
+    """Both graphs raise IndexError, so the oracles find nothing; the standalone file must say
+    the same (with or without fxfuzz to import), not print the original's traceback."""
+    case = raising_case()
+    assert verify(case, real) == []
+    finding = {"oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}}
+    py = write_repro(str(tmp_path / "repros"), repro_document("raises", finding, case_to_dict(case), "set_grad"))
+    assert main(["repro", py]) == 0
+    with_fxfuzz = subprocess.run([sys.executable, py], capture_output=True, text=True, timeout=300)
+    for run in (_standalone(py), with_fxfuzz):
+        assert run.returncode == 0 and "OK" in run.stdout and "Traceback" not in run.stderr, run.stdout + run.stderr
 
 
 def test_malformed_repro_is_one_line_exit_2(tmp_path, capsys):

@@ -45,6 +45,26 @@ def _run(gm, inputs, ambient):
         torch.set_grad_enabled(before)
 
 
+def _attempt(gm, inputs, ambient):
+    """``_run``'s result and None, or None and what the graph raised."""
+    try:
+        return _run(gm, inputs, ambient), None
+    except Exception as e:
+        return None, e
+
+
+def _raised(ref_err, got_err):
+    """As the oracles judge it: a difference when exactly one graph raised, or the two raised
+    different exception types (a graph that raises before and after the pass is not the pass's doing)."""
+    if type(ref_err) is type(got_err):
+        return []
+    first = str(got_err or ref_err).splitlines()
+    return [
+        f"running the graph of the original raised {type(ref_err).__name__ if ref_err else 'nothing'}, "
+        f"of the transformed {type(got_err).__name__ if got_err else 'nothing'}: {first[0] if first else ''}"
+    ]
+
+
 def _same(a, b):
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
@@ -197,7 +217,9 @@ def problems(build_case, pass_fn, eliminates):
     placeholders = [n.name for n in new.graph.nodes if n.op == "placeholder"]
     if [getattr(s.arg, "name", None) for s in new_sig.input_specs] != placeholders:
         found.append(f"signature: input specs do not name the placeholders {placeholders}")
-    ref, got = _run(gm, inputs, ambient), _run(new, inputs, ambient)
+    (ref, ref_err), (got, got_err) = _attempt(gm, inputs, ambient), _attempt(new, inputs, ambient)
+    if ref_err is not None or got_err is not None:  # nothing further to compare, as for the oracles
+        return found + [f"equivalence: {p}" for p in _raised(ref_err, got_err)]
     found += [f"equivalence: {p}" for p in _diff(ref, got)]
     found += [f"gradients: {p}" for p in _gradients(ref, got)]
     found += [f"gradients: {p}" for p in _forward_ad(gm, new, inputs, ambient)]
