@@ -141,6 +141,34 @@ def test_a_repro_whose_original_graph_raises_gives_fxfuzz_repros_verdict(tmp_pat
         assert run.returncode == 0 and "OK" in run.stdout and "Traceback" not in run.stderr, run.stdout + run.stderr
 
 
+@pytest.mark.parametrize("exit_call", ["sys.exit(0)", "os._exit(0)"])
+def test_a_repro_that_exits_on_its_own_is_never_read_as_fixed(tmp_path, capfd, exit_call):
+    """fxfuzz repro runs the file only in its child, and reads the verdict from the replay, not
+    from the child's exit status: a file that exits 0 when loaded gets no verdict."""
+    case = no_grad_region_case(ambient=True)
+    finding = {"oracle": "structure", "kind": "leftover_call", "message": "m", "details": {}}
+    (tmp_path / "planted.py").write_text(PLANTED)
+    py = write_repro(str(tmp_path / "repros"), repro_document("exits", finding, case_to_dict(case), f"{tmp_path}/planted.py:drop_toggles"))
+    assert main(["repro", py]) == 1  # the planted bug, while the file is well-behaved
+    with open(py, "a") as fh:
+        fh.write(f"\nimport os, sys\n{exit_call}\n")
+    capfd.readouterr()
+    assert main(["repro", py]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fxfuzz: error:") and "exited with status 0" in err[0], err
+
+
+@pytest.mark.parametrize(
+    ("body", "verdict"),
+    [("ctypes.string_at(0)", "was killed by SIGSEGV"), ("time.sleep(600)", "did not return within 3s")],
+)
+def test_a_pass_that_kills_or_hangs_the_replay_fails_it(tmp_path, capfd, body, verdict):
+    (tmp_path / "bad.py").write_text(f"import ctypes, time\ndef bad(gm, sig):\n    {body}\n")
+    py = write_repro(str(tmp_path / "repros"), repro_document("b", {"oracle": "crash", "kind": "k", "message": "m"}, case_to_dict(no_grad_region_case()), "set_grad"))
+    assert main(["repro", py, "--pass", f"{tmp_path}/bad.py:bad", "--example-timeout", "3"]) == 1
+    assert f"fxfuzz repro: FAIL the process running the pass {verdict}" in capfd.readouterr().out
+
+
 def test_malformed_repro_is_one_line_exit_2(tmp_path, capsys):
     bad_case = tmp_path / "bad.json"
     bad_case.write_text(

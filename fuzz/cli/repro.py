@@ -1,53 +1,92 @@
 """``fxfuzz repro``: replay a repro (.py or .json) in a child process, so a pass that kills
-the process or hangs is still reported. Exit 1 while it fails, 0 once fixed, 2 if malformed."""
+the process or hangs is still reported, and a .py runs nowhere else. Exit 1 while it fails,
+0 once fixed, 2 if malformed.
+
+The child reports on a pipe of its own: ``loaded`` once the repro is read, then ``verdict N``
+(or ``error MESSAGE``). Its exit status is never the verdict: a repro file that exits when
+loaded must not read as fixed."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
 
-from fxfuzz.core.errors import UsageError
+from fxfuzz.core.errors import FxfuzzError, SerializeError, UsageError
 from fxfuzz.core.passes import load_pass
-from fxfuzz.repro.files import load_repro
+from fxfuzz.repro.files import load_repro, recorded_pass
 
 
 def command(args: argparse.Namespace) -> int:
-    """Check the repro and its pass here (one-line errors), then replay it in a child."""
-    repro = load_repro(args.path)  # malformed files fail here, in one line
-    load_pass(args.pass_spec or repro.pass_spec)
-    if repro.device == "cuda":
+    """Check the repro and its pass here (one-line errors, without running the file), then
+    replay it in a child."""
+    spec, device = recorded_pass(args.path)  # malformed files fail here, in one line
+    load_pass(args.pass_spec or spec)
+    if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise UsageError(f"{args.path} was found with --device cuda, and torch sees no CUDA device here")
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "fxfuzz.cli.repro", args.path, args.pass_spec or ""], timeout=args.example_timeout
+    reports, code = _replay_in_child(args.path, args.pass_spec, args.example_timeout)
+    if reports and reports[-1].startswith("error "):
+        raise SerializeError(reports[-1].removeprefix("error "))
+    if reports and reports[-1].startswith("verdict "):
+        return int(reports[-1].removeprefix("verdict "))
+    how = (
+        f"did not return within {args.example_timeout:g}s" if code is None
+        else f"was killed by {signal.Signals(-code).name}" if code < 0
+        else f"exited with status {code}"
+    )  # fmt: skip
+    if "loaded" not in reports:
+        raise SerializeError(f"{args.path} is not a working fxfuzz repro: the process loading it {how}")
+    print(f"fxfuzz repro: FAIL the process running the pass {how}")
+    return 1
+
+
+def _replay_in_child(path: str, pass_spec: str | None, timeout_s: float) -> tuple[list[str], int | None]:
+    """The child's reports and its exit status (None: killed ``timeout_s`` after it loaded the
+    repro, as the pass counts as hung)."""
+    read_fd, write_fd = os.pipe()
+    with os.fdopen(read_fd) as reports:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fxfuzz.cli.repro", path, pass_spec or "", str(write_fd)], pass_fds=[write_fd]
         )
-    except subprocess.TimeoutExpired:
-        print(f"fxfuzz repro: FAIL the pass did not return within {args.example_timeout:g}s")
-        return 1
-    if proc.returncode < 0:
-        print(f"fxfuzz repro: FAIL the process running the pass was killed by {signal.Signals(-proc.returncode).name}")
-        return 1
-    return 1 if proc.returncode else 0
+        os.close(write_fd)  # the child holds the only writer: EOF once it is gone
+        first = reports.readline()  # loaded, an error, or EOF: the child died loading the file
+        try:
+            code: int | None = proc.wait(timeout_s if first == "loaded\n" else None)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            code = None
+        return (first + reports.read()).splitlines(), code
 
 
-def replay(path: str, pass_spec: str | None = None) -> int:
-    """Verify the repro's case against its pass (or ``pass_spec``): 1 while it fails, 0 once fixed."""
+def replay(path: str, pass_spec: str | None, report_fd: int) -> int:
+    """Verify the repro's case against its pass (or ``pass_spec``): 1 while it fails, 0 once
+    fixed; each step reported on ``report_fd``."""
     from fxfuzz.oracles import verify  # noqa: PLC0415  (torch, in the child only)
 
-    repro = load_repro(path)
-    findings = verify(repro.case, load_pass(pass_spec or repro.pass_spec), device=repro.device)
-    print(f"fxfuzz repro: recorded finding: {repro.finding.get('message', '')}")
-    for f in findings:
-        print(f"fxfuzz repro: FAIL {f}")
-    if not findings:
-        print("fxfuzz repro: every check passes (fixed)")
-    return 1 if findings else 0
+    with os.fdopen(report_fd, "w", buffering=1) as report:
+        try:
+            repro = load_repro(path)
+            report.write("loaded\n")
+            pass_fn = load_pass(pass_spec or repro.pass_spec)
+        except FxfuzzError as e:
+            report.write(f"error {str(e).replace(chr(10), ' ')}\n")
+            return 2
+        findings = verify(repro.case, pass_fn, device=repro.device)
+        print(f"fxfuzz repro: recorded finding: {repro.finding.get('message', '')}")
+        for f in findings:
+            print(f"fxfuzz repro: FAIL {f}")
+        if not findings:
+            print("fxfuzz repro: every check passes (fixed)")
+        status = 1 if findings else 0
+        report.write(f"verdict {status}\n")
+    return status
 
 
 if __name__ == "__main__":  # the child ``command`` starts
-    sys.exit(replay(sys.argv[1], sys.argv[2] or None))
+    sys.exit(replay(sys.argv[1], sys.argv[2] or None, int(sys.argv[3])))

@@ -10,6 +10,7 @@ either form back for ``fxfuzz repro``.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import inspect
@@ -284,6 +285,32 @@ def load_repro(path: str) -> Repro:
     if path.endswith(".py"):
         return _load_py(path)
     raise SerializeError(f"{path}: expected a repro .py or .json")
+
+
+def recorded_pass(path: str) -> tuple[str, str]:
+    """(pass spec, device) a repro records, read without running any of it: a .py's literal
+    ``PASS_SPEC`` and ``DEVICE`` assignments; running the file is the replay's job, in a child
+    process. SerializeError if it is not a repro."""
+    if not path.endswith(".py"):
+        repro = load_repro(path)
+        return repro.pass_spec, repro.device
+    try:
+        with open(path) as fh:
+            tree = ast.parse(fh.read(), path)
+    except FileNotFoundError:
+        raise SerializeError(f"no such file: {path}") from None
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as e:
+        raise SerializeError(f"{path} is not readable Python: {e}") from None
+    values = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] in (["PASS_SPEC"], ["DEVICE"]):
+            try:
+                values[node.targets[0].id] = ast.literal_eval(node.value)  # type: ignore[attr-defined]
+            except ValueError:
+                pass
+    if not isinstance(values.get("PASS_SPEC"), str):
+        raise SerializeError(f"{path} is not an fxfuzz repro (no PASS_SPEC)")
+    return values["PASS_SPEC"], _device(path, values.get("DEVICE", "cpu"))
 
 
 def _device(path: str, device: object) -> str:
