@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -154,3 +155,33 @@ def test_coverage_merges_the_workers_data_files(tmp_path):
     # What each missed, by branch, so that fxfuzz merge can unite campaigns' coverage.
     (row,) = one["files"]
     assert len(row["missing_branches"]) == 1 and both["files"][0]["missing_branches"] == []
+
+
+def test_a_reused_report_folder_loses_the_earlier_runs_files_and_keeps_the_users(tmp_path):
+    """A second run into the same --report-dir must not show the first run's repros and logs
+    beside its own report; what the user put there stays."""
+    out = tmp_path / "r"
+    crashes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "broken_passes.py") + ":crashes"
+    assert main(["run", "--pass", crashes, "--max-examples", "2", "--workers", "2", "--no-db", "--report-dir", str(out)]) == 1
+    assert os.listdir(out / "repros") and os.listdir(out / "issues")  # the crash's .py, .json and issue text
+    assert {"worker0.log", "worker1.log"} <= set(os.listdir(out / "logs"))
+    for mine in ("notes.txt", "repros/mine.py", "logs/mine.log"):
+        (out / mine).write_text("the user's")
+
+    assert main(["run", "--pass", "identity", "--max-examples", "1", "--workers", "1", "--no-db", "--report-dir", str(out)]) == 0
+    assert json.loads((out / "report.json").read_text())["findings"] == []
+    assert sorted(os.listdir(out / "repros")) == ["mine.py"] and not (out / "issues").exists()
+    assert sorted(os.listdir(out / "logs")) == ["mine.log", "worker0.log"]
+    assert (out / "notes.txt").read_text() == "the user's"
+
+
+def test_clearing_a_report_folder_removes_nothing_outside_it(tmp_path):
+    from fxfuzz.report.folder import WRITTEN, clear_earlier_run
+
+    out = tmp_path / "r"
+    (out / "repros").mkdir(parents=True)
+    for f in ("outside.txt", "absolute.txt", "r/report.json", "r/repros/x.py"):
+        (tmp_path / f).write_text("x")
+    (out / WRITTEN).write_text(f"../outside.txt\n{tmp_path / 'absolute.txt'}\nreport.json\nrepros/x.py\n")
+    clear_earlier_run(str(out))
+    assert sorted(os.listdir(tmp_path)) == ["absolute.txt", "outside.txt", "r"] and os.listdir(out) == []

@@ -189,7 +189,7 @@ class Supervisor:
         log = subprocess.DEVNULL
         if self.opts.log_dir:
             os.makedirs(self.opts.log_dir, exist_ok=True)
-            log = open(os.path.join(self.opts.log_dir, f"worker{index}.log"), "a")
+            log = open(worker_log(self.opts.log_dir, index), "a")
             self.logs.append(log)
         proc = subprocess.Popen(
             [sys.executable, "-m", "fxfuzz.campaign.worker", str(child.fileno()), json.dumps(cfg)],
@@ -431,6 +431,11 @@ class Supervisor:
         r.timeline.append((round(elapsed, 2), examples))
         if progress is not None:
             progress(examples, len(r.buckets), elapsed)
+
+
+def worker_log(log_dir: str, index: int) -> str:
+    """The log of worker slot ``index``, which each of its restarts appends to."""
+    return os.path.join(log_dir, f"worker{index}.log")
 
 
 def _saved_failures(opts: CampaignOptions, on_lost: Callable[[str], None]) -> SavedFailures | None:

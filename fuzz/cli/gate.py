@@ -13,7 +13,7 @@ from fxfuzz.campaign.limits import campaign_limits
 from fxfuzz.cli.interrupt import StopSignals, exit_status
 from fxfuzz.cli.progress import ProgressPrinter
 from fxfuzz.cli.run import EXIT_TESTED_NOTHING
-from fxfuzz.cli.setup import writable_dir
+from fxfuzz.cli.setup import report_folder, worker_logs
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.report.folder import Extras, default_report_dir, utc_now, write_all
@@ -27,11 +27,11 @@ def command(a: argparse.Namespace) -> int:
         load_pass(spec)  # a bad spec fails here, in one line, before any worker starts
     saved = saved_cases(a.corpus) if a.corpus else []
     known = load_known(a.known) if a.known else {}
-    report_dir = writable_dir(a.report_dir or default_report_dir(), "--report-dir")
+    report_dir = report_folder(a.report_dir or default_report_dir())
     budget_s, max_examples = campaign_limits(a.budget, a.max_examples)
     progress = ProgressPrinter(budget_s, max_examples)
     started = utc_now()
-    log_dir = os.path.join(report_dir, "logs")
+    log_dir = worker_logs(report_dir, a.workers)  # the corpus's worker is worker 0
     with StopSignals() as stop:
         result = run_gate_parallel(
             a.candidate, a.baseline, saved, workers=a.workers, budget_s=budget_s, max_examples=max_examples, seed_=a.seed,

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from fxfuzz.cli.run import EXIT_TESTED_NOTHING
-from fxfuzz.cli.setup import writable_dir
+from fxfuzz.cli.setup import report_folder
 from fxfuzz.cli.summary import print_summary
 from fxfuzz.report.folder import default_report_dir
 from fxfuzz.report.merge import load_inputs, merge_reports, missing_shards, write_merged
@@ -17,7 +17,7 @@ def command(args: argparse.Namespace) -> int:
     tested anything."""
     out_dir = args.report_dir or default_report_dir()
     merged = merge_reports(load_inputs(args.folders, out_dir))  # every refusal comes before any write
-    write_merged(merged, writable_dir(out_dir, "--report-dir"))
+    write_merged(merged, report_folder(out_dir))
     report = merged.report
     shards = f" (shards {', '.join(report['shards'])})" if report.get("shards") else ""
     print(f"fxfuzz merge: {len(report['merged_from'])} report folder(s){shards}")

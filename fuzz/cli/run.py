@@ -15,7 +15,7 @@ from fxfuzz.campaign.engine import CampaignResult
 from fxfuzz.cli.args import auto_workers
 from fxfuzz.cli.interrupt import StopSignals, verdict_status
 from fxfuzz.cli.progress import ProgressPrinter
-from fxfuzz.cli.setup import CampaignSetup, campaign_setup
+from fxfuzz.cli.setup import CampaignSetup, campaign_setup, worker_logs
 from fxfuzz.cli.summary import print_summary
 from fxfuzz.core.errors import UsageError
 from fxfuzz.report.folder import Extras, utc_now, write_all
@@ -55,7 +55,7 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
         device=args.device,
         known=frozenset(setup.known),
         coverage_include=[t.path for t in targets],
-        log_dir=os.path.join(setup.report_dir, "logs"),
+        log_dir=worker_logs(setup.report_dir, workers),
     )
     started = utc_now()
     progress = ProgressPrinter(setup.budget_s, setup.max_examples)

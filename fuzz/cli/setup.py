@@ -9,11 +9,12 @@ from typing import Any
 
 from fxfuzz.campaign.database import DatabaseSpec, check_reachable, parse_databases
 from fxfuzz.campaign.limits import campaign_limits
+from fxfuzz.campaign.supervisor import worker_log
 from fxfuzz.core.choices import DEFAULT_DB
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import PassFn, load_pass
-from fxfuzz.report.folder import default_report_dir
+from fxfuzz.report.folder import clear_earlier_run, default_report_dir, record_written
 
 
 def writable_dir(path: str, option: str) -> str:
@@ -28,6 +29,20 @@ def writable_dir(path: str, option: str) -> str:
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"{option}: {path} is not writable")
     return path
+
+
+def report_folder(path: str) -> str:
+    """``--report-dir``, writable and cleared of what an earlier run wrote there."""
+    writable_dir(path, "--report-dir")
+    clear_earlier_run(path)
+    return path
+
+
+def worker_logs(report_dir: str, workers: int) -> str:
+    """The report folder's ``logs/`` for ``workers`` worker slots, their logs listed as fxfuzz's."""
+    logs = os.path.join(report_dir, "logs")
+    record_written(report_dir, [os.path.relpath(worker_log(logs, i), report_dir) for i in range(workers)])
+    return logs
 
 
 @dataclass
@@ -61,7 +76,7 @@ def campaign_setup(args: Any) -> CampaignSetup:
     pass_fn = load_pass(args.pass_spec)
     known = load_known(args.known) if args.known else {}
     database = database_setup(args)
-    report_dir = writable_dir(args.report_dir or default_report_dir(), "--report-dir")
+    report_dir = report_folder(args.report_dir or default_report_dir())
     return CampaignSetup(pass_fn, known, database, report_dir, *campaign_limits(args.budget, args.max_examples))
 
 

@@ -3,26 +3,33 @@ issues/ (an upstream-ready issue text per new bucket), report.md, report.html an
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import platform
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 import torch
 from fxfuzz.campaign.engine import Bucket, CampaignResult
-from fxfuzz.core.errors import SerializeError
+from fxfuzz.core.errors import SerializeError, UsageError
 from fxfuzz.core.program import Program
 from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.report.html import render_html
 from fxfuzz.report.issue import issue_path, render_issue
 from fxfuzz.report.junit import render_junit
 from fxfuzz.report.markdown import render_markdown
-from fxfuzz.repro.files import repro_document, write_program_repro, write_repro
+from fxfuzz.repro.files import repro_document, repro_stem, write_program_repro, write_repro
 
 REPORT_SCHEMA_VERSION = 2
+
+# Every file fxfuzz writes into a report folder, one path (relative to it) a line, listed before
+# the file is written: a later run into the same folder removes exactly these, never a user's.
+WRITTEN = ".fxfuzz-files"
+REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml")
 
 
 def default_report_dir(root: str = "reports") -> str:
@@ -34,6 +41,44 @@ def default_report_dir(root: str = "reports") -> str:
 def utc_now() -> str:
     """The current UTC time, ISO 8601 to the second, as reports stamp it."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def report_files(bucket_ids: Iterable[str]) -> list[str]:
+    """Every file a report folder of these buckets may hold, relative to it: the documents, and
+    each bucket's repros and issue text."""
+    per_bucket = [p for bid in bucket_ids for p in (*(f"repros/{repro_stem(bid)}{ext}" for ext in (".py", ".json")), issue_path(bid))]
+    return [*REPORT_FILES, *per_bucket]
+
+
+def record_written(report_dir: str, paths: Iterable[str]) -> None:
+    """List ``paths`` (relative to ``report_dir``) as files fxfuzz writes there."""
+    os.makedirs(report_dir, exist_ok=True)
+    with open(os.path.join(report_dir, WRITTEN), "a") as fh:
+        fh.writelines(p + "\n" for p in paths)
+
+
+def clear_earlier_run(report_dir: str) -> None:
+    """Remove what earlier runs listed as written into ``report_dir`` (and the folders that
+    leaves empty): a report never sits beside another run's repros or logs. Files fxfuzz did
+    not write, and anything outside the folder, stay."""
+    listing = os.path.join(report_dir, WRITTEN)
+    try:
+        with open(listing) as fh:
+            paths = sorted(set(fh.read().splitlines()))
+    except FileNotFoundError:
+        return
+    root = os.path.realpath(report_dir)
+    try:
+        for rel in paths:
+            path = os.path.realpath(os.path.join(root, rel))
+            if os.path.commonpath([root, path]) == root and os.path.isfile(path):
+                os.remove(path)
+        os.remove(listing)
+    except OSError as e:
+        raise UsageError(f"--report-dir: cannot remove {e.filename} of an earlier run: {e.strerror}") from None
+    for sub in {os.path.dirname(rel) for rel in paths} - {""}:
+        with contextlib.suppress(OSError):  # not empty: the user's files there stay, and so does it
+            os.rmdir(os.path.join(root, sub))
 
 
 @dataclass
@@ -172,7 +217,7 @@ def _repro_source(report_dir: str, finding: dict[str, Any]) -> str | None:
 
 def write_all(result: CampaignResult, meta: dict[str, Any], report_dir: str, extras: Extras) -> dict[str, Any]:
     """Repros first (the report links them), then the report's documents (``write_documents``)."""
-    os.makedirs(report_dir, exist_ok=True)
+    record_written(report_dir, report_files(result.buckets))
     extras.repros, extras.repro_errors = write_repros(result, report_dir, meta["pass"], meta.get("device", "cpu"))
     report = report_dict(result, meta, extras)
     write_documents(report, report_dir)

@@ -19,7 +19,7 @@ from typing import Any
 from fxfuzz.campaign.coverage import union_coverage
 from fxfuzz.campaign.levels import add_level_rates
 from fxfuzz.core.errors import ReportError
-from fxfuzz.report.folder import sort_findings, write_documents
+from fxfuzz.report.folder import record_written, report_files, sort_findings, write_documents
 from fxfuzz.report.issue import issue_path
 from fxfuzz.repro.files import repro_stem
 
@@ -271,6 +271,7 @@ def _merge_workers(details: list[dict[str, Any]]) -> dict[str, Any]:
 def write_merged(merged: Merged, out_dir: str) -> None:
     """The merged report folder: each kept repro (.py and, for graph cases, .json) copied from
     its input, then report.json, the issue texts, report.md, report.html and junit.xml."""
+    record_written(out_dir, report_files(f["id"] for f in merged.report["findings"]))
     for f in merged.report["findings"]:
         if f["repro"]:
             source, target = merged.repro_sources[f["id"]], os.path.join(out_dir, f["repro"])
