@@ -98,6 +98,31 @@ def test_mutate_out_naming_a_directory_is_refused_before_any_mutant(tmp_path):
     assert r.stdout == "" and os.listdir(tmp_path) == []
 
 
+MYPASS = """
+from fxfuzz.core.contract import NONE
+
+def p(gm, sig):
+    return gm, sig
+
+p.fxfuzz_contract = NONE
+"""
+
+
+@pytest.mark.parametrize("launch", ["console script", "python -m"])
+def test_a_pass_module_in_the_current_directory_loads_without_shadowing_anything(tmp_path, launch):
+    """``--pass mypass:p`` imports mypass from the current directory, in the CLI and in its
+    workers, as under pytest; a module there named like an installed package shadows nothing."""
+    (tmp_path / "mypass.py").write_text(MYPASS)
+    (tmp_path / "hypothesis.py").write_text("raise ImportError('the current directory shadowed hypothesis')\n")
+    cmd = [os.path.join(os.path.dirname(sys.executable), "fxfuzz")] if launch == "console script" else [sys.executable, "-m", "fxfuzz"]
+    r = subprocess.run(
+        [*cmd, "run", "--pass", "mypass:p", "--max-examples", "2", "--no-db", "--report-dir", "r"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads((tmp_path / "r" / "report.json").read_text())["examples"] == 2
+
+
 def test_max_examples_alone_sets_no_time_limit():
     from fxfuzz.campaign.limits import DEFAULT_BUDGET_S, NO_EXAMPLE_LIMIT, NO_TIME_LIMIT_S, campaign_limits
 

@@ -192,7 +192,7 @@ class Supervisor:
             log = open(worker_log(self.opts.log_dir, index), "a")
             self.logs.append(log)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "fxfuzz.campaign.worker", str(child.fileno()), json.dumps(cfg)],
+            [sys.executable, "-P", "-m", "fxfuzz.campaign.worker", str(child.fileno()), json.dumps(cfg)],  # -P: see import_from_cwd
             pass_fds=[child.fileno()],
             stdout=log,
             stderr=log,

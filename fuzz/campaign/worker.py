@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
+from fxfuzz.core.cwd import import_from_cwd
+
 
 def _serialize(case: Any) -> dict[str, Any] | None:
     from fxfuzz.core.serialize import case_to_dict
@@ -152,6 +154,7 @@ def die_with_parent(parent: int) -> None:
 if __name__ == "__main__":
     _cfg = json.loads(sys.argv[2])
     die_with_parent(_cfg["parent"])
+    import_from_cwd()
     _cov = None
     if _cfg["coverage_include"]:
         import coverage

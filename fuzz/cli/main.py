@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from fxfuzz.cli.args import device, integer, positive_float, positive_int, shard, workers
 from fxfuzz.cli.interrupt import Abandoned, exit_status
 from fxfuzz.core.choices import DEFAULT_DB, DOMAIN_CHOICES, LEVELS
+from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, UsageError
 
 
@@ -94,6 +95,7 @@ COMMANDS = {"run": "run", "repro": "repro", "gate": "gate", "mutate": "mutate", 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``fxfuzz``: run the sub-command; bad input is one line on stderr and exit 2."""
+    import_from_cwd()
     try:
         args = build_parser().parse_args(argv)
         module = importlib.import_module(f"fxfuzz.cli.{COMMANDS[args.command]}")

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 
+from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, SerializeError, UsageError
 from fxfuzz.core.passes import load_pass
 from fxfuzz.repro.files import load_repro, recorded_pass
@@ -51,7 +52,7 @@ def _replay_in_child(path: str, pass_spec: str | None, timeout_s: float) -> tupl
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd) as reports:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "fxfuzz.cli.repro", path, pass_spec or "", str(write_fd)], pass_fds=[write_fd]
+            [sys.executable, "-P", "-m", "fxfuzz.cli.repro", path, pass_spec or "", str(write_fd)], pass_fds=[write_fd]
         )
         os.close(write_fd)  # the child holds the only writer: EOF once it is gone
         first = reports.readline()  # loaded, an error, or EOF: the child died loading the file
@@ -89,4 +90,5 @@ def replay(path: str, pass_spec: str | None, report_fd: int) -> int:
 
 
 if __name__ == "__main__":  # the child ``command`` starts
+    import_from_cwd()
     sys.exit(replay(sys.argv[1], sys.argv[2] or None, int(sys.argv[3])))

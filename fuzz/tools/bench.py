@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 from fxfuzz.campaign.engine import CampaignResult, run_campaign
+from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.passes import PassFn, identity_pass, load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.oracles.timing import collecting
@@ -159,8 +160,7 @@ def harness_loop(
 def child_main() -> None:
     """One worker process of the speed-up measurement (``python -c`` entry point): warm up,
     say ``ready``, wait for ``go`` on stdin, run the loop, print its rate and peak RSS."""
-    import sys
-
+    import_from_cwd()
     cfg = json.loads(sys.argv[1])
     pass_fn = load_pass(cfg["pass"])
     harness_loop(WARMUP, cfg["seed"] + 7919, pass_fn)  # imports, first-call caches
@@ -176,7 +176,7 @@ def parallel_rate(pass_spec: str, workers: int, graphs: int, seed: int) -> tuple
     code = "from fxfuzz.tools.bench import child_main; child_main()"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", code, json.dumps({"pass": pass_spec, "graphs": graphs, "seed": seed + i})],
+            [sys.executable, "-P", "-c", code, json.dumps({"pass": pass_spec, "graphs": graphs, "seed": seed + i})],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
