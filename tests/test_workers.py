@@ -97,30 +97,32 @@ def fine(gm, sig):
 """
 
 
-def test_a_campaign_whose_workers_cannot_start_fails_loudly(tmp_path):
+def _incomplete_run(tmp_path, source: str, fn: str, words: str) -> dict:
+    """Run a one-worker campaign against ``fn`` of ``source`` that must end incomplete: exit 3,
+    one line with ``words`` and the worker's exit status, and report.json, report.md and
+    junit.xml all saying so. Its report.json."""
     pass_file = tmp_path / "dies.py"
-    pass_file.write_text(DIES_IN_WORKERS)
+    pass_file.write_text(source)
+    report_dir = tmp_path / "r"
     proc = subprocess.run(
-        [sys.executable, "-m", "fxfuzz", "run", "--pass", f"{pass_file}:fine", "--budget", "30", "--no-db", "--report-dir", str(tmp_path / "r")],
+        [sys.executable, "-m", "fxfuzz", "run", "--pass", f"{pass_file}:{fn}", "--workers", "1", "--budget", "120", "--no-db", "--report-dir", str(report_dir)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 3, proc.stdout + proc.stderr
     (line,) = [l for l in proc.stderr.splitlines() if l.startswith("fxfuzz: error:")]
-    assert "tested nothing" in line and "exited with 7" in line
-    _assert_reported_incomplete(tmp_path / "r", "tested nothing")
-
-
-def _assert_reported_incomplete(report_dir, words: str) -> None:
-    """report.json, report.md and junit.xml all say the run is incomplete, and why."""
-    reason = json.loads((report_dir / "report.json").read_text())["incomplete"]
-    assert words in reason and "exited with 7" in reason
-    headline = (report_dir / "report.md").read_text().splitlines()[0]
-    assert "❌" in headline and reason in headline
+    report = json.loads((report_dir / "report.json").read_text())
+    reason = report["incomplete"]
+    assert words in line and "exited with 7" in line and reason in line
+    assert "❌" in (report_dir / "report.md").read_text().splitlines()[0] and reason in (report_dir / "report.md").read_text()
     suite = ET.parse(report_dir / "junit.xml").getroot().find("testsuite")
     assert suite.get("errors") == "1" and suite.find("testcase/error").get("message") == reason
+    return report
 
 
-# Segfaults on its first example; every worker started after that dies on start-up.
+def test_a_campaign_whose_workers_cannot_start_fails_loudly(tmp_path):
+    assert _incomplete_run(tmp_path, DIES_IN_WORKERS, "fine", "tested nothing")["examples"] == 0
+
+
 # A few examples pass, then the pass segfaults; every worker started after that dies on
 # start-up, so the example is never run again and the slot ends with a dead worker.
 CRASHES_THEN_WORKERS_DIE = """
@@ -145,18 +147,8 @@ crashes_later.fxfuzz_contract = NONE
 def test_a_campaign_whose_restarted_workers_keep_dying_fails_loudly(tmp_path):
     """Some examples ran, then no worker could start again: the campaign did not run its
     budget, so it is no verdict on the pass, whatever it found."""
-    pass_file = tmp_path / "crashes.py"
-    pass_file.write_text(CRASHES_THEN_WORKERS_DIE)
-    proc = subprocess.run(
-        [sys.executable, "-m", "fxfuzz", "run", "--pass", f"{pass_file}:crashes_later", "--workers", "1", "--budget", "120", "--no-db", "--report-dir", str(tmp_path / "r")],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 3, proc.stdout + proc.stderr
-    (line,) = [l for l in proc.stderr.splitlines() if l.startswith("fxfuzz: error:")]
-    assert "kept dying" in line and "exited with 7" in line
-    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    report = _incomplete_run(tmp_path, CRASHES_THEN_WORKERS_DIE, "crashes_later", "kept dying")
     assert report["stopped_by"] == "workers_lost" and report["examples"] >= 1
-    _assert_reported_incomplete(tmp_path / "r", "kept dying")
 
 
 def test_a_campaign_leaves_no_coverage_folder_behind(tmp_path, monkeypatch):
