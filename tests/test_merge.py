@@ -265,3 +265,17 @@ def test_merge_without_new_findings_exits_0(tmp_path, capsys):
     assert main(["merge", str(tmp_path / "a"), str(tmp_path / "b"), "--report-dir", str(tmp_path / "out")]) == 0
     merged = _load(tmp_path / "out")
     assert merged["new_findings"] == 0 and merged["findings"][0]["count"] == 2 and not (tmp_path / "out" / "issues").exists()
+
+
+def test_a_merge_with_an_incomplete_input_is_incomplete(tmp_path, capsys):
+    """A shard whose workers could not start makes the merged campaign incomplete: exit 3 and
+    a red report, not a green merge of the shards that did run."""
+    why = "the campaign tested nothing: worker 0 exited with 7 before its first example"
+    for name, incomplete in (("a", why), ("b", None)):
+        (tmp_path / name).mkdir()
+        write_documents(_report([], examples=0 if incomplete else 40, incomplete=incomplete), str(tmp_path / name))
+    assert main(["merge", str(tmp_path / "a"), str(tmp_path / "b"), "--report-dir", str(tmp_path / "out")]) == 3
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    merged = _load(tmp_path / "out")
+    assert merged["incomplete"] == f"{tmp_path / 'a'}: {why}" and line == f"fxfuzz: error: {merged['incomplete']}"
+    assert "❌" in (tmp_path / "out" / "report.md").read_text().splitlines()[0]

@@ -13,8 +13,8 @@ from fxfuzz.report.merge import load_inputs, merge_reports, missing_shards, writ
 
 
 def command(args: argparse.Namespace) -> int:
-    """Exit 0 when the merged report has no new finding, 1 when it has; 3 when no input
-    tested anything."""
+    """Exit 0 when the merged report has no new finding, 1 when it has; 3 when it is
+    incomplete (an input was, or none tested anything)."""
     out_dir = args.report_dir or default_report_dir()
     merged = merge_reports(load_inputs(args.folders, out_dir))  # every refusal comes before any write
     write_merged(merged, report_folder(out_dir))
@@ -25,7 +25,7 @@ def command(args: argparse.Namespace) -> int:
     if missing:
         print(f"fxfuzz merge: no report from shard(s) {', '.join(missing)}", file=sys.stderr)
     print_summary(report, out_dir)
-    if not report["examples"] and not report["findings"]:
-        print("fxfuzz: error: the merged campaigns tested nothing", file=sys.stderr)
+    if report["incomplete"]:
+        print(f"fxfuzz: error: {report['incomplete']}", file=sys.stderr)
         return EXIT_TESTED_NOTHING
     return 1 if report["new_findings"] else 0

@@ -45,6 +45,7 @@ _CONCATENATED = ("errors", "unrepeated_deaths")
 _COMPUTED = {
     "started", "seed", "workers", "duration_s", "examples", "examples_per_s", "stopped_by", "new_findings",
     "findings", "coverage", "stats", "timeline", "workers_detail", "repro_errors", "shard", "shards", "merged_from",
+    "incomplete",
 }  # fmt: skip
 _SHARD = re.compile(r"(\d+)/(\d+)")
 
@@ -128,7 +129,8 @@ def merge_reports(inputs: list[tuple[str, dict[str, Any]]]) -> Merged:
         examples=examples,
         examples_per_s=round(examples / duration, 2) if duration else 0.0,
         # Interrupted anywhere: the merged campaign did not run its course.
-        stopped_by=next((s for s in ("interrupted", "budget") if s in reasons), reasons[0]),
+        stopped_by=next((s for s in ("interrupted", "workers_lost", "budget") if s in reasons), reasons[0]),
+        incomplete=_incomplete(inputs, examples, findings),
         new_findings=sum(1 for f in findings if not f["known"]),
         findings=findings,
         coverage=union_coverage([r.get("coverage", {"enabled": False}) for r in reports]),
@@ -140,6 +142,15 @@ def merge_reports(inputs: list[tuple[str, dict[str, Any]]]) -> Merged:
         **({"shards": shards} if shards else {}),
     )
     return Merged(report, repro_sources)
+
+
+def _incomplete(inputs: list[tuple[str, dict[str, Any]]], examples: int, findings: list[Any]) -> str | None:
+    """Why the merged campaign did not test what it was asked to: each incomplete input, by
+    folder (one incomplete shard leaves the campaign incomplete), or that none tested anything."""
+    reasons = [f"{folder}: {r['incomplete']}" for folder, r in inputs if r.get("incomplete")]
+    if not reasons and not examples and not findings:
+        reasons = ["the merged campaigns tested nothing"]
+    return "; ".join(reasons) or None
 
 
 def _keys(reports: list[dict[str, Any]]) -> list[str]:
