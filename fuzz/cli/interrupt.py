@@ -52,10 +52,6 @@ class StopSignals:
     def __call__(self) -> bool:
         return self.signum is not None
 
-    @property
-    def name(self) -> str:
-        return signal.Signals(self.signum).name if self.signum is not None else ""
-
 
 def verdict_status(failed: bool, signum: int | None) -> int:
     """1 when the run found something; else 0, or the signal's status for a run a signal cut
