@@ -279,3 +279,14 @@ def test_a_merge_with_an_incomplete_input_is_incomplete(tmp_path, capsys):
     merged = _load(tmp_path / "out")
     assert merged["incomplete"] == f"{tmp_path / 'a'}: {why}" and line == f"fxfuzz: error: {merged['incomplete']}"
     assert "❌" in (tmp_path / "out" / "report.md").read_text().splitlines()[0]
+
+
+def test_a_reused_merge_folder_loses_the_earlier_merges_issue_texts(tmp_path):
+    for name, known in (("new", False), ("known", True)):
+        (tmp_path / name).mkdir()
+        write_documents(_report([_row("x", 1, known=known, repro=False)]), str(tmp_path / name))
+    out = tmp_path / "out"
+    assert main(["merge", str(tmp_path / "new"), "--report-dir", str(out)]) == 1
+    assert (out / "issues" / "x.md").is_file()
+    assert main(["merge", str(tmp_path / "known"), "--report-dir", str(out)]) == 0
+    assert not (out / "issues").exists() and _load(out)["new_findings"] == 0
