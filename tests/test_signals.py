@@ -13,12 +13,17 @@ import time
 
 import pytest
 from fxfuzz.cli.interrupt import Abandoned, StopSignals
+from fxfuzz.core.serialize import case_to_dict
+from fxfuzz.repro.files import repro_document, write_repro
+
+from tests.handmade import no_grad_region_case
 
 # The identity (no contract, so nothing to find) or torch's real pass (so a gate finds no
 # regression against it), each appending a line to a file per call: the tests' sign that
 # the command is judging examples.
 COUNTED = '''
 import os
+import time
 from fxfuzz.core.contract import NONE
 from fxfuzz.core.passes import load_pass
 
@@ -42,6 +47,11 @@ identity.fxfuzz_contract = NONE
 def real_pass(gm, sig):
     _count()
     return real(gm, sig)
+
+
+def hangs(gm, sig):
+    _count()
+    time.sleep(600)
 '''
 
 # A signal this long after the command judged its first examples must have ended it.
@@ -51,8 +61,9 @@ PROMPT_S = 60
 def _start(tmp_path, *args: str) -> subprocess.Popen:
     (tmp_path / "counted.py").write_text(COUNTED)
     return subprocess.Popen(
-        [sys.executable, "-m", "fxfuzz", *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        [sys.executable, "-m", "fxfuzz", *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )  # fmt: skip
 
 
 def _stop_after_calls(proc: subprocess.Popen, mark, sig: int, calls: int = 3) -> tuple[str, str, float]:
@@ -130,3 +141,18 @@ def test_a_second_signal_abandons_the_run_and_nohup_is_respected():
         assert signal.getsignal(signal.SIGINT) is old_int  # restored on exit
     finally:
         signal.signal(signal.SIGHUP, old_hup)
+
+
+def test_ctrl_c_during_a_replay_ends_it_in_one_line_with_no_child_left(tmp_path):
+    """A terminal's Ctrl-C reaches the whole process group: fxfuzz repro and its replay child."""
+    case = no_grad_region_case()
+    finding = {"oracle": "crash", "kind": "k", "message": "m", "details": {}}
+    py = write_repro(str(tmp_path / "repros"), repro_document("b", finding, case_to_dict(case), "set_grad"))
+    proc = _start(tmp_path, "repro", py, "--pass", "counted.py:hangs")
+    while proc.poll() is None and not (tmp_path / "calls").exists():
+        time.sleep(0.1)  # a file, not an event: polled
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=PROMPT_S)
+    assert proc.returncode == 128 + signal.SIGINT and err == "fxfuzz: interrupted\n", out + err
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # nothing of the group is left running

@@ -55,13 +55,15 @@ def _replay_in_child(path: str, pass_spec: str | None, timeout_s: float) -> tupl
             [sys.executable, "-P", "-m", "fxfuzz.cli.repro", path, pass_spec or "", str(write_fd)], pass_fds=[write_fd]
         )
         os.close(write_fd)  # the child holds the only writer: EOF once it is gone
-        first = reports.readline()  # loaded, an error, or EOF: the child died loading the file
         try:
+            first = reports.readline()  # loaded, an error, or EOF: the child died loading the file
             code: int | None = proc.wait(timeout_s if first == "loaded\n" else None)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
             code = None
+        finally:
+            if proc.poll() is None:  # timed out, or this process was interrupted: the child goes too
+                proc.kill()
+                proc.wait()
         return (first + reports.read()).splitlines(), code
 
 
@@ -90,5 +92,7 @@ def replay(path: str, pass_spec: str | None, report_fd: int) -> int:
 
 
 if __name__ == "__main__":  # the child ``command`` starts
+    # A Ctrl-C at the terminal reaches this child too: it ends it quietly, the parent says so.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     import_from_cwd()
     sys.exit(replay(sys.argv[1], sys.argv[2] or None, int(sys.argv[3])))
