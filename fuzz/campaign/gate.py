@@ -353,7 +353,7 @@ def run_gate_parallel(
         add_fresh(result, to_campaign_result(phases[-1]))
     result.restarts = sum(p.restarts for p in phases)
     result.worker_errors = [e for p in phases for e in p.worker_errors]
-    result.excused_deaths = sum(p.unblamed_deaths for p in phases)
+    result.excused_deaths = sum(p.excused_deaths for p in phases)
     result.campaign.duration_s = time.monotonic() - start
     return result
 

@@ -102,7 +102,7 @@ class ParallelResult:
     unserializable: int = 0
     worker_errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # one line each, for the user: a shared database lost
-    unblamed_deaths: int = 0  # examples a worker died on while its check said the pass was not running
+    excused_deaths: int = 0  # examples a worker died on while its check said the pass was not running
 
 
 # ---------------------------------------------------------------------------- parent side
@@ -158,6 +158,9 @@ class Supervisor:
     # -- starting
     def _spawn(self, index: int, generation: int, quota: int, rerun: _Death | None = None, first: int = 0) -> _Worker:
         parent, child = Pipe()
+        # A listed example is run again by starting the list at it; a generated one follows
+        # over the pipe (argv has a size limit).
+        send_rerun = rerun is not None and not self.opts.examples
         cov_file = None
         if self.cov_dir:
             cov_file = os.path.join(self.cov_dir, f".coverage.w{index}g{generation}")
@@ -178,9 +181,7 @@ class Supervisor:
             "known": sorted(self.opts.known),
             "check": self.opts.check,
             "check_args": self.opts.check_args,
-            # A listed example is run again by starting the list at it; a generated one follows
-            # over the pipe (argv has a size limit).
-            "rerun": rerun is not None and not self.opts.examples,
+            "rerun": send_rerun,
             "parent": os.getpid(),  # the worker ends itself when this process dies
             "examples": self.opts.examples,
             "examples_args": self.opts.examples_args,
@@ -199,8 +200,8 @@ class Supervisor:
             start_new_session=True,  # a Ctrl-C at the terminal reaches only the parent
         )
         child.close()
-        if rerun is not None and not self.opts.examples:
-            parent.send(("rerun", rerun.case))
+        if send_rerun:
+            parent.send(("rerun", rerun.case))  # type: ignore[union-attr]
         return _Worker(index, generation, quota, proc, parent, time.monotonic(), first, rerun=rerun)
 
     # -- merging
@@ -254,11 +255,10 @@ class Supervisor:
             self.result.unrepeated_deaths.append(f"worker {w.index} {how} between examples")
             self._retire(w)
             self._replace(w)
-        elif not w.blamed:  # the check said the pass under test was not running: not its death
-            self._died(w, _death_finding(code))
-        elif w.rerun is not None or w.inflight is None:
-            # It repeated on the example its predecessor died on (or the example could not be
-            # serialized to be run again): the pass's doing.
+        elif not w.blamed or w.rerun is not None or w.inflight is None:
+            # Settled now, with no re-run: the check said the pass under test was not running
+            # (_died counts it, blames nothing), or the death repeated on the example its
+            # predecessor died on, or that example could not be serialized to be run again.
             self._died(w, _death_finding(code))
         else:
             self._retire(w)
@@ -269,7 +269,7 @@ class Supervisor:
         pass was not running, when it is only counted), then replace the worker."""
         w.examples += 1  # the fatal example ran, too
         if not w.blamed:
-            self.result.unblamed_deaths += 1
+            self.result.excused_deaths += 1
         else:
             bid = self._record_crash(Finding(**finding), w.inflight, w.source)
             w.counts = dict(w.counts)

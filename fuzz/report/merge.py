@@ -39,7 +39,7 @@ _FINDING_REQUIRED: dict[str, tuple[type, ...]] = {
 }  # fmt: skip
 # workers_detail fields that add up over campaigns, and those that are lists to concatenate;
 # any other field keeps its common value.
-_SUMMED = ("restarts", "unserializable_examples", "unblamed_deaths", "excused_deaths")
+_SUMMED = ("restarts", "unserializable_examples", "excused_deaths")
 _CONCATENATED = ("errors", "unrepeated_deaths")
 # Keys merge_reports computes itself; every other key keeps its common value.
 _COMPUTED = {
