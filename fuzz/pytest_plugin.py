@@ -32,6 +32,8 @@ settings.register_profile("ci", settings.get_profile("ci"), deadline=None, deran
 settings.register_profile("nightly", deadline=None, max_examples=2000, suppress_health_check=_SLOW)
 
 _OPTION = "--fxfuzz-pass"
+# The names of the operators this session's --fxfuzz-op added to the op table.
+_OPS_KEY = pytest.StashKey[list]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,6 +52,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="set_grad",
         metavar="SPEC",
         help="fail only where the pass regresses against this one (default: torch's set_grad; 'none': on every finding)",
+    )
+    group.addoption(
+        "--fxfuzz-op",
+        dest="fxfuzz_ops",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="add a custom operator to the generated graphs' op table: pkg.module:attr or file.py:attr naming "
+        "the operator or an fxfuzz.strategies.op_spec(...) entry with its input constraints (repeatable)",
     )
     group.addoption(
         "--fxfuzz-domain",
@@ -136,12 +147,36 @@ def _domain(config: pytest.Config) -> str:
     return domain
 
 
+def _register_ops(config: pytest.Config) -> None:
+    """Add each ``--fxfuzz-op`` to the op table for this session (``pytest_unconfigure``
+    takes them out again: pytester runs sessions in one process)."""
+    from fxfuzz.core.errors import UsageError
+    from fxfuzz.strategies.custom import register_ops
+
+    try:
+        added = register_ops(config.getoption("fxfuzz_ops"), "--fxfuzz-op")
+    except UsageError as e:
+        raise pytest.UsageError(str(e)) from None
+    config.stash[_OPS_KEY] = [spec.name for spec in added]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Take this session's ``--fxfuzz-op`` operators out of the op table."""
+    names = config.stash.get(_OPS_KEY, [])
+    if names:
+        from fxfuzz.strategies.custom import unregister_op
+
+        for name in names:
+            unregister_op(name)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """With ``--fxfuzz-pass``, add the generated-graph and corpus property items."""
     if config.getoption("fxfuzz_pass") is None:
         return
     baseline = None if config.getoption("fxfuzz_baseline") == "none" else _loaded_pass(config, "fxfuzz_baseline")
+    _register_ops(config)
     props = _properties(_loaded_pass(config), baseline, _domain(config))
     for name, prop in props.items():
         items.append(PropertyItem.from_parent(session, name=f"fxfuzz::{name}", prop=prop))

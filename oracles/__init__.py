@@ -11,12 +11,14 @@ from fxfuzz.core.contract import PassContract
 from fxfuzz.core.passes import PassFn, contract_of
 from fxfuzz.oracles.crash import crash_finding
 from fxfuzz.oracles.downstream import check_downstream
-from fxfuzz.oracles.execute import isolated, release_frames
+from fxfuzz.oracles.execute import Run, isolated, release_frames
 from fxfuzz.oracles.exported import check_exported
 from fxfuzz.oracles.finding import ORACLES, Finding
-from fxfuzz.oracles.idempotence import check_idempotence
+from fxfuzz.oracles.idempotence import changes_meaning, second_application
 from fxfuzz.oracles.semantics import Reference, check_on_device, compare_graphs
 from fxfuzz.oracles.signature import check_signature
+from fxfuzz.oracles.sizes import AtSizes, new_kinds, observe_sizes
+from fxfuzz.oracles.stages import check_stages, stages_selected
 from fxfuzz.oracles.structure import check_structure
 from fxfuzz.oracles.timing import step
 from torch import fx
@@ -84,12 +86,53 @@ def verify(case: GraphCase, pass_fn: PassFn, contract: PassContract | None = Non
     with step("transformed runs and comparison"):
         semantic, got = compare_graphs(gm, ref)
     findings += semantic
+    known = {f.kind for f in findings}
+    with step("runs at other sizes"):
+        others = observe_sizes(case, gm, labels)
+    for at in others:
+        findings += new_kinds(at.tagged(at.findings), known)
     if device != "cpu":
         with step(f"the same on {device}, and parity"):
             findings += check_on_device(gm, ref, got, {f.kind for f in semantic}, device)
     if ref.run.ok and got.run.ok:
+        ok = [at for at in others if at.ok]
         with step("downstream clean-ups"):
             findings += _guarded("structure", lambda: check_downstream(gm, got.run, ref))
+            for at in ok:
+                findings += new_kinds(at.tagged(_guarded("structure", lambda: check_downstream(gm, at.got.run, at.ref))), known)
+        # Only where the result means what the original does: a change of meaning is the
+        # equivalence oracle's, and every stage would only repeat it.
+        stages = stages_selected(case.code(), case.ambient_grad) if not semantic else ()
+        if stages:
+            with step("export stages (module, decompositions, save/load, unflatten)"):
+                traced = _guarded(
+                    "downstream", lambda: check_stages(gm, sig, case.gm, case.signature, case.inputs, case.ambient_grad, stages)
+                )
+                findings += traced
+                known.update(f.kind for f in traced)
+                # The stages' modules at the other sizes too: a program specialized by the pass
+                # (or by a stage, on the result only) shows there.
+                for at in ok:
+                    findings += new_kinds(
+                        at.tagged(
+                            _guarded(
+                                "downstream",
+                                lambda: check_stages(gm, sig, case.gm, case.signature, at.ref.inputs, case.ambient_grad, stages),
+                            )
+                        ),
+                        known,
+                    )
         with step("idempotence (second application)"):
-            findings += _guarded("idempotence", lambda: check_idempotence(pass_fn, gm, sig, got.run, ref))
+            findings += _guarded("idempotence", lambda: _idempotence(pass_fn, gm, sig, got.run, ref, ok, known))
+    return findings
+
+
+def _idempotence(pass_fn: PassFn, gm: fx.GraphModule, sig: Any, first: Run, ref: Reference, others: list[AtSizes], known: set[str]) -> list[Finding]:
+    """The pass applied to its own output once; the result run at the traced sizes and at
+    each of ``others``."""
+    findings, again = second_application(pass_fn, gm, sig, ref.ambient_grad)
+    findings += changes_meaning(again, first, ref)
+    known.update(f.kind for f in findings)
+    for at in others:
+        findings += new_kinds(at.tagged(changes_meaning(again, at.got.run, at.ref)), known)
     return findings

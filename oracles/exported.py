@@ -56,7 +56,7 @@ def _module_call_graph(gm: fx.GraphModule, sig: ExportGraphSignature) -> list[Mo
     return [ModuleCallEntry("", ModuleCallSignature(inputs=[], outputs=[], in_spec=in_spec, out_spec=out_spec))]
 
 
-def _exported_program(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[Any]) -> None:
+def exported_program(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[Any]) -> ExportedProgram:
     """Build the ExportedProgram export would build; its constructor runs the verifier.
     The constructor rewrites the graph it is given and, through common-getitem elimination,
     every nested graph of its root in place: it gets copies of both, since ``gm`` may be the
@@ -68,19 +68,32 @@ def _exported_program(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Seq
     graph.output(graph.graph_copy(root.graph, {}))
     sig = copy.deepcopy(sig)
     state, constants = _state(sig, inputs)
-    ExportedProgram(
+    return ExportedProgram(
         root=root,
         graph=graph,
         graph_signature=sig,
         state_dict=state,
-        range_constraints={},
+        range_constraints=_range_constraints(gm),
         module_call_graph=_module_call_graph(gm, sig),
         constants=constants,
         verifiers=[_Verifier],
     )
 
 
-Check = Callable[[fx.GraphModule, ExportGraphSignature, Sequence[Any]], None]
+def _range_constraints(gm: fx.GraphModule) -> dict[Any, Any]:
+    """Each symbol of the placeholders' sizes with its range, as export records them: what
+    ``ep.module()`` checks a call's sizes against, and what save/load and decompositions carry."""
+    ranges = {}
+    for n in gm.graph.find_nodes(op="placeholder"):
+        val = n.meta.get("val")
+        for d in val.shape if isinstance(val, torch.Tensor) else ():
+            if isinstance(d, torch.SymInt):
+                env = d.node.shape_env
+                ranges.update({s: env.var_to_range[s] for s in d.node.expr.free_symbols if s in env.var_to_range})
+    return ranges
+
+
+Check = Callable[[fx.GraphModule, ExportGraphSignature, Sequence[Any]], object]
 
 @contextmanager
 def _boundary_metadata_stripped(gm: fx.GraphModule) -> Iterator[None]:
@@ -112,7 +125,7 @@ def _after_export_strips(check: Callable[[fx.GraphModule], None]) -> Check:
 
 
 # name -> a check that raises on rejection; export runs the first three right after its passes.
-EXPORT_CHECKS: dict[str, Check] = {"exported_program": _exported_program}
+EXPORT_CHECKS: dict[str, Check] = {"exported_program": exported_program}
 if _verify_nn_module_stack is not None:
     EXPORT_CHECKS = {
         "nn_module_stack": _after_export_strips(_verify_nn_module_stack),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-ORACLES = ("crash", "structure", "signature", "equivalence", "gradients", "idempotence")
+ORACLES = ("crash", "structure", "signature", "equivalence", "gradients", "idempotence", "downstream")
 
 
 @dataclass

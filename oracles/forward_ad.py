@@ -66,4 +66,4 @@ def check_forward_ad(ref: Tangents, got: Tangents, labels: Sequence[str], exact:
         return []  # equivalence reports the structure change
     out_labels = [f"output {i}" for i in range(len(ref.outputs))]
     in_labels = [f"{label} after the call" for label in labels]
-    return compare_derivatives("tangent", out_labels + in_labels, ref.outputs + ref.inputs, got.outputs + got.inputs, exact)
+    return compare_derivatives("tangent", "tangent", out_labels + in_labels, ref.outputs + ref.inputs, got.outputs + got.inputs, exact)

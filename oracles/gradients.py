@@ -36,9 +36,10 @@ def differentiable(x: object) -> bool:
     return isinstance(x, torch.Tensor) and x.requires_grad and (x.is_floating_point() or x.is_complex())
 
 
-def input_grads(run: Run, seed: int = 0) -> Grads:
+def input_grads(run: Run, seed: int = 0, create_graph: bool = False) -> Grads:
     """Backward through every differentiable output of ``run``, each weighted by a cotangent
-    seeded by its position, so every run of the same outputs uses the same cotangents."""
+    seeded by its position, so every run of the same outputs uses the same cotangents
+    (``create_graph``: differentiable again, for second-order gradients)."""
     leaves = [i for i, t in enumerate(run.inputs) if isinstance(t, torch.Tensor) and t.requires_grad]
     if run.outputs is None:
         return Grads(leaves, None, run.error)
@@ -48,28 +49,30 @@ def input_grads(run: Run, seed: int = 0) -> Grads:
     outs = [run.outputs[i] for i in positions]
     cots = [random_like(run.outputs[i], seed + i) for i in positions]
     try:
-        grads = torch.autograd.grad(outs, [run.inputs[i] for i in leaves], cots, allow_unused=True)
+        grads = torch.autograd.grad(outs, [run.inputs[i] for i in leaves], cots, allow_unused=True, create_graph=create_graph)
         return Grads(leaves, list(grads))
     except Exception as e:
         return Grads(leaves, None, release_frames(e))
 
 
 def compare_derivatives(
-    what: str,
+    kind: str,
+    noun: str,
     labels: Sequence[str],
     ref: Sequence[torch.Tensor | None],
     got: Sequence[torch.Tensor | None],
     exact: bool,
 ) -> list[Finding]:
-    """One finding per derivative that changed: None against a tensor, or its values."""
+    """One finding per derivative that changed: None against a tensor, or its values; kinds
+    ``{kind}_presence_mismatch`` and ``{kind}_value_mismatch``, messages naming the ``noun``."""
     findings = []
     for label, r, g in zip(labels, ref, got):
         if (r is None) != (g is None):
             findings.append(
                 Finding(
                     "gradients",
-                    f"{what}_presence_mismatch",
-                    f"{label}: {what} {'None' if r is None else 'present'} became {'None' if g is None else 'present'}",
+                    f"{kind}_presence_mismatch",
+                    f"{label}: {noun} {'None' if r is None else 'present'} became {'None' if g is None else 'present'}",
                     {"where": label},
                 )
             )
@@ -78,8 +81,8 @@ def compare_derivatives(
             findings.append(
                 Finding(
                     "gradients",
-                    f"{what}_value_mismatch",
-                    f"{label}: {what}s differ (max abs diff {diff:g})",
+                    f"{kind}_value_mismatch",
+                    f"{label}: {noun}s differ (max abs diff {diff:g})",
                     {"where": label, "max_abs_diff": diff},
                 )
             )
@@ -91,5 +94,5 @@ def compare_grads(ref: Grads, got: Grads, labels: Sequence[str], exact: bool = T
     if ref.error is not None or got.error is not None:
         return raised_differently("gradients", "backward_raises_differently", "backward", ref.error, got.error)
     assert ref.values is not None and got.values is not None
-    return compare_derivatives("grad", [labels[i] for i in ref.leaves], ref.values, got.values, exact)
+    return compare_derivatives("grad", "gradient", [labels[i] for i in ref.leaves], ref.values, got.values, exact)
 

@@ -1,4 +1,5 @@
-"""Applying the pass to its own output must keep the meaning and add no higher-order op."""
+"""Applying the pass to its own output must keep the meaning and add no higher-order op:
+``second_application`` once, then ``changes_meaning`` on each set of inputs."""
 
 from __future__ import annotations
 
@@ -24,31 +25,27 @@ def hop_count(gm: fx.GraphModule) -> int:
     )
 
 
-def check_idempotence(
-    pass_fn: Callable[[Any, Any], tuple[Any, Any]],
-    gm: fx.GraphModule,
-    sig: Any,
-    first: Run,
-    ref: Reference,
-) -> list[Finding]:
-    """Run the pass again on ``gm`` (consumed: the pass may rewrite it in place) under the
-    ambient grad mode, then compare HOP counts, and the meaning against ``gm``'s ``first``
-    run (differences from the original are the equivalence oracle's)."""
+def second_application(
+    pass_fn: Callable[[Any, Any], tuple[Any, Any]], gm: fx.GraphModule, sig: Any, ambient_grad: bool
+) -> tuple[list[Finding], fx.GraphModule | None]:
+    """Apply the pass to its own output ``gm`` (consumed) once: what it did wrong regardless of
+    inputs, and the graph to run (None when there is nothing to run: it failed, or its code
+    is ``gm``'s own, so its behaviour is too)."""
     before, code = hop_count(gm), code_of(gm)
     try:
-        with isolated(ref.ambient_grad):
+        with isolated(ambient_grad):
             gm2, _ = pass_fn(gm, sig)
     except Exception as e:
-        return [
-            Finding(
-                "idempotence",
-                "second_application_raised",
-                f"the pass raised {type(e).__name__} on its own output: {str(e).splitlines()[0] if str(e) else ''}",
-                {"exception": type(e).__name__},
-            )
-        ]
+        finding = Finding(
+            "idempotence",
+            "second_application_raised",
+            f"the pass raised {type(e).__name__} on its own output: {str(e).splitlines()[0] if str(e) else ''}",
+            {"exception": type(e).__name__},
+        )
+        return [finding], None
     if not isinstance(gm2, fx.GraphModule):
-        return [Finding("idempotence", "second_application_bad_return", f"the pass returned {type(gm2).__name__} on its own output")]
+        bad = Finding("idempotence", "second_application_bad_return", f"the pass returned {type(gm2).__name__} on its own output")
+        return [bad], None
     findings = []
     after = hop_count(gm2)
     if after > before:
@@ -60,16 +57,23 @@ def check_idempotence(
                 {"before": before, "after": after},
             )
         )
-    if code_of(gm2) == code:
-        return findings  # the same code as before: the same behaviour, no need to run it
-    diffs = ref.unexplained(check_equivalence(first, run_graph(gm2, ref.inputs, ref.ambient_grad)))
-    if diffs:
-        findings.append(
-            Finding(
-                "idempotence",
-                "second_application_changes_meaning",
-                f"after a second application: {diffs[0].message}",
-                {"kinds": sorted({f.kind for f in diffs})},
-            )
+    # The same code as before: the same behaviour, no need to run it.
+    return findings, None if code_of(gm2) == code else gm2
+
+
+def changes_meaning(again: fx.GraphModule | None, first: Run, ref: Reference) -> list[Finding]:
+    """The second application's result ``again`` run on ``ref``'s inputs against the first
+    result's ``first`` run there."""
+    if again is None:
+        return []
+    diffs = ref.unexplained(check_equivalence(first, run_graph(again, ref.inputs, ref.ambient_grad)))
+    if not diffs:
+        return []
+    return [
+        Finding(
+            "idempotence",
+            "second_application_changes_meaning",
+            f"after a second application: {diffs[0].message}",
+            {"kinds": sorted({f.kind for f in diffs})},
         )
-    return findings
+    ]

@@ -16,12 +16,13 @@ def fresh_inputs(args):
     return tuple(a.detach().clone().requires_grad_(a.requires_grad) for a in args)
 
 
-def export_under(module, args, grad_mode):
-    """``torch.export.export(module, args, strict=False)`` under ``grad_mode``."""
+def export_under(module, args, grad_mode, dynamic_shapes=None):
+    """``torch.export.export(module, args, strict=False, dynamic_shapes=dynamic_shapes)``
+    under ``grad_mode``."""
     before = torch.is_grad_enabled()
     torch.set_grad_enabled(grad_mode)
     try:
-        return torch.export.export(module, fresh_inputs(args), strict=False)
+        return torch.export.export(module, fresh_inputs(args), strict=False, dynamic_shapes=dynamic_shapes)
     finally:
         torch.set_grad_enabled(before)
 
@@ -108,7 +109,7 @@ def differences(eager, exported):
     return diffs
 
 
-def captured_graph_findings(module_class, example_inputs, grad_mode):
+def captured_graph_findings(module_class, example_inputs, grad_mode, dynamic_shapes=None):
     """With fxfuzz installed: ``verify`` on the graph export hands the set-grad pass."""
     try:
         from fxfuzz.core.capture import from_module
@@ -119,7 +120,7 @@ def captured_graph_findings(module_class, example_inputs, grad_mode):
     before = torch.is_grad_enabled()
     torch.set_grad_enabled(grad_mode)
     try:
-        case = from_module(module_class(), fresh_inputs(example_inputs()))
+        case = from_module(module_class(), fresh_inputs(example_inputs()), dynamic_shapes=dynamic_shapes)
     except Exception:
         return []  # export itself failed before the pass: main reports it
     finally:
@@ -127,16 +128,25 @@ def captured_graph_findings(module_class, example_inputs, grad_mode):
     return [f"captured graph: {f}" for f in verify(case, load_pass("set_grad"))]
 
 
-def main(module_class, example_inputs):
-    """Export, then compare ep.module() with the eager module under both grad modes."""
+def main(module_class, example_inputs, dynamic_shapes=None, other_sizes=()):
+    """Export (with ``dynamic_shapes``), then compare ep.module() with the eager module under
+    both grad modes, at the traced size and at each of ``other_sizes``."""
     failed = False
     for grad_mode in (True, False):
-        problems = captured_graph_findings(module_class, example_inputs, grad_mode)
+        problems = captured_graph_findings(module_class, example_inputs, grad_mode, dynamic_shapes)
         try:
-            ep = export_under(module_class(), example_inputs(), grad_mode)
+            ep = export_under(module_class(), example_inputs(), grad_mode, dynamic_shapes)
             problems += differences(
                 observe_module(module_class(), example_inputs(), grad_mode), observe_module(ep.module(), example_inputs(), grad_mode)
             )
+            for n in other_sizes:
+                problems += [
+                    f"at size n={n}: {d}"
+                    for d in differences(
+                        observe_module(module_class(), example_inputs(n), grad_mode),
+                        observe_module(ep.module(), example_inputs(n), grad_mode),
+                    )
+                ]
         except Exception as e:
             problems.append(f"torch.export raised {type(e).__name__}: {e}")
         for problem in problems:

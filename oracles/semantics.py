@@ -8,41 +8,63 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fxfuzz.oracles import equivalence, gradients
+from fxfuzz.oracles import autograd_graph, equivalence, gradients, inplace_after_forward
+from fxfuzz.oracles.autograd_graph import Probe, check_autograd_graph, probe
 from fxfuzz.oracles.equivalence import check_equivalence
 from fxfuzz.oracles.execute import Run, on_device, run_graph
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.forward_ad import Tangents, check_forward_ad, tangents
 from fxfuzz.oracles.gradients import Grads, compare_grads, input_grads
+from fxfuzz.oracles.inplace_after_forward import Graph, check_inplace_after_forward
 from torch import fx
 
-VALUE_KINDS = equivalence.VALUE_KINDS | gradients.VALUE_KINDS
+VALUE_KINDS = equivalence.VALUE_KINDS | gradients.VALUE_KINDS | autograd_graph.VALUE_KINDS | inplace_after_forward.VALUE_KINDS
+# First-order differences in what requires grad or in gradients: where these show, what autograd
+# records differs as a consequence, and the autograd-graph checks would report the same defect again.
+FIRST_ORDER_KINDS = frozenset(
+    {"requires_grad_mismatch", "grad_fn_mismatch", "grad_presence_mismatch", "grad_value_mismatch", "backward_raises_differently"}
+)
 
 
 @dataclass
 class Observation:
-    """One graph on one device: a plain run with its reverse-mode gradients, and a
-    forward-mode run with its tangents."""
+    """One graph on one device: a plain run with its reverse-mode gradients, a forward-mode
+    run with its tangents, and a probe run of what autograd records (``graph`` runs it
+    again for the in-place-update checks, only where they are needed)."""
 
     run: Run
     grads: Grads
     tangents: Tangents
+    probe: Probe
+    graph: Graph
 
 
 def observe(gm: fx.GraphModule, inputs: tuple[Any, ...], ambient_grad: bool, device: str = "cpu") -> Observation:
-    """Run ``gm`` on ``device`` under ``ambient_grad``: values, reverse-mode gradients and tangents."""
+    """Run ``gm`` on ``device`` under ``ambient_grad``: values, reverse-mode gradients,
+    tangents and the autograd probe."""
     gm = on_device(gm, device)
     run = run_graph(gm, inputs, ambient_grad, device)
-    return Observation(run, input_grads(run), tangents(gm, inputs, ambient_grad, device))
+    return Observation(
+        run,
+        input_grads(run),
+        tangents(gm, inputs, ambient_grad, device),
+        probe(gm, inputs, ambient_grad, device),
+        Graph(gm, inputs, ambient_grad, device),
+    )
 
 
 def compare(ref: Observation, got: Observation, labels: Sequence[str], exact: bool, same_device: bool = True) -> list[Finding]:
-    """Equivalence, then gradients and tangents when the runs are comparable at all."""
+    """Equivalence, then gradients and tangents when the runs are comparable at all, then
+    what autograd records where first-order behaviour agrees."""
     findings = check_equivalence(ref.run, got.run, exact, same_device)
     if not (ref.run.ok and got.run.ok and ref.run.spec == got.run.spec):
         return findings
     findings += compare_grads(ref.grads, got.grads, labels, exact)
-    return findings + check_forward_ad(ref.tangents, got.tangents, labels, exact)
+    findings += check_forward_ad(ref.tangents, got.tangents, labels, exact)
+    if any(f.kind in FIRST_ORDER_KINDS for f in findings):
+        return findings
+    findings += check_autograd_graph(ref.probe, got.probe, labels, exact)
+    return findings + check_inplace_after_forward(ref.graph, got.graph, ref.probe, got.probe, labels, exact)
 
 
 class Reference:

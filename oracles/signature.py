@@ -7,7 +7,18 @@ from typing import Any
 
 from fxfuzz.oracles.finding import Finding
 from torch import fx
-from torch.export.graph_signature import ConstantArgument, ExportGraphSignature, InputKind, TensorArgument
+from torch.export.graph_signature import (
+    ConstantArgument,
+    ExportGraphSignature,
+    InputKind,
+    SymBoolArgument,
+    SymFloatArgument,
+    SymIntArgument,
+    TensorArgument,
+)
+
+# Output spec arguments that name a graph node (a ConstantArgument's name is no node's).
+_NODE_ARGUMENTS = (TensorArgument, SymIntArgument, SymFloatArgument, SymBoolArgument)
 
 
 def _spec_name(spec: Any) -> str | None:
@@ -53,7 +64,7 @@ def _names_match_graph(gm: fx.GraphModule, sig: ExportGraphSignature) -> list[Fi
             )
         )
     for i, (arg, spec) in enumerate(zip(outputs, sig.output_specs)):
-        named = isinstance(spec.arg, TensorArgument)
+        named = isinstance(spec.arg, _NODE_ARGUMENTS)
         if isinstance(arg, fx.Node) != named or (named and arg.name != spec.arg.name):
             findings.append(
                 Finding(

@@ -45,8 +45,18 @@ def _subgraph_of(mod: fx.GraphModule, node: fx.Node) -> tuple[int, fx.GraphModul
 
 def _same_meta(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype
-    return True
+        return len(a.shape) == len(b.shape) and all(map(_same_meta, a.shape, b.shape)) and a.dtype == b.dtype
+    if isinstance(a, torch.SymInt) or isinstance(b, torch.SymInt):
+        # A symbolic size must arrive as the same symbolic size: a constant in its place
+        # (a size frozen to its traced value) is right only at the traced sizes. Compared as
+        # expressions: ``==`` on a SymInt records a guard in the case's ShapeEnv, which would
+        # specialize the symbol for every later check of the case.
+        return isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt) and a.node.expr == b.node.expr
+    return a == b
+
+
+def _meta_of_operand(arg: Any) -> Any:
+    return arg.meta.get("val") if isinstance(arg, fx.Node) else arg
 
 
 def _hop_problems(mod: fx.GraphModule, node: fx.Node) -> list[str]:
@@ -63,8 +73,10 @@ def _hop_problems(mod: fx.GraphModule, node: fx.Node) -> list[str]:
     for ph, arg in zip(placeholders, operands):
         if "val" not in ph.meta:
             problems.append(f"subgraph placeholder {ph.name} of {node.name} has no meta['val']")
-        elif isinstance(arg, fx.Node) and not _same_meta(ph.meta["val"], arg.meta.get("val")):
-            problems.append(f"subgraph placeholder {ph.name} of {node.name} disagrees with operand {arg.name}")
+        elif (isinstance(arg, fx.Node) or isinstance(ph.meta["val"], torch.SymInt)) and not _same_meta(
+            ph.meta["val"], _meta_of_operand(arg)
+        ):
+            problems.append(f"subgraph placeholder {ph.name} of {node.name} ({ph.meta['val']}) disagrees with operand {arg}")
     for n in sub.graph.nodes:
         if n.op == "call_function" and "val" not in n.meta:
             problems.append(f"{n.name} inside {node.name}'s subgraph has no meta['val']")
@@ -136,8 +148,8 @@ def check_structure(gm: fx.GraphModule, contract: PassContract, original: fx.Gra
                     {"graph": name, "nodes": leftover},
                 )
             )
-        if contract.hop is not None:
-            problems = [p for n in calls if n.target is contract.hop for p in _hop_problems(mod, n)]
+        if contract.hops:
+            problems = [p for n in calls if n.target in contract.hops for p in _hop_problems(mod, n)]
             if problems:
                 findings.append(
                     Finding("structure", "malformed_hop", f"graph {name}: {problems[0]}", {"graph": name, "problems": problems[:5]})

@@ -20,11 +20,13 @@ from torch.export.graph_signature import (
     InputSpec,
     OutputKind,
     OutputSpec,
+    SymIntArgument,
     TensorArgument,
 )
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 SET_GRAD = torch._C._set_grad_enabled
+SYM_SIZE = torch.ops.aten.sym_size.int
 
 
 _FAKE_LOG = logging.getLogger("torch._subclasses.fake_tensor")
@@ -59,6 +61,42 @@ class GraphBuilder:
         self.attrs: dict[str, torch.nn.Module] = {}
         # (dtype, enabled) of each autocast region the next node runs inside, outermost first.
         self.autocast: list[tuple[torch.dtype, bool]] = []
+        # The node that computes each symbolic size (by its simplified expression): a SymInt
+        # an op takes is read from the graph, never baked in as a constant.
+        self.sym_nodes: dict[Any, fx.Node] = {}
+
+    @property
+    def symbolic(self) -> bool:
+        """Do this graph's metas carry symbolic sizes (a ShapeEnv-backed fake mode)?"""
+        return self.fake_mode.shape_env is not None
+
+    def sym_expr(self, value: torch.SymInt) -> Any:
+        """``value``'s expression with the ShapeEnv's replacements applied."""
+        return self.fake_mode.shape_env.simplify(value.node.expr)
+
+    def size_node(self, value: torch.SymInt, owner: tuple[fx.Node, int] | None = None) -> fx.Node | int:
+        """The node computing ``value``: an existing one, else ``sym_size.int`` of a placeholder
+        dim that has it, emitted right after the placeholders as export emits input sizes,
+        else ``sym_size.int`` of ``owner`` (a node and dim of that size) here; a size the
+        ShapeEnv has specialized becomes its constant."""
+        expr = self.sym_expr(value)
+        if expr.is_number:
+            return int(expr)
+        if expr in self.sym_nodes:
+            return self.sym_nodes[expr]
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        for ph in placeholders:
+            val = ph.meta.get("val")
+            for dim, size in enumerate(val.shape if isinstance(val, torch.Tensor) else ()):
+                if isinstance(size, torch.SymInt) and self.sym_expr(size) == expr:
+                    with self.graph.inserting_after(placeholders[-1]):
+                        return self.call(SYM_SIZE, [ph, dim], name="sym_size_int")
+        if owner is not None:
+            return self.call(SYM_SIZE, list(owner), name="sym_size_int")
+        raise ValueError(f"no node of this graph computes the size {expr}")
+
+    def _sym_args(self, arg: Any) -> Any:
+        return fx.node.map_aggregate(arg, lambda a: self.size_node(a) if isinstance(a, torch.SymInt) else a)
 
     def _meta_of(self, arg: Any) -> Any:
         # A get_attr stands for its subgraph module, which HOPs take in place of a tensor.
@@ -83,10 +121,13 @@ class GraphBuilder:
         kind: InputKind,
         target: str | None = None,
         persistent: bool | None = None,
+        meta: torch.Tensor | None = None,
     ) -> fx.Node:
+        """A graph input with ``example`` as its value; ``meta`` (a fake tensor of this
+        builder's mode, e.g. with symbolic sizes) stands for it in place of its plain fake."""
         node = self.graph.placeholder(name)
-        node.meta["val"] = self.fake_mode.from_tensor(example)
-        node.meta["tensor_meta"] = _extract_tensor_metadata(example)
+        node.meta["val"] = self.fake_mode.from_tensor(example, static_shapes=True) if meta is None else meta
+        node.meta["tensor_meta"] = _extract_tensor_metadata(example if meta is None else meta)
         self.input_specs.append(InputSpec(kind, TensorArgument(node.name), target, persistent))
         self.inputs.append(example)
         return node
@@ -106,6 +147,8 @@ class GraphBuilder:
     ) -> fx.Node:
         """Emit a call node; raises whatever the op raises on fake tensors."""
         kwargs = kwargs or {}
+        if self.symbolic:
+            args, kwargs = self._sym_args(tuple(args)), self._sym_args(kwargs)
         val = self._propagate(target, args, kwargs)
         # Export names a node after its op (``add_``, ``sum_1``, ``cond``), not its overload.
         name = name or getattr(target, "_opname", None) or getattr(target, "__name__", None)
@@ -113,6 +156,8 @@ class GraphBuilder:
         node.meta["val"] = val
         if isinstance(val, torch.Tensor):
             node.meta["tensor_meta"] = _extract_tensor_metadata(val)
+        elif isinstance(val, torch.SymInt) and not self.sym_expr(val).is_number:
+            self.sym_nodes.setdefault(self.sym_expr(val), node)
         return node
 
     def try_call(
@@ -178,9 +223,14 @@ class GraphBuilder:
         output_specs = [
             OutputSpec(
                 OutputKind.USER_OUTPUT,
-                TensorArgument(o.name) if isinstance(o, fx.Node) else ConstantArgument("", o),
+                _argument(o) if isinstance(o, fx.Node) else ConstantArgument("", o),
                 None,
             )
             for o in outputs
         ]
         return gm, ExportGraphSignature(list(self.input_specs), output_specs)
+
+
+def _argument(node: fx.Node) -> TensorArgument | SymIntArgument:
+    """How the signature names an output node: a SymInt output is a ``SymIntArgument``."""
+    return SymIntArgument(node.name) if isinstance(node.meta.get("val"), torch.SymInt) else TensorArgument(node.name)

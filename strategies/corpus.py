@@ -4,7 +4,8 @@ write them, each captured with ``from_module`` into the GraphCase export hands t
 Every entry covers a pattern the set-grad pass must handle: parameter and buffer updates under
 no_grad, lifted constant tensors, empty and None outputs, a toggle left as a side effect,
 submodules with grad blocks, ``torch.cond`` with a grad block in a branch, autocast mixed with
-grad blocks, and ``@torch.no_grad()`` / ``@torch.enable_grad()`` decorators on helpers.
+grad blocks, ``@torch.no_grad()`` / ``@torch.enable_grad()`` decorators on helpers, and sizes
+crossing a no_grad block both ways under a dynamic batch dim.
 """
 
 from __future__ import annotations
@@ -263,13 +264,37 @@ class CondBesideGradBlock(nn.Module):
         return y + a
 
 
+class SizeIntoNoGrad(nn.Module):
+    """A size read and computed with inside a no_grad block and used after it (the issue's
+    example): exported with a dynamic batch dim, the input's size becomes a SymInt operand of
+    the region's ``wrap_with_set_grad_enabled``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            n = x.shape[0] * 2
+            z = x.sin() + n
+        return z.view(n // 2, -1)
+
+
+class SizeOutOfNoGrad(nn.Module):
+    """A size computed inside a no_grad block and used after it: a SymInt output of the region."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            m = x.shape[0] + 1
+            y = x.cos()
+        return y.sum(0) + m, x.new_zeros(m)
+
+
 @dataclass(frozen=True)
 class CorpusModule:
-    """One corpus entry: how to build the module and its example arguments."""
+    """One corpus entry: how to build the module and its example arguments, and the
+    ``dynamic_shapes`` it is exported with (None: static)."""
 
     name: str
     make: Callable[[], nn.Module]
     args: Callable[[], tuple]
+    dynamic_shapes: Callable[[], object] | None = None
 
 
 def _x() -> tuple:
@@ -278,6 +303,14 @@ def _x() -> tuple:
 
 def _x_no_grad() -> tuple:
     return (_t(1.0, -2.0, 0.5),)
+
+
+def _batch() -> tuple:
+    return (torch.linspace(-1.0, 1.0, 12).reshape(4, 3).requires_grad_(),)
+
+
+def _dynamic_batch() -> object:
+    return ({0: torch.export.Dim("batch", max=64)},)
 
 
 MODULES: tuple[CorpusModule, ...] = (
@@ -296,13 +329,16 @@ MODULES: tuple[CorpusModule, ...] = (
     CorpusModule("two_outputs_from_no_grad", TwoOutputsFromNoGrad, _x),
     CorpusModule("constant_outputs", ConstantOutputs, _x),
     CorpusModule("cond_beside_grad_block", CondBesideGradBlock, _x),
+    CorpusModule("size_into_no_grad", SizeIntoNoGrad, _batch, _dynamic_batch),
+    CorpusModule("size_out_of_no_grad", SizeOutOfNoGrad, _batch, _dynamic_batch),
 )
 
 
 def capture(entry: CorpusModule, ambient: bool) -> GraphCase:
     """The case export hands the pass for ``entry`` when export runs under grad mode ``ambient``."""
     with torch.set_grad_enabled(ambient):
-        case = from_module(entry.make(), entry.args())
+        dynamic = entry.dynamic_shapes() if entry.dynamic_shapes else None
+        case = from_module(entry.make(), entry.args(), dynamic_shapes=dynamic)
     case.features = {**case.features, f"corpus:{entry.name}": 1}
     return case
 

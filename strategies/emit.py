@@ -5,8 +5,9 @@ from __future__ import annotations
 import operator
 
 import torch
+from fxfuzz.strategies.custom import custom_specs
 from fxfuzz.strategies.names import attr_name
-from fxfuzz.strategies.ops import INPLACE_OPS, OPS, OpSpec, dtype_ok
+from fxfuzz.strategies.ops import INPLACE_OPS, OPS, OpSpec, dtype_ok, size_hint
 from fxfuzz.strategies.state import State, Value, pick
 from hypothesis import strategies as st
 from torch import fx
@@ -58,7 +59,7 @@ def _emit(draw: st.DrawFn, s: State, spec: OpSpec, operands: list[Value]) -> fx.
 
 def draw_op(draw: st.DrawFn, s: State) -> None:
     """A functional op on pool values; tuple results enter the pool through getitem."""
-    spec: OpSpec = draw(st.sampled_from(OPS))
+    spec: OpSpec = draw(st.sampled_from(OPS + custom_specs(inplace=False)))
     first = [v for v in s.pool if dtype_ok(spec, _meta(v))]
     operands = _operands(draw, spec, first, s.pool)
     node = _emit(draw, s, spec, operands) if operands else None
@@ -79,12 +80,15 @@ def draw_inplace(draw: st.DrawFn, s: State) -> bool:
     records it. Only values nothing has read yet: a read may have saved it for backward."""
     if not s.inplace_ok:
         return False
-    spec: OpSpec = draw(st.sampled_from(INPLACE_OPS))
+    spec: OpSpec = draw(st.sampled_from(INPLACE_OPS + custom_specs(inplace=True)))
     targets = [v for v in s.pool if v.mutable and not v.node.users]
     if not s.builder.grad_mode:
         targets += [Value(n) for n in s.targets if not n.users]
     first = [v for v in targets if dtype_ok(spec, _meta(v))]
     operands = _operands(draw, spec, first, s.pool)
+    # ``x.mul_(x)`` saves x for its own backward and then overwrites it: autograd refuses it.
+    if operands and any(o.node is operands[0].node for o in operands[1:]):
+        operands = None
     node = _emit(draw, s, spec, operands) if operands else None
     if node is None:
         return False
@@ -95,10 +99,11 @@ def draw_inplace(draw: st.DrawFn, s: State) -> bool:
         s.stats["inplace:" + kind.name.lower()] += 1  # buffer, user_input, parameter...
     else:
         s.stats["inplace:activation"] += 1
-    # Later reads see the mutated tensor through the in-place node, as make_fx records it.
+    # Later reads see the mutated tensor through the in-place node, as make_fx records it;
+    # a custom operator that mutates and returns nothing leaves them reading the target.
     for v in s.pool:
         if v.node is target:
-            v.node, v.mutable = node, False
+            v.node, v.mutable = (target if node.meta["val"] is None else node), False
     return True
 
 
@@ -114,9 +119,10 @@ def draw_tensor_attr(draw: st.DrawFn, s: State) -> None:
         s.stats["adversarial:tensor_attr_reread"] += 1
     else:
         like = _meta(pick(draw, s.pool))
-        value = torch.linspace(-1.0, 1.0, like.numel()).reshape(like.shape).to(like.dtype)
+        shape = [size_hint(n) for n in like.shape]  # a constant has its traced shape
+        value = torch.linspace(-1.0, 1.0, size_hint(like.numel())).reshape(shape).to(like.dtype)
         node = b.get_attr(attr_name(draw, s.domain, "_tensor_constant0"), value)
         s.stats["adversarial:tensor_attr"] += 1
-    node.meta["val"] = b.fake_mode.from_tensor(b.attrs[node.target])
+    node.meta["val"] = b.fake_mode.from_tensor(b.attrs[node.target], static_shapes=True)
     # Not mutable and alias: a shared constant, never updated in place nor returned by a subgraph.
     s.pool.append(Value(node, alias=True))

@@ -18,6 +18,7 @@ from fxfuzz.strategies.inputs import base_shapes, draw_inputs
 from fxfuzz.strategies.names import placeholder_names, rename_some
 from fxfuzz.strategies.regions import draw_block
 from fxfuzz.strategies.state import Budget, State, Value, count_region_shapes, pick, rarely
+from fxfuzz.strategies.symbolic import corrupt_size_metas, draw_dims, draw_size_output, draw_sizes
 from hypothesis import strategies as st
 from torch import fx
 
@@ -76,18 +77,23 @@ def graph_cases(draw: st.DrawFn, domain: str = "export", max_steps: int = MAX_ST
     if domain == "both":
         domain = draw(st.sampled_from(DOMAINS))
     ambient = draw(st.booleans())
-    builder = GraphBuilder(grad_mode=ambient)
     stats: Counter = Counter({f"domain:{domain}": 1})
-    inputs = draw_inputs(draw, builder, draw(base_shapes()), stats, placeholder_names(draw, domain))
+    base = draw(base_shapes())
+    dims, batch = draw_dims(draw, base, stats)
+    builder = GraphBuilder(grad_mode=ambient, fake_mode=dims.mode if dims else None)
+    inputs = draw_inputs(draw, builder, base, stats, placeholder_names(draw, domain), dims, batch)
     s = State(builder, domain, stats, Budget(max_steps), [Value(n) for n in inputs.values], inputs.mutable)
     draw_block(draw, s, 0)
     outputs = _outputs(draw, s, stats)
+    draw_size_output(draw, s, outputs)
+    sizes = draw_sizes(draw, dims, stats, builder.graph) if dims else ()
     if domain == "adversarial":
         if rarely(draw, 6):
             builder.set_grad(not builder.grad_mode)  # a toggle left on when the graph returns
             stats["adversarial:trailing_toggle"] += 1
         stats["adversarial:renamed"] += rename_some(draw, builder.graph)
         stats["adversarial:missing_meta"] += _drop_metas(draw, builder.graph)
+        stats["adversarial:inconsistent_size_meta"] += corrupt_size_metas(draw, builder.graph)
     gm, signature = builder.finish(outputs)
     count_region_shapes(s)
     _shape_stats(gm, stats)
@@ -99,4 +105,5 @@ def graph_cases(draw: st.DrawFn, domain: str = "export", max_steps: int = MAX_ST
         ambient_grad=ambient,
         domain=domain,
         features=dict(+stats),
+        sizes=sizes,
     )

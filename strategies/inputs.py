@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 from fxfuzz.strategies.builder import GraphBuilder
 from fxfuzz.strategies.state import rarely
+from fxfuzz.strategies.symbolic import Dims
 from hypothesis import strategies as st
 from torch import fx
 from torch.export.graph_signature import InputKind
@@ -68,15 +69,33 @@ def _tensor(draw: st.DrawFn, shape: tuple[int, ...], dtype: torch.dtype, require
     return t.requires_grad_(requires_grad and dtype in FLOATS)
 
 
-def draw_inputs(draw: st.DrawFn, b: GraphBuilder, base: tuple[int, ...], stats: Counter, names: list[str]) -> Inputs:
+def draw_inputs(
+    draw: st.DrawFn,
+    b: GraphBuilder,
+    base: tuple[int, ...],
+    stats: Counter,
+    names: list[str],
+    dims: Dims | None = None,
+    batch: frozenset[int] = frozenset(),
+) -> Inputs:
     """Placeholders in export's order (parameters, buffers, constants, user inputs), each
-    with a real example tensor; ``names`` supplies placeholder names in that order."""
+    with a real example tensor; ``names`` supplies placeholder names in that order. With
+    ``dims``, user inputs get symbolic sizes (export keeps parameters and buffers static);
+    parameters, buffers and constants take size 1 at the traced sizes in ``batch``."""
     out = Inputs([], [])
     name = iter(names)
 
     def add(kind: InputKind, dtype: torch.dtype, grad: bool, target: str | None, persistent: bool | None = None) -> fx.Node:
-        t = _tensor(draw, _shape(draw, base), dtype, grad)
-        node = b.placeholder(next(name), t, kind, target, persistent)
+        shape = _shape(draw, base)
+        if kind != InputKind.USER_INPUT:
+            # Weights and buffers broadcast over the (batch-like) sizes chosen for symbols, as in
+            # models exported with a dynamic dim: a static size equal to the traced one would
+            # specialize the symbol at once. Static cases alike, so a case and its static twin
+            # (what shrinking tries first) have the same shapes.
+            shape = tuple(1 if n in batch else n for n in shape)
+        t = _tensor(draw, shape, dtype, grad)
+        meta = dims.meta(t) if dims is not None and kind == InputKind.USER_INPUT else None
+        node = b.placeholder(next(name), t, kind, target, persistent, meta)
         stats[f"input:{kind.name.lower()}"] += 1
         stats[f"dtype:{str(dtype).removeprefix('torch.')}"] += 1
         if t.requires_grad:

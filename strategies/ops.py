@@ -42,7 +42,7 @@ def broadcastable(chosen: list[torch.Tensor], other: torch.Tensor) -> bool:
     return True
 
 
-def _fits_into(chosen: list[torch.Tensor], other: torch.Tensor) -> bool:
+def fits_into(chosen: list[torch.Tensor], other: torch.Tensor) -> bool:
     """``other`` broadcasts to the target's shape: what an in-place op on the target needs."""
     target = chosen[0]
     if not torch.can_cast(torch.promote_types(target.dtype, other.dtype), target.dtype):
@@ -85,6 +85,12 @@ def _addmm_fits(chosen: list[torch.Tensor], other: torch.Tensor) -> bool:
         return torch.broadcast_shapes(bias.shape, (a.shape[0], other.shape[1])) == (a.shape[0], other.shape[1])
     except RuntimeError:
         return False
+
+
+def size_hint(size: int | torch.SymInt) -> int:
+    """The traced value of a size: an index or count drawn from a symbolic size is a
+    constant in the graph (the trace's guards keep it valid at other sizes)."""
+    return size.node.hint if isinstance(size, torch.SymInt) else size
 
 
 def _dim(draw: st.DrawFn, meta: torch.Tensor) -> int:
@@ -145,7 +151,7 @@ def _select(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...]
     dim = _dim(draw, metas[0])
     if metas[0].shape[dim] == 0:
         return None
-    return _args(dim, draw(st.integers(0, metas[0].shape[dim] - 1)))
+    return _args(dim, draw(st.integers(0, size_hint(metas[0].shape[dim]) - 1)))
 
 
 def _expand(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -174,7 +180,7 @@ def _topk(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], 
     if metas[0].dim() == 0:
         return None
     dim = _dim(draw, metas[0])
-    size = metas[0].shape[dim]  # 0 after an empty slice
+    size = size_hint(metas[0].shape[dim])  # 0 after an empty slice
     return _args(draw(st.integers(min(1, size), size)), dim)
 
 
@@ -315,11 +321,11 @@ OPS: tuple[OpSpec, ...] = (
 )
 
 INPLACE_OPS: tuple[OpSpec, ...] = (
-    OpSpec("add_", aten.add_.Tensor, 2, dtypes="num", fits=_fits_into, inplace=True),
-    OpSpec("mul_", aten.mul_.Tensor, 2, dtypes="num", fits=_fits_into, inplace=True),
+    OpSpec("add_", aten.add_.Tensor, 2, dtypes="num", fits=fits_into, inplace=True),
+    OpSpec("mul_", aten.mul_.Tensor, 2, dtypes="num", fits=fits_into, inplace=True),
     # float only: an int tensor cannot take ``*= 0.5`` in place, which fake tensors do not catch.
     OpSpec("mul_scalar_", aten.mul_.Tensor, 1, _scalar, dtypes="float", inplace=True),
-    OpSpec("copy_", aten.copy_.default, 2, dtypes="any", fits=_fits_into, inplace=True),
+    OpSpec("copy_", aten.copy_.default, 2, dtypes="any", fits=fits_into, inplace=True),
     OpSpec("clamp_", aten.clamp_.default, 1, _clamp, dtypes="num", inplace=True),
 )
 

@@ -9,7 +9,12 @@ export failure is a finding rather than noise:
   of that shape, so both branches agree on shape and dtype and never alias an input;
 - module state is updated in place only where grad mode is statically off, and only before
   anything read it (an earlier read may be saved for backward, and mutating it would make
-  eager backward fail).
+  eager backward fail);
+- sizes are read from base-shaped tensors (``n = x.shape[0] * k``), maybe inside a grad block,
+  and used anywhere after (``x + n``, ``x.view(n // k, *x.shape[1:])``);
+- a dynamic program (every input dim one dynamic size, ``Dim`` with a range or ``Dim.AUTO``)
+  has state of size 1 in every dim, which broadcasts but never pins the size; so state is not
+  "full" there, and is updated in place only with values that are not full either.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from fxfuzz.core.program import (
     Op,
     Program,
     SetGrad,
+    Size,
     StateTensor,
     StateUpdate,
     Stmt,
@@ -38,7 +44,7 @@ from fxfuzz.core.program import (
 from hypothesis import strategies as st
 
 MAX_DEPTH = 2
-UPDATE_METHODS = ("add_", "mul_", "copy_")
+UPDATE_METHODS = ("add_", "mul_", "copy_", "fxfuzz.add_half_")
 
 
 @dataclass
@@ -59,12 +65,14 @@ class _Scope:
     forward: bool = False  # the root forward: calls, conds and state updates allowed
     guarded: bool = False  # inside a grad block or grad decorator, which restores the mode
     branch: bool = False  # a cond branch: no autocast, no matmul
+    sizes: list[tuple[str, int]] = field(default_factory=list)  # size locals and their factors
 
 
 @dataclass
 class _Gen:
     draw: st.DrawFn
     ndim: int
+    dynamic: bool = False
     state: list[StateTensor] = field(default_factory=list)
     helpers: list[Function] = field(default_factory=list)
     submodules: list[Submodule] = field(default_factory=list)
@@ -105,6 +113,30 @@ def _op(g: _Gen, s: _Scope) -> Stmt:
     return Op(out.expr, name, tuple(a.expr for a in args))
 
 
+def _size(g: _Gen, s: _Scope) -> Stmt | None:
+    full = [v for v in s.vars if v.full]
+    if not (g.ndim and full):
+        return None
+    src = _pick(g, full)
+    out, factor = g.fresh(), g.draw(st.integers(1, 3))
+    s.sizes.append((out, factor))
+    g.stats["prog:size"] += 1
+    return Size(out, src.expr, g.draw(st.integers(0, g.ndim - 1)), factor)
+
+
+def _size_op(g: _Gen, s: _Scope) -> Stmt | None:
+    name, factor = s.sizes[-1 - g.draw(st.integers(0, len(s.sizes) - 1))]
+    op = g.draw(st.sampled_from(["add_size", "view_size"]))
+    fit = [v for v in s.vars if v.full] if op == "view_size" else s.vars
+    if not fit:
+        return None
+    arg = _pick(g, fit)
+    out = _Var(g.fresh(), arg.full, arg.maybe_bf16)
+    s.vars.append(out)
+    g.stats[f"prog:op:{op}"] += 1
+    return Op(out.expr, op, (arg.expr, name, str(factor)))
+
+
 def _grad_block(g: _Gen, s: _Scope, depth: int) -> Stmt:
     ctx = g.draw(st.sampled_from(["no_grad", "enable_grad", "set_grad_enabled"]))
     flag = g.draw(st.booleans()) if ctx == "set_grad_enabled" else None
@@ -140,8 +172,11 @@ def _updatable(g: _Gen) -> list[StateTensor]:
 def _update(g: _Gen, s: _Scope) -> Stmt:
     target = g.draw(st.sampled_from(_updatable(g)))
     method = g.draw(st.sampled_from(UPDATE_METHODS))
-    arg = "0.5" if method == "mul_" and g.draw(st.booleans()) else _pick(g, s.vars).expr
+    # A dynamic program's state has size 1: an in-place update takes no full-shaped value.
+    fit = [v for v in s.vars if not (g.dynamic and v.full)]
+    arg = "0.5" if not fit or method == "mul_" and g.draw(st.booleans()) else _pick(g, fit).expr
     g.stats[f"prog:update:{target.kind}"] += 1
+    g.stats[f"prog:update_method:{method}"] += 1
     return StateUpdate(target.name, method, arg)
 
 
@@ -167,7 +202,7 @@ def _function(
 
 
 def _root_state(g: _Gen) -> list[_Var]:
-    return [_Var(f"self.{t.name}", True, False) for t in g.state]
+    return [_Var(f"self.{t.name}", not g.dynamic, False) for t in g.state]
 
 
 def _call_helper(g: _Gen, s: _Scope) -> Stmt:
@@ -189,7 +224,7 @@ def _call_result(g: _Gen, s: _Scope, callee: str, args: list[_Var], result: _Var
 def _call_submodule(g: _Gen, s: _Scope) -> Stmt:
     arg = _pick(g, s.vars)
     name = f"sub{len(g.submodules)}"
-    forward, result = _function(g, "forward", [arg], s, [_Var("self.w", True, False)], None)
+    forward, result = _function(g, "forward", [arg], s, [_Var("self.w", not g.dynamic, False)], None)
     g.submodules.append(Submodule(name, g.seed(), forward))
     g.stats["prog:submodule"] += 1
     return _call_result(g, s, name, [arg], result)
@@ -214,7 +249,7 @@ def _cond(g: _Gen, s: _Scope) -> Stmt | None:
 
 
 def _statement(g: _Gen, s: _Scope, depth: int) -> Stmt:
-    kinds = ["op", "op"]
+    kinds = ["op", "op", "size"] + (["size_op"] if s.sizes else [])
     if depth < MAX_DEPTH:
         kinds += ["grad_block"] + ([] if s.branch else ["autocast"])
     if s.guarded:
@@ -239,6 +274,10 @@ def _statement(g: _Gen, s: _Scope, depth: int) -> Stmt:
         stmt = _call_submodule(g, s)
     elif kind == "cond":
         stmt = _cond(g, s)
+    elif kind == "size":
+        stmt = _size(g, s)
+    elif kind == "size_op":
+        stmt = _size_op(g, s)
     return stmt if stmt is not None else _op(g, s)
 
 
@@ -277,8 +316,14 @@ def module_programs(draw: st.DrawFn) -> Program:
     updates under no_grad, ``torch.cond`` with grad blocks in its branches and autocast
     blocks; outputs mix tensors, dicts, None and constants."""
     ndim = draw(st.integers(0, 2))
-    shape = (draw(st.integers(1, 3)),) * ndim
-    g = _Gen(draw, ndim)
+    size = draw(st.integers(1, 3))
+    # Static is what shrinking reaches: a failure that needs no dynamic size loses it.
+    dynamic = ndim > 0 and draw(st.integers(0, 2)) != 0
+    dim_max = draw(st.sampled_from([None, 8, 16]))  # None: Dim.AUTO
+    shape = ((max(size, 2) if dynamic else size),) * ndim  # 0 and 1 specialize, as in export
+    g = _Gen(draw, ndim, dynamic)
+    if dynamic:
+        g.stats["prog:dynamic:range" if dim_max else "prog:dynamic:auto"] += 1
     for kind, prefix, most in (("param", "p", 2), ("buffer", "b", 2), ("const", "c", 1)):
         for i in range(draw(st.integers(0, most))):
             persistent = kind != "buffer" or draw(st.booleans())
@@ -297,6 +342,8 @@ def module_programs(draw: st.DrawFn) -> Program:
         outputs=outputs,
         single_output=single,
         ambient_grad=draw(st.booleans()),
+        dynamic=dynamic,
+        dim_max=dim_max if dynamic else None,
     )
     g.stats["prog:statements"] = program.compute_nodes()
     program.features = dict(g.stats)

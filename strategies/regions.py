@@ -13,6 +13,7 @@ import torch
 from fxfuzz.strategies.emit import draw_inplace, draw_op, draw_tensor_attr
 from fxfuzz.strategies.state import State, rarely
 from fxfuzz.strategies.subgraphs import draw_cond, draw_map, draw_wrapped
+from fxfuzz.strategies.symbolic import draw_size_step, use_size
 from hypothesis import strategies as st
 
 MAX_DEPTH = 3
@@ -23,6 +24,9 @@ _LEAF_STEPS = ("op", "op", "inplace")
 # HOP's body eagerly, so even a re-exported ``ep.module()`` arrives as plain toggles
 # (tests/test_strategies_regions.py). Only a pass's output fed back in holds one.
 _ADVERSARIAL_STEPS = _STEPS + ("wrapped", "tensor_attr")
+# Steps on sizes (after the others: shrinking still reaches a plain op); a plain op in a
+# graph without symbolic sizes, so a case's choices mean the same with and without them.
+_SIZE_STEPS = ("size", "size", "size")
 
 
 def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
@@ -30,6 +34,7 @@ def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
     (except where the adversarial domain decides otherwise)."""
     s.max_depth = max(s.max_depth, depth)
     kinds = _LEAF_STEPS if depth >= MAX_DEPTH else _ADVERSARIAL_STEPS if s.domain == "adversarial" else _STEPS
+    kinds += _SIZE_STEPS
     # A "one more step?" choice before each step, rather than a count up front: the shrinker
     # then deletes any single step, not only the last ones.
     steps = 0
@@ -37,7 +42,7 @@ def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
         steps += 1
         s.budget.left -= 1
         kind = draw(st.sampled_from(kinds))
-        if kind == "op" or (kind == "inplace" and not draw_inplace(draw, s)):
+        if kind == "op" or (kind == "inplace" and not draw_inplace(draw, s)) or (kind == "size" and not s.builder.symbolic):
             draw_op(draw, s)
         elif kind == "grad":
             grad_region(draw, s, depth)
@@ -51,6 +56,8 @@ def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
             draw_wrapped(draw, s, depth + 1, draw_block)
         elif kind == "tensor_attr":
             draw_tensor_attr(draw, s)
+        elif kind == "size":
+            draw_size_step(draw, s)
     if steps == 0 and depth > 0:
         s.stats["region:empty"] += 1
 
@@ -71,11 +78,20 @@ def grad_region(draw: st.DrawFn, s: State, depth: int) -> None:
         # A decorated function called inside a block of the same mode: back-to-back toggles.
         b.set_grad(inner)
         s.stats["toggle:duplicate"] += 1
+    sizes_before = len(s.sizes)
+    # Drawn in static cases too, so that a case and its static twin (the shrinker's first
+    # try) read the same choices the same way up to the first size step.
+    if draw(st.booleans()) and b.symbolic:
+        draw_size_step(draw, s)  # sizes are read inside grad blocks in real models, not only around them
     draw_block(draw, s, depth + 1)
     if s.domain == "adversarial" and rarely(draw, 4):
         s.stats["adversarial:unbalanced_toggle"] += 1
         return
     s.regions.append((enter, b.set_grad(outer)))
+    if len(s.sizes) > sizes_before and draw(st.booleans()):
+        # A size computed inside the region and used after it (``n = x.shape[0] * 2`` under
+        # no_grad, ``z.view(n // 2, -1)`` after): the split makes it a SymInt output of the HOP.
+        use_size(draw, s, s.sizes[sizes_before:])
 
 
 def autocast_region(draw: st.DrawFn, s: State, depth: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+import torch
 from fxfuzz.strategies.builder import AUTOCAST_ENTER, AUTOCAST_EXIT, SET_GRAD, GraphBuilder
 from hypothesis import strategies as st
 from torch import fx
@@ -46,6 +47,8 @@ class State:
     max_depth: int = 0
     # (entering toggle, restoring toggle) of each closed grad region, for count_region_shapes.
     regions: list[tuple[fx.Node, fx.Node]] = field(default_factory=list)
+    # Nodes computing symbolic sizes (SymInts) that later steps may use.
+    sizes: list[fx.Node] = field(default_factory=list)
 
 
 def rarely(draw: st.DrawFn, one_in: int) -> bool:
@@ -79,5 +82,10 @@ def count_region_shapes(s: State) -> None:
             s.stats["region:value_out"] += 1
         if any(a not in inside and a.op != "get_attr" for n in values for a in n.all_input_nodes):
             s.stats["region:value_in"] += 1
+        # SymInts crossing the boundary: operands and outputs the split gives the region.
+        if any(a not in inside and isinstance(a.meta.get("val"), torch.SymInt) for n in values for a in n.all_input_nodes):
+            s.stats["region:symint_in"] += 1
+        if any(isinstance(n.meta.get("val"), torch.SymInt) for n in outputs):
+            s.stats["region:symint_out"] += 1
         if len(outputs) == 1 and any(u in inside for u in outputs[0].users):
             s.stats["region:single_output_read_inside"] += 1

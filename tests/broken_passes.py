@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import operator
 import threading
+from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
@@ -124,13 +125,7 @@ _changes_after_first_call.seen = set()
 def stateful(gm, sig):
     """The first output changes on every call after the first: rerunning breaks meaning."""
     gm, sig = real(gm, sig)
-    out = gm.graph.output_node()
-    first = out.args[0][0]
-    with gm.graph.inserting_before(out):
-        new = gm.graph.call_function(_changes_after_first_call, (first, next(_CALLS)))
-    new.meta = dict(first.meta)
-    out.args = ((new, *out.args[0][1:]),)
-    gm.recompile()
+    new = _append_to_output(gm, 0, lambda g, n: g.call_function(_changes_after_first_call, (n, next(_CALLS))))
     sig.output_specs[0].arg.name = new.name
     return gm, sig
 
@@ -243,12 +238,12 @@ def drops_toggles(gm, sig):
     return gm, sig
 
 
-def _rewrite(gm, target, build):
-    """Replace every call of ``target``, in nested graph modules too, by what ``build``
-    emits; new nodes copy the replaced node's meta, as careful passes do."""
+def _rewrite(gm, target, build, where=lambda n: True):
+    """Replace every call of ``target`` (that ``where`` accepts), in nested graph modules too,
+    by what ``build`` emits; new nodes copy the replaced node's meta, as careful passes do."""
     for mod in graphs(gm):
         for n in list(mod.graph.nodes):
-            if n.op == "call_function" and n.target is target:
+            if n.op == "call_function" and n.target is target and where(n):
                 with mod.graph.inserting_before(n):
                     new = build(mod.graph, *n.args)
                 for m in mod.graph.nodes:
@@ -397,6 +392,55 @@ def wrong_sin_grad(gm, sig):
     return _rewrite(gm, aten.sin.default, build), sig
 
 
+class _MulOnceDifferentiable(torch.autograd.Function):
+    """mul with a hand-written backward marked ``once_differentiable``, as a fused kernel
+    without a double-backward formula would have: the same values, gradients and tangents, and
+    it saves what ATen's mul saves, but the gradients it returns are constants to autograd."""
+
+    @staticmethod
+    def forward(a, b):
+        return torch.mul(a, b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, b = inputs
+        # ATen's mul saves each operand that the other's gradient needs, no more.
+        ctx.save_for_backward(b if ctx.needs_input_grad[0] else None, a if ctx.needs_input_grad[1] else None)
+        ctx.save_for_forward(a, b)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        b, a = ctx.saved_tensors
+        return g * b.conj() if b is not None else None, g * a.conj() if a is not None else None
+
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        a, b = ctx.saved_tensors
+        if ta is None or tb is None:
+            return tb * a if ta is None else ta * b
+        return tb * a + ta * b
+
+
+# An ATen-like operator (an OpOverload, so torch.export's verifier accepts the result) whose
+# autograd kernel is the function above: as a backend would register a fused kernel.
+_LIB = torch.library.Library("brokenpass", "DEF")
+_LIB.define("mul(Tensor a, Tensor b) -> Tensor")
+_LIB.impl("mul", torch.mul, "CompositeExplicitAutograd")
+_LIB.impl("mul", _MulOnceDifferentiable.apply, "Autograd")
+
+
+def flat_second_order(gm, sig):
+    """Every mul of two tensors becomes ``brokenpass::mul``, whose backward is
+    once_differentiable: values, first-order gradients and tangents stay the same, second-order
+    gradients through any mul on a differentiable path are lost."""
+    gm, sig = real(gm, sig)
+    for node in _nodes(gm, _calls(aten.mul.Tensor)):
+        if all(isinstance(a, fx.Node) for a in node.args):
+            node.target = torch.ops.brokenpass.mul.default
+    return _recompile(gm), sig
+
+
 def detaches_mul_lhs(gm, sig):
     """mul(a.detach(), b): values and requires_grad unchanged while ``b`` requires grad, but
     an ``a`` used nowhere else with grad on loses its gradient (None instead of a tensor)."""
@@ -408,8 +452,8 @@ def detaches_mul_lhs(gm, sig):
     return _rewrite(gm, aten.mul.Tensor, build), sig
 
 
-class _SinWrongTangent(torch.autograd.Function):
-    """sin with the right backward and a forward-mode derivative off by a factor of two."""
+class _Sin(torch.autograd.Function):
+    """sin with hand-written derivatives; subclasses plant one defect."""
 
     @staticmethod
     def forward(x):
@@ -420,27 +464,132 @@ class _SinWrongTangent(torch.autograd.Function):
         ctx.save_for_backward(inputs[0])
         ctx.save_for_forward(inputs[0])
 
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * x.cos()
+    @classmethod
+    def backward(cls, ctx, g):
+        return g * cls.kept(ctx).cos()
+
+    @classmethod
+    def jvp(cls, ctx, t):
+        return cls.tangent_factor * t * cls.kept(ctx).cos()
+
+    tangent_factor = 1
 
     @staticmethod
-    def jvp(ctx, t):
-        (x,) = ctx.saved_tensors
-        return 2 * t * x.cos()
+    def kept(ctx):
+        return ctx.saved_tensors[0]
+
+
+class _SinWrongTangent(_Sin):
+    """The right backward, a forward-mode derivative off by a factor of two."""
+
+    tangent_factor = 2
+
+
+class _SinStashedInput(_Sin):
+    """Keeps its input on ctx instead of saving it for backward: autograd neither checks its
+    version nor lets allow_mutation_on_saved_tensors keep the value it had, so an in-place
+    update after the forward silently changes the gradient."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.x = inputs[0]
+        ctx.save_for_forward(inputs[0])
+
+    @staticmethod
+    def kept(ctx):
+        return ctx.x
 
 
 def sin_wrong_tangent(x):
     return _SinWrongTangent.apply(x)
 
 
-def wrong_sin_tangent(gm, sig):
-    """Only forward-mode AD sees this one: values and reverse-mode gradients are right."""
+def sin_stashed_input(x):
+    return _SinStashedInput.apply(x)
+
+
+def _retarget(target):
+    def rewrite(gm, sig):
+        gm, sig = real(gm, sig)
+        for node in _nodes(gm, _calls(aten.sin.default)):
+            node.target = target
+        return _recompile(gm), sig
+
+    return rewrite
+
+
+wrong_sin_tangent = _retarget(sin_wrong_tangent)
+wrong_sin_tangent.__doc__ = "Only forward-mode AD sees this one: values and reverse-mode gradients are right."
+wrong_sin_tangent.__name__ = "wrong_sin_tangent"
+stashes_sin_input = _retarget(sin_stashed_input)
+stashes_sin_input.__doc__ = "Only an in-place update between forward and backward sees this one."
+stashes_sin_input.__name__ = "stashes_sin_input"
+
+
+def _reads_without_aliasing(node):
+    """An ATen op that neither mutates nor aliases its arguments (cloning one changes nothing)."""
+    schema = getattr(node.target, "_schema", None)
+    return (
+        node.op == "call_function"
+        and schema is not None
+        and not any(a.alias_info for a in schema.arguments)
+        and not any(r.alias_info for r in schema.returns)
+    )
+
+
+def saves_input_clone(gm, sig):
+    """Every op reading a floating placeholder reads a clone of it instead: values, gradients
+    and tangents are unchanged, but backward now saves the clone, so updating the input in
+    place after the forward no longer makes backward refuse."""
     gm, sig = real(gm, sig)
-    for node in _nodes(gm, _calls(aten.sin.default)):
-        node.target = sin_wrong_tangent
-    return _recompile(gm), sig
+    for ph in gm.graph.find_nodes(op="placeholder"):
+        val = ph.meta.get("val")
+        if not (isinstance(val, torch.Tensor) and val.is_floating_point()):
+            continue
+        for user in [u for u in ph.users if _reads_without_aliasing(u)]:
+            with gm.graph.inserting_before(user):
+                copy = gm.graph.call_function(aten.clone.default, (ph,))
+            copy.meta.update({k: v for k, v in user.meta.items() if k != "val"}, val=val)
+            user.replace_input_with(ph, copy)
+    gm.recompile()
+    return gm, sig
+
+
+def _append_to_output(gm, index, build):
+    """Replace output ``index`` by what ``build(graph, node)`` emits; every new node gets the node's meta."""
+    out = gm.graph.output_node()
+    first = out.args[0][index]
+    before = set(gm.graph.nodes)
+    with gm.graph.inserting_before(out):
+        new = build(gm.graph, first)
+    for n in set(gm.graph.nodes) - before:
+        n.meta = dict(first.meta)
+    out.args = (tuple(new if i == index else a for i, a in enumerate(out.args[0])),)
+    gm.recompile()
+    return new
+
+
+def adds_dead_edge(gm, sig):
+    """Output 0 plus the last input times alpha=0: the same values and gradients (AddBackward
+    saves nothing), but output 0's autograd graph now reaches the last input too."""
+    gm, sig = real(gm, sig)
+    last = list(gm.graph.find_nodes(op="placeholder"))[-1]
+    new = _append_to_output(gm, 0, lambda g, n: g.call_function(aten.add.Tensor, (n, last), {"alpha": 0}))
+    sig.output_specs[0].arg.name = new.name
+    return gm, sig
+
+
+def saves_more(gm, sig):
+    """Output 0 times ones_like(output 0): the same bits everywhere, one more tensor (the
+    ones) saved for backward."""
+    gm, sig = real(gm, sig)
+
+    def times_ones(g, n):
+        return g.call_function(aten.mul.Tensor, (n, g.call_function(aten.ones_like.default, (n,))))
+
+    new = _append_to_output(gm, 0, times_ones)
+    sig.output_specs[0].arg.name = new.name
+    return gm, sig
 
 
 # --- idempotence -----------------------------------------------------------------------
@@ -483,3 +632,95 @@ def refuses_own_output(gm, sig):
     if _toggle_free(gm):
         raise ValueError("nothing to rewrite")
     return real(gm, sig)
+
+
+# --- pipelines -------------------------------------------------------------------------
+
+# The field defect pytorch/pytorch#140589, fixed by PR #141169: node_inline_ set an inlined
+# region's get_attr submodule on the parent under the name it had inside the region,
+# overwriting the parent's own ``submod_1`` when set_grad had already made one and autocast ran
+# after it. Removing the collision check the fix added (``if hasattr(gm, new_target_name)``)
+# restores that code; both passes of the sequence read the restored helper.
+_INLINE_MUTANT = "utils.node_inline_:860:remove:20"
+
+
+def _export_with_old_node_inline() -> Any:
+    from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
+
+    mutant = next(m for m in enumerate_mutants("export") if m.id == _INLINE_MUTANT)
+    return load_pass_variant("export", mutant)
+
+
+_old_inline_export = _export_with_old_node_inline()
+
+
+def inline_overwrites_submod(gm, sig):
+    """set_grad then autocast, both with node_inline_ as it was before pytorch PR #141169."""
+    return _old_inline_export(gm, sig)
+
+
+def inline_overwrites_submod_set_grad_only(gm, sig):
+    """The set-grad part alone of ``inline_overwrites_submod``."""
+    return _old_inline_export.passes[0](gm, sig)
+
+
+def unsaveable(gm, sig):
+    """The real pass, then node metadata torch.export.save cannot write (the serializer
+    writes meta['custom'] as JSON): every other check passes."""
+    gm, sig = real(gm, sig)
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            node.meta["custom"] = {"note": object()}
+    return gm, sig
+
+
+# --- symbolic sizes --------------------------------------------------------------------
+
+
+def _symint_operands(gm):
+    """(HOP call, operand position, operand) of every SymInt operand of a wrap_with_set_grad_enabled."""
+    return [
+        (n, i, a)
+        for n in _nodes(gm, _calls(HOP))
+        for i, a in enumerate(n.args)
+        if isinstance(a, fx.Node) and isinstance(a.meta.get("val"), torch.SymInt)
+    ]
+
+
+def freezes_symint_operands(gm, sig):
+    """Passes each SymInt operand of the HOP as the size it had when traced: right at the traced
+    sizes, wrong at every other."""
+    gm, sig = real(gm, sig)
+    for node, i, a in _symint_operands(gm):
+        node.args = (*node.args[:i], a.meta["val"].node.hint, *node.args[i + 1 :])
+    return _recompile(gm), sig
+
+
+def drops_symint_operands(gm, sig):
+    """Drops the SymInt operands of the HOP and the subgraph placeholders they fed, the
+    subgraph reading the traced size instead: consistent structure, right only at the traced sizes."""
+    gm, sig = real(gm, sig)
+    for node, i, a in reversed(_symint_operands(gm)):
+        owner = node.graph.owning_module
+        sub = getattr(owner, node.args[1].target)
+        ph = [p for p in sub.graph.nodes if p.op == "placeholder"][i - 2]
+        hint = a.meta["val"].node.hint
+        for user in list(ph.users):
+            user.args = fx.node.map_arg(user.args, lambda n, ph=ph, hint=hint: hint if n is ph else n)
+        sub.graph.erase_node(ph)
+        node.args = node.args[:i] + node.args[i + 1 :]
+    return _recompile(gm), sig
+
+
+def freezes_input_metas(gm, sig):
+    """Records every user input's traced sizes in its placeholder meta, the symbols gone: the
+    graph runs as before at every size, but the ExportedProgram built on it checks calls
+    against the frozen sizes (``ep.module()`` refuses any other)."""
+    gm, sig = real(gm, sig)
+    for ph in gm.graph.find_nodes(op="placeholder"):
+        val = ph.meta.get("val")
+        if isinstance(val, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in val.shape):
+            hints = [d.node.hint if isinstance(d, torch.SymInt) else d for d in val.shape]
+            with val.fake_mode:
+                ph.meta["val"] = torch.empty(hints, dtype=val.dtype).requires_grad_(val.requires_grad)
+    return gm, sig

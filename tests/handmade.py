@@ -109,3 +109,15 @@ def raising_case(ambient: bool = True) -> GraphCase:
     z = b.call(aten.sin.default, [x])
     b.set_grad(ambient)
     return _case(b, [y, z], ambient)
+
+
+def independent_outputs_case(ambient: bool = True) -> GraphCase:
+    """sin(a) and cos(b), each output reaching one input, and a no_grad region between."""
+    b = GraphBuilder(grad_mode=ambient)
+    a = b.placeholder("a", torch.tensor([0.5, -1.0, 2.0], requires_grad=True), InputKind.USER_INPUT)
+    c = b.placeholder("c", torch.tensor([1.0, 2.0, 3.0], requires_grad=True), InputKind.USER_INPUT)
+    s = b.call(aten.sin.default, [a])
+    b.set_grad(not ambient)
+    z = b.call(aten.neg.default, [c])
+    b.set_grad(ambient)
+    return _case(b, [s, b.call(aten.cos.default, [c]), z], ambient)

@@ -139,3 +139,26 @@ def test_known_buckets_are_counted_but_not_shrunk():
     )
     assert result.examples == 25 and result.buckets[bid].count == 25
     assert len(seen) == 1  # appeared once, never re-minimized
+
+
+def test_a_default_campaign_finds_a_result_export_cannot_save():
+    """With the default stage share (2 in 100 examples through the stages, deterministic
+    per case) a pass whose every result torch.export.save refuses shows as downstream/
+    save_load_raised within a few hundred examples, and shrinks (every shrink attempt goes
+    through the stages)."""
+    import broken_passes as bp
+
+    found = []
+
+    def on_bucket(b):
+        if b.finding.oracle == "downstream" and b not in found:
+            found.append(b)
+
+    # Stops once the bucket has shrunk as far as asserted below (a bucket's case shrinks in place).
+    result = run_campaign(
+        bp.unsaveable, budget_s=300, max_examples=300, seed_=0, max_shrink_s=10,
+        on_bucket=on_bucket, stop=lambda: bool(found) and found[0].graph_nodes <= 5,
+    )  # fmt: skip
+    found = [b for b in result.buckets.values() if b.finding.oracle == "downstream"]
+    assert [b.finding.kind for b in found] == ["save_load_raised"], [str(b.finding) for b in result.buckets.values()]
+    assert found[0].graph_nodes <= 5

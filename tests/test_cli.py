@@ -35,9 +35,23 @@ def test_run_real_pass_writes_report(tmp_path):
     assert report["torch_version"].startswith("2.")
 
 
+def test_run_export_pipeline_goes_through_the_stages(tmp_path):
+    """`--pass export` runs torch.export's own sequence; with every example through the export
+    stages, its findings are the known ones (fxfuzz-known.txt) and the report names the
+    pipeline and the share."""
+    r = fxfuzz(
+        "run", "--pass", "export", "--max-examples", "12", "--workers", "1", "--no-db", "--stage-share", "1",
+        "--known", os.path.join(ROOT, "fxfuzz-known.txt"), "--report-dir", str(tmp_path),
+    )
+    report = json.loads((tmp_path / "report.json").read_text())
+    new = [f["id"] + ": " + f["message"] for f in report["findings"] if not f["known"]]
+    assert r.returncode == 0 and not new, "\n".join(new) or r.stderr
+    assert report["pass"] == "export" and report["stage_share"] == 1.0 and report["examples"] == 12
+
+
 def test_broken_pass_is_reported_with_exit_1(tmp_path):
     spec = os.path.join(HERE, "broken_passes.py") + ":drops_toggles"
-    r = fxfuzz("run", "--pass", spec, "--budget", "60", "--max-examples", "400", "--report-dir", str(tmp_path))
+    r = fxfuzz("run", "--pass", spec, "--budget", "30", "--max-examples", "400", "--report-dir", str(tmp_path))
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert any(f["oracle"] == "equivalence" for f in report["findings"])
@@ -53,6 +67,10 @@ def test_broken_pass_is_reported_with_exit_1(tmp_path):
         (["run", "--pass", "fxfuzz.core.passes:import_spec"], "(gm, graph_signature)"),
         (["run", "--pass", "/no/such/file.py:fn"], "not found"),
         (["run", "--pass", "bogus"], "unknown pass"),
+        (["run", "--pass", "export+"], "empty part"),
+        (["run", "--stage-share", "1.5"], "--stage-share"),
+        (["run", "--pass", "set_grad+no_such_module:fn"], "in pass pipeline 'set_grad+no_such_module:fn': cannot import"),
+        (["bench", "--pass", "+autocast"], "empty part"),
         (["run", "--budget", "0"], "--budget"),
         (["run", "--budget", "soon"], "--budget"),
         (["run", "--max-examples", "-3"], "--max-examples"),

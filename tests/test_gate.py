@@ -289,7 +289,9 @@ def corpus_modules():
         (["gate", "--candidate", "set_grad", "--example-timeout", "0"], "--example-timeout"),
         (["mutate", "--domain", "nonsense"], "--domain"),
         (["mutate", "--only", "no_such_mutant"], "no mutant"),
-        (["mutate", "--pass", "autocast"], "set_grad pass only"),
+        (["mutate", "--pass", "identity"], "registered passes set_grad, autocast, export only"),
+        (["gate", "--candidate", "set_grad+", "--baseline", "set_grad+autocast"], "empty part"),
+        (["gate", "--candidate", "set_grad", "--baseline", "set_grad+bogus"], "in pass pipeline 'set_grad+bogus': unknown pass"),
     ],
 )
 def test_bad_usage_is_one_line_and_exit_2(args, needle):
@@ -318,3 +320,32 @@ def test_metadata_keys_and_signature_names_must_match_the_baseline():
     no_rename = load_pass_variant("set_grad", mutants["replace_with_hop_pass_util._replace_with_hop_helper:82:remove:27"])
     assert {f.kind for f in regressions(case, no_torch_fn, REAL)} == {"vs_baseline_metadata_differs"}
     assert {f.kind for f in regressions(case, no_rename, REAL)} == {"vs_baseline_signature_differs"}
+
+
+def test_gate_against_a_pipeline_rejects_the_old_node_inline_in_seconds(tmp_path, corpus):
+    """pytorch#140589: node_inline_ before PR #141169 overwrote the parent's ``submod_1`` when
+    autocast ran after set_grad. The set-grad part alone passes the whole corpus; the
+    sequence, gated against the sequence, regresses on it (`fxfuzz gate` exits 1 at once)."""
+    from fxfuzz.campaign.gate import judge_corpus
+
+    assert not judge_corpus(bp.inline_overwrites_submod_set_grad_only, REAL, corpus).buckets
+    spec = os.path.join(HERE, "broken_passes.py") + ":inline_overwrites_submod"
+    r = fxfuzz("gate", "--candidate", spec, "--baseline", "set_grad+autocast", "--max-examples", "1", "--report-dir", str(tmp_path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["baseline"] == "set_grad+autocast"
+    # Found in the corpus, which the gate judges first: within its first seconds, whatever the budget.
+    assert report["findings"] and "on autocast_with_grad_blocks[" in r.stdout and report["corpus_s"] < 30, r.stdout
+
+
+@pytest.mark.parametrize("share, regresses", [("1", True), ("0", False)])
+def test_gate_stage_share_decides_which_cases_go_through_the_export_stages(tmp_path, share, regresses):
+    """A candidate whose every result torch.export.save refuses: with every case through the
+    stages the gate finds that on its corpus; with none, no stage runs (the gate's interface
+    check still sees the metadata this pass adds: only the downstream rows are compared)."""
+    spec = os.path.join(HERE, "broken_passes.py") + ":unsaveable"
+    r = fxfuzz("gate", "--candidate", spec, "--max-examples", "1", "--stage-share", share, "--report-dir", str(tmp_path))
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["stage_share"] == float(share)
+    downstream = [f for f in report["findings"] if f["oracle"] == "downstream" and not f["known"]]
+    assert bool(downstream) == regresses, r.stdout + r.stderr

@@ -66,3 +66,14 @@ def test_every_listed_equivalent_mutant_exists_and_has_a_reason():
     for mid, reason in load_equivalent().items():
         assert mid in MUTANTS, f"stale equivalent mutant id {mid}"
         assert reason
+
+
+def test_a_mutant_of_a_shared_helper_reaches_every_part_of_a_pipeline():
+    """``export`` runs set_grad then autocast: both parts of its variant must call the one
+    mutated node_inline_, not torch's."""
+    from torch._export import utils
+
+    mutant = next(m for m in enumerate_mutants("export") if m.id == "utils.node_inline_:860:remove:20")
+    variant = load_pass_variant("export", mutant)
+    inlines = {id(part.__globals__["node_inline_"]) for part in variant.passes}
+    assert len(variant.passes) == 2 and len(inlines) == 1 and inlines != {id(utils.node_inline_)}

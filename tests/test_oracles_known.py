@@ -7,6 +7,8 @@ and the finding can be retired from the known baseline.
 
 from __future__ import annotations
 
+import os
+
 import torch
 from functorch.experimental.control_flow import map as cf_map
 from fxfuzz.core.passes import load_pass
@@ -14,6 +16,7 @@ from fxfuzz.oracles import verify
 from fxfuzz.strategies import from_module
 
 REAL = load_pass("set_grad")
+KNOWN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fxfuzz-known.txt")
 
 
 def kinds(findings):
@@ -143,3 +146,103 @@ def test_wrap_with_set_grad_enabled_carries_tangents():
     result, _ = REAL(case.copy().gm, case.signature)
     assert any(n.target is torch.ops.higher_order.wrap_with_set_grad_enabled for n in result.graph.nodes)
     assert verify(case, REAL) == []
+
+
+class NoGradInsideAutocastDetached(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.no_grad():
+                z = y * y
+        return x.sin(), z.detach()
+
+
+def test_dropped_no_grad_region_saves_tensors_for_backward():
+    """The dropped no_grad region inside autocast runs with grad on: its multiplication now
+    saves both operands for backward. Nothing that requires grad reads it (the output is
+    detached), so values and first-order gradients agree and only the saved tensors show it."""
+    case = from_module(NoGradInsideAutocastDetached(), (torch.ones(3, requires_grad=True),))
+    findings = verify(case, REAL)
+    assert kinds(findings) == {("gradients", "saved_tensors_mismatch")}, findings
+    assert "1 tensors packed for backward became 3" in findings[0].message
+
+
+class UnusedNoGradResult(torch.nn.Module):
+    def forward(self, x):
+        with torch.no_grad():
+            x.sin()  # computed, never read
+        return x * 2
+
+
+def test_save_load_rejects_a_hop_without_outputs():
+    """The region's result is unused, so the pass's wrap_with_set_grad_enabled returns () and
+    its meta['val'] is (); torch.export.save writes no val for it and torch.export.load's
+    verifier rejects the loaded program (SpecViolationError: Node.meta
+    wrap_with_set_grad_enabled is missing val field). The original, with its toggles, round-trips.
+    Export's own ExportedProgram of this module fails the same round trip, end to end
+    (tests/test_programs.py)."""
+    from fxfuzz.campaign.engine import bucket_id
+    from fxfuzz.oracles.stages import stages_forced
+
+    with stages_forced():
+        found = verify(from_module(UnusedNoGradResult(), (torch.randn(3),)), REAL)
+    assert [(f.kind, f.details["exception"]) for f in found] == [("save_load_raised", "SpecViolationError")]
+    with open(KNOWN) as fh:
+        assert bucket_id(found[0]) in fh.read()
+
+
+class CondInsideAutocast(torch.nn.Module):
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch.cond(x.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
+
+
+def test_autocast_around_cond_is_left_in_place():
+    """The autocast pass's analogue of the dropped no_grad region: the split-off autocast
+    region starts with the get_attr nodes of cond's branches, not with _enter_autocast, so the
+    pass inlines it and leaves _enter_autocast/_exit_autocast in the graph (torch.export's
+    ExportedProgram of this module still calls them)."""
+    found = verify(from_module(CondInsideAutocast(), (torch.randn(3),), stage="autocast"), load_pass("autocast"))
+    assert ("structure", "leftover_call") in kinds(found)
+
+
+class CondInNoGradThenInPlace(torch.nn.Module):
+    def forward(self, x, y):
+        with torch.no_grad():
+            c = torch.cond(x.sum() > 0, lambda x: x.clone(), lambda x: x.clone(), (y,))
+        z = (c + 1).mul_(y)
+        return z - z  # zero either way: first-order gradients agree
+
+
+def test_dropped_cond_region_changes_what_backward_saves():
+    """The dropped no_grad region (finding 1) runs cond with grad on, and cond's
+    autograd.Function saves its operand: an in-place update of ``y`` between forward and
+    backward now raises the version-counter error, and a second-order gradient appears.
+    First-order values and gradients agree, so only the autograd-graph checks show it; both
+    buckets met the 20,000-example false-alarm run and are known."""
+    from fxfuzz.campaign.engine import bucket_id
+
+    found = verify(from_module(CondInNoGradThenInPlace(), (torch.randn(2), torch.randn(2, requires_grad=True))), REAL)
+    new = [f for f in found if f.kind in ("inplace_after_forward_raises_differently", "double_backward_presence_mismatch")]
+    assert len(new) == 2, found
+    with open(KNOWN) as fh:
+        known = fh.read()
+    assert all(bucket_id(f) in known for f in new)
+
+
+def test_unflatten_repeats_the_corrupted_users_map():
+    """A minimized case of the 20,000-example run (tests/data/unflatten_after_def_use.json):
+    node_inline_ dropped ``linear`` from ``gelu.users`` (finding 2), and unflatten, which
+    copies the graph, loses the read exactly as dead-code elimination does (same difference)."""
+    from fxfuzz.campaign.engine import bucket_id
+    from fxfuzz.oracles.stages import stages_forced
+    from fxfuzz.repro.files import load_repro
+
+    repro = load_repro(os.path.join(os.path.dirname(__file__), "data", "unflatten_after_def_use.json"))
+    with stages_forced():
+        found = {f.kind: f for f in verify(repro.case, REAL)}
+    assert "def_use_inconsistent" in found
+    unflatten, dce = found["unflatten_changes_meaning"], found["dead_code_elimination_changes_meaning"]
+    assert unflatten.message.rsplit("max abs diff", 1)[1] == dce.message.rsplit("max abs diff", 1)[1]
+    with open(KNOWN) as fh:
+        assert bucket_id(unflatten) in fh.read()

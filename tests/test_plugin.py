@@ -144,3 +144,17 @@ def test_bad_spec_is_a_usage_error(user_suite):
     result = user_suite.runpytest_inprocess("--fxfuzz-pass", "no_such_module:fn", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--fxfuzz-pass*no_such_module*"])
+
+
+def test_pipeline_specs_reach_the_plugin(user_suite):
+    """A pipeline (#16) is a pass spec like any other: a broken first part fails the properties
+    through the pipeline, and torch's own set_grad+autocast judged against itself passes."""
+    broken = user_suite.runpytest_inprocess(
+        "--fxfuzz-pass", f"{BROKEN}+autocast", "--hypothesis-profile", "tiny", "-p", "no:cacheprovider", "-k", "nested"
+    )
+    broken.assert_outcomes(failed=1)
+    real = user_suite.runpytest_inprocess(
+        "--fxfuzz-pass", "set_grad+autocast", "--fxfuzz-baseline", "set_grad+autocast", "--hypothesis-profile", "tiny",
+        "-p", "no:cacheprovider", "-k", "nested or generated",
+    )  # fmt: skip
+    real.assert_outcomes(passed=2)

@@ -79,7 +79,7 @@ def _standalone(path: str) -> subprocess.CompletedProcess:
     """Run a repro with a plain interpreter: isolated mode, fxfuzz's packages unimportable."""
     boot = (
         "import sys, runpy\n"
-        "for name in ('fuzz', 'oracles', 'strategies', 'tests'): sys.modules[name] = None\n"
+        "for name in ('fxfuzz', 'fuzz', 'oracles', 'strategies', 'tests'): sys.modules[name] = None\n"
         f"runpy.run_path({path!r}, run_name='__main__')\n"
     )
     return subprocess.run([sys.executable, "-I", "-c", boot], capture_output=True, text=True, cwd=os.path.dirname(path), timeout=300)
@@ -98,15 +98,21 @@ def test_repro_file_names_hold_no_character_artifact_stores_refuse(tmp_path):
     assert load_repro(py[:-3] + ".json").finding["kind"] == "cuda:value_mismatch" and load_repro(py).case.code() == case.code()
 
 
-def test_standalone_repro_fails_while_the_bug_is_there_and_fxfuzz_repro_agrees(tmp_path):
+def _planted_repro(tmp_path, suffix: str = "") -> tuple[str, str, GraphCase]:
+    """(spec, repro .py path, case) of the planted bug (``suffix`` appended to its spec)."""
     pass_file = tmp_path / "planted.py"
     pass_file.write_text(PLANTED)
-    spec = f"{pass_file}:drop_toggles"
+    spec = f"{pass_file}:drop_toggles{suffix}"
     case = no_grad_region_case(ambient=True)
     found = verify(case, load_pass(spec))
     assert found, "the planted bug must show on this case"
     doc = repro_document("planted-bug", found[0].to_dict(), case_to_dict(case), spec)
-    py = write_repro(str(tmp_path / "repros"), doc)
+    return spec, write_repro(str(tmp_path / "repros"), doc), case
+
+
+def test_standalone_repro_fails_while_the_bug_is_there_and_fxfuzz_repro_agrees(tmp_path):
+    spec, py, case = _planted_repro(tmp_path)
+    pass_file = tmp_path / "planted.py"
 
     run = _standalone(py)
     assert run.returncode == 1, run.stdout + run.stderr
@@ -212,3 +218,14 @@ def test_a_repro_written_before_the_fxfuzz_namespace_replays_after_it(capfd):
     assert back.pass_spec == "set_grad" and len(back.case.gm.graph.nodes) > 0
     assert main(["repro", path]) == 1
     assert "FAIL [structure/def_use_inconsistent]" in capfd.readouterr().out
+
+
+def test_a_pipeline_repro_records_its_spec_and_replays_every_part(tmp_path):
+    """A repro of ``planted+autocast`` names the pipeline, and both the standalone file (torch
+    only) and ``fxfuzz repro`` run its parts in sequence."""
+    spec, py, _ = _planted_repro(tmp_path, "+autocast")
+    assert load_repro(py).pass_spec == spec == load_repro(py[:-3] + ".json").pass_spec
+    run = _standalone(py)
+    assert run.returncode == 1 and "FAIL" in run.stdout, run.stdout + run.stderr
+    assert main(["repro", py[:-3] + ".json"]) == 1
+    assert main(["repro", py[:-3] + ".json", "--pass", "set_grad+autocast"]) == 0

@@ -34,7 +34,7 @@ def _draw(n: int, domain: str = "export", seed_: int = 0) -> list:
 
 @pytest.fixture(scope="module")
 def export_cases():
-    return _draw(150)
+    return _draw(300)
 
 
 def _graphs(gm: fx.GraphModule):
@@ -49,12 +49,14 @@ def test_export_domain_rejects_under_one_percent(export_cases):
     """Every case must run forward and backward on its own inputs: a case whose reference
     run fails would be rejected by the campaign, so count those."""
     failed = []
-    for case in export_cases:
+    # Hypothesis draws some cases twice; a rejected case counts once.
+    distinct = list({(c.code(), c.ambient_grad, tuple(map(str, c.inputs))): c for c in export_cases}.values())
+    for case in distinct:
         run = run_graph(case.gm, case.inputs, case.ambient_grad)
         grads = input_grads(run) if run.error is None else None
         if run.error is not None or grads.error is not None:
             failed.append((case, run.error or grads.error))
-    assert len(failed) / len(export_cases) < 0.01, failed[:3]
+    assert len(failed) / len(distinct) < 0.01, failed[:3]
 
 
 def test_export_domain_is_balanced_and_fully_annotated(export_cases):

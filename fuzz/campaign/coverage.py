@@ -39,7 +39,11 @@ class Target:
 
 
 def coverage_targets(pass_spec: str, pass_fn: Any) -> list[Target]:
-    """What to measure for this pass: its registered sources, else the file defining it."""
+    """What to measure for this pass: its registered sources, else the file defining it; for
+    a pipeline, what its parts' would be, each file once."""
+    parts = getattr(pass_fn, "parts", ())
+    if parts and pass_spec not in REGISTRY:
+        return list({t.path: t for p in parts for t in coverage_targets(p.spec, p)}.values())
     if pass_spec in REGISTRY and REGISTRY[pass_spec].sources:
         return [
             Target(s.module, os.path.realpath(inspect.getsourcefile(importlib.import_module(s.module)) or ""), s.functions)

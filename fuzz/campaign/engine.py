@@ -22,6 +22,7 @@ from fxfuzz.core.errors import SerializeError
 from fxfuzz.core.passes import Pass, PassFn
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
 from fxfuzz.oracles import Finding, verify
+from fxfuzz.oracles.stages import stages_forced
 from fxfuzz.strategies import graph_cases
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
@@ -30,11 +31,14 @@ from hypothesis.errors import Flaky
 
 
 def bucket_id(f: Finding) -> str:
-    """Stable id for deduplication: oracle, kind, and for crashes the exception type and
-    innermost pass frame."""
+    """Stable id for deduplication: oracle, kind, for crashes the exception type and
+    innermost pass frame, and for a downstream stage that raised the exception type (a
+    serializer refusing the result and a verifier rejecting what it loaded are two defects)."""
     key = [f.oracle, f.kind]
     if f.oracle == "crash":
         key += [str(f.details.get("exception")), str(f.details.get("frame"))]
+    elif f.oracle == "downstream" and f.kind.endswith("_raised"):
+        key.append(str(f.details.get("exception")))
     digest = hashlib.sha1("|".join(key).encode()).hexdigest()[:8]
     return f"{f.oracle}-{f.kind}-{digest}"
 
@@ -353,7 +357,10 @@ def run_campaign(
             now = time.monotonic()
             if now >= deadline or (stop is not None and stop()):
                 raise _Stop
-            findings = check(case, pass_fn)
+            # While a downstream bucket shrinks, every attempt goes through the export stages,
+            # so the shrinker judges each candidate alike whatever share the case hashes to.
+            with stages_forced(bool(shrinking) and result.buckets[shrinking[0]].finding.oracle == "downstream"):
+                findings = check(case, pass_fn)
             ids = {bucket_id(f): f for f in findings}
             if shrinking:
                 # Shrink attempts: keep the smallest case of the bucket being minimized.

@@ -38,6 +38,7 @@ from fxfuzz.campaign.engine import (
 )
 from fxfuzz.campaign.supervisor import CampaignOptions, ParallelResult, run_parallel, to_campaign_result
 from fxfuzz.core.case import GraphCase, copy_graph_module
+from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.passes import PassFn, contract_of, load_pass
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, target_name
 from fxfuzz.oracles import Finding, input_labels, verify
@@ -307,6 +308,7 @@ def run_gate_parallel(
     progress: Callable[[int, int, float], None] | None = None,
     log_dir: str | None = None,
     stop: Callable[[], bool] | None = None,
+    stage_share: float = DEFAULT_STAGE_SHARE,
 ) -> GateResult:
     """``run_gate`` with every case judged in worker processes (``fxfuzz.campaign.supervisor``):
     first the corpus (the ``saved`` cases, then the built-in one) in one worker, then the fresh
@@ -316,7 +318,8 @@ def run_gate_parallel(
     crash regression (where the baseline survived it) and a replacement worker goes on with
     the next case. No worker starts after the budget, so the gate ends within about
     ``budget_s + example_timeout_s`` plus a worker's start-up; the corpus is judged whole
-    unless such a death past the budget leaves no worker to finish it."""
+    unless such a death past the budget leaves no worker to finish it. ``stage_share`` is the
+    share of cases also taken through torch.export's stages, as in ``fxfuzz run``."""
     start = time.monotonic()
     opts = CampaignOptions(
         pass_spec=candidate,
@@ -327,6 +330,7 @@ def run_gate_parallel(
         check_args={"baseline": baseline, "both_modes": False},
         examples=f"{__name__}:corpus_with",
         log_dir=log_dir,
+        stage_share=stage_share,
     )
     with tempfile.NamedTemporaryFile("w", prefix="fxfuzz-corpus-", suffix=".json") as fh:
         json.dump([(name, case_to_dict(case)) for name, case in saved], fh)

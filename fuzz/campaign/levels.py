@@ -108,11 +108,12 @@ def run_levels(
     progress: Progress | None = None,
     on_level: Callable[[str, CampaignResult], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    known: frozenset[str] = frozenset(),
 ) -> CampaignResult:
     """Run ``pass_fn``'s campaign at ``level``; ``mixed`` runs the graph level, then the
     program level, each for its share of ``budget_s`` (time one level leaves unused passes
     to the next). ``max_examples`` caps each level; once ``stop()`` turns true no further
-    example or level runs."""
+    example or level runs. Buckets in ``known`` are not shrunk, as in ``run_campaign``."""
     results: list[tuple[str, CampaignResult]] = []
     planned = spent = 0.0
     for name, share in budget_plan(level, budget_s):
@@ -133,6 +134,7 @@ def run_levels(
             check=check,
             codec=codec,
             stop=stop,
+            known=known,
         )
         spent += r.duration_s
         results.append((name, r))

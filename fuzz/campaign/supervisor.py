@@ -38,10 +38,12 @@ from typing import Any
 
 from fxfuzz.campaign.database import DatabaseSpec, open_database
 from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, SavedFailures, bucket_id, database_key
+from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.errors import SerializeError
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.serialize import case_from_dict, count_compute_nodes
 from fxfuzz.oracles import Finding
+from fxfuzz.strategies.custom import op_specs
 
 
 @dataclass
@@ -58,6 +60,7 @@ class CampaignOptions:
     database: DatabaseSpec | None = None  # None: examples are neither read nor saved
     shard: tuple[int, int] = (1, 1)  # (K, N): this campaign is shard K of N, seeds apart from the others'
     device: str = "cpu"  # oracles.verify's device: cuda adds CUDA runs and CPU/CUDA parity
+    stage_share: float = DEFAULT_STAGE_SHARE  # share of examples taken through export's stages
     coverage_include: list[str] = field(default_factory=list)  # source files to measure; empty: off
     log_dir: str | None = None
     known: frozenset[str] = frozenset()  # baseline buckets: counted, not shrunk
@@ -154,6 +157,9 @@ class Supervisor:
         self.result.coverage_dir = self.cov_dir
         self.logs: list[Any] = []
         self.saved = _saved_failures(opts, self._note)
+        # Every worker, restarts included, registers the user operators of this process's
+        # op table before drawing; one it cannot rebuild is refused here, not left out.
+        self.ops = op_specs()
 
     # -- starting
     def _spawn(self, index: int, generation: int, quota: int, rerun: _Death | None = None, first: int = 0) -> _Worker:
@@ -167,12 +173,14 @@ class Supervisor:
             self.result.coverage_files.append(cov_file)
         cfg = {
             "pass": self.opts.pass_spec,
+            "ops": self.ops,
             "domain": self.opts.domain,
             "seed": worker_seed(self.opts.seed, self.opts.shard, index, generation),
             "max_examples": quota,
             "deadline": self.deadline,
             "db": None if self.opts.database is None else {"local": self.opts.database.local, "shared": self.opts.database.shared},
             "device": self.opts.device,
+            "stage_share": self.opts.stage_share,
             "coverage_include": self.opts.coverage_include,
             "coverage_file": cov_file,
             # Saved failures replay once, in the first worker: a replacement worker must not

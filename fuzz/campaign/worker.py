@@ -59,11 +59,17 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
     from fxfuzz.campaign.engine import run_campaign, run_examples
     from fxfuzz.core.passes import load_pass
     from fxfuzz.core.serialize import case_from_dict
+    from fxfuzz.oracles.stages import set_stage_share
+    from fxfuzz.strategies.custom import register_first
 
+    # Before the example to re-run is read: its operators then exist, defined by the spec.
+    for specs in cfg["ops"]:
+        register_first(specs)
     conn = Connection(fd)
     # The example the previous worker of this slot died on: run first, to see if it repeats.
     rerun = [case_from_dict(conn.recv()[1])] if cfg["rerun"] else []
     pass_fn = load_pass(cfg["pass"])
+    set_stage_share(cfg["stage_share"])
     judge = judgement(cfg, lambda on_pass: conn.send(("blame", on_pass)))
     sent: dict[str, Any] = {"case": None, "data": None, "saved": time.monotonic()}
 

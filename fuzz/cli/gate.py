@@ -18,6 +18,7 @@ from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.report.folder import Extras, default_report_dir, utc_now, write_all
 from fxfuzz.repro.files import saved_cases
+from fxfuzz.strategies.custom import register_ops
 
 
 def command(a: argparse.Namespace) -> int:
@@ -25,6 +26,7 @@ def command(a: argparse.Namespace) -> int:
     report; print each regression."""
     for spec in (a.candidate, a.baseline):
         load_pass(spec)  # a bad spec fails here, in one line, before any worker starts
+    register_ops(a.ops, "--op")  # the workers register them too (the supervisor hands them over)
     saved = saved_cases(a.corpus) if a.corpus else []
     known = load_known(a.known) if a.known else {}
     report_dir = report_folder(a.report_dir or default_report_dir())
@@ -36,6 +38,7 @@ def command(a: argparse.Namespace) -> int:
         result = run_gate_parallel(
             a.candidate, a.baseline, saved, workers=a.workers, budget_s=budget_s, max_examples=max_examples, seed_=a.seed,
             domain=a.domain, example_timeout_s=a.example_timeout, progress=progress.update, log_dir=log_dir, stop=stop,
+            stage_share=a.stage_share,
         )  # fmt: skip
         signum = stop.signum  # a signal from here on only asks to finish the report
         progress.close()
@@ -49,8 +52,10 @@ def command(a: argparse.Namespace) -> int:
             "pass": a.candidate,
             "candidate": a.candidate,
             "baseline": a.baseline,
+            "ops": a.ops,
             "domain": a.domain,
             "seed": a.seed,
+            "stage_share": a.stage_share,
             "workers": a.workers,
             "started": started,
             "corpus_cases": result.corpus_cases,

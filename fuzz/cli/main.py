@@ -14,9 +14,9 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from fxfuzz.cli.args import device, integer, positive_float, positive_int, shard, workers
+from fxfuzz.cli.args import device, fraction, integer, positive_float, positive_int, shard, workers
 from fxfuzz.cli.interrupt import Abandoned, exit_status
-from fxfuzz.core.choices import DEFAULT_DB, DOMAIN_CHOICES, LEVELS
+from fxfuzz.core.choices import DEFAULT_DB, DEFAULT_STAGE_SHARE, DOMAIN_CHOICES, LEVELS
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, UsageError
 
@@ -24,6 +24,18 @@ from fxfuzz.core.errors import FxfuzzError, UsageError
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(message)
+
+
+def _op_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--op",
+        dest="ops",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="add a custom operator to the generated graphs: pkg.module:attr or file.py:attr naming the operator "
+        "or an fxfuzz.strategies.op_spec(...) entry (repeatable; every worker process registers it)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--db-shared", default=None, metavar="OWNER/REPO", help="same as --db github:OWNER/REPO: replay the fxfuzz-db artifact CI publishes there")
     run.add_argument("--known", default=None, help="baseline of known finding buckets (text or JSON; see README)")
     run.add_argument("--device", type=device, default="cpu", help="cpu, or cuda: also check on CUDA and CPU-vs-CUDA parity (default cpu)")
+    run.add_argument("--stage-share", type=fraction, default=DEFAULT_STAGE_SHARE, help=f"share of examples also taken through torch.export's stages (module, decompositions, save/load, unflatten); default {DEFAULT_STAGE_SHARE}")
     run.add_argument("--coverage", action="store_true", help="measure line/branch coverage of the pass's source (slower)")
+    _op_option(run)
     repro = sub.add_parser("repro", help="replay a repro (.py or .json): exit 1 while it fails, 0 once fixed")
     repro.add_argument("path", help="repros/<bucket>.py or .json from a report folder")
     repro.add_argument("--pass", dest="pass_spec", default=None, help="replay against this pass instead of the recorded one")
@@ -62,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=integer, default=0, help="population seed (default 0)")
     bench.add_argument("--workers", type=workers, default=2, help="workers for the speed-up over one (default 2)")
     bench.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered name, pkg.module:fn or file.py:fn")
+    bench.add_argument("--stage-share", type=fraction, default=DEFAULT_STAGE_SHARE, help=f"share of examples through torch.export's stages (default {DEFAULT_STAGE_SHARE}; 0 for none)")
     bench.add_argument("--profile", action="store_true", help="also profile the loop (a second run) for its own time by area")
+    _op_option(bench)
     gate = sub.add_parser("gate", help="fail when a candidate pass regresses against a baseline pass")
     gate.add_argument("--candidate", required=True, help="the changed pass: registered name, pkg.module:fn or file.py:fn")
     gate.add_argument("--baseline", default="set_grad", help="the pass it must not regress against (default set_grad)")
@@ -75,7 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--domain", choices=DOMAIN_CHOICES, default="both", help="input space of the fresh cases (default both: the baseline's survival decides what counts)")
     gate.add_argument("--corpus", default=None, help="folder of saved .json cases/repros to replay first")
     gate.add_argument("--known", default=None, help="JSON file of bucket ids that are not regressions")
+    gate.add_argument("--stage-share", type=fraction, default=DEFAULT_STAGE_SHARE, help=f"share of cases also taken through torch.export's stages (default {DEFAULT_STAGE_SHARE}; 0 for none)")
     gate.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
+    _op_option(gate)
     mutate = sub.add_parser("mutate", help="measure the gate's kill rate on mutants of a pass's source")
     mutate.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered pass whose source to mutate")
     mutate.add_argument("--budget-per-mutant", type=positive_float, default=60.0, help="gate seconds per mutant")
@@ -83,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     mutate.add_argument("--only", default=None, help="comma-separated mutant ids (default: all)")
     mutate.add_argument("--list", action="store_true", help="list the mutant ids and exit")
     mutate.add_argument("--out", default=None, help="write the mutation report (JSON) here")
+    _op_option(mutate)
     merge = sub.add_parser("merge", help="merge the report folders of a campaign's shards into one report")
     merge.add_argument("folders", nargs="+", metavar="DIR", help="report folders written by fxfuzz run")
     merge.add_argument("--report-dir", default=None, help="where to write the merged report (default: reports/<UTC time>/)")

@@ -13,18 +13,22 @@ from fxfuzz.campaign.gate import gate_corpus
 from fxfuzz.cli.interrupt import StopSignals, verdict_status
 from fxfuzz.cli.setup import writable_dir
 from fxfuzz.core.errors import UsageError
+from fxfuzz.core.passes import REGISTRY
+from fxfuzz.strategies.custom import register_ops
 from fxfuzz.tools.mutants import enumerate_mutants
 from fxfuzz.tools.mutate import MutantResult, load_equivalent, run_mutant, summarize, write_results
 
 
 def command(a: argparse.Namespace) -> int:
     """Mutants one by one, each judged by a gate against the real pass."""
-    if a.pass_spec != "set_grad":
-        raise UsageError(f"mutate knows the source of the set_grad pass only, not {a.pass_spec!r}")
+    mutable = [name for name, row in REGISTRY.items() if any(s.mutate for s in row.sources)]
+    if a.pass_spec not in mutable:
+        raise UsageError(f"mutate knows the source of the registered passes {', '.join(mutable)} only, not {a.pass_spec!r}")
     if a.out:  # written after every mutant: a bad path must fail now, not an hour in
         if os.path.isdir(a.out):
             raise UsageError(f"--out: {a.out} is a directory; give the path of the JSON file to write")
         writable_dir(os.path.dirname(a.out) or ".", "--out")
+    register_ops(a.ops, "--op")  # the gates run in this process
     mutants = enumerate_mutants(a.pass_spec)
     if a.list:
         for m in mutants:
@@ -46,7 +50,7 @@ def command(a: argparse.Namespace) -> int:
             if m.id in equivalent:
                 r = MutantResult(m.id, "equivalent", 0.0, equivalent[m.id], m.description)
             else:
-                r = run_mutant(m, corpus, a.budget_per_mutant, domain=a.domain, stop=stop)
+                r = run_mutant(m, corpus, a.budget_per_mutant, domain=a.domain, stop=stop, pass_name=a.pass_spec)
             if r.status == "survived" and stop():  # its gate was cut short: no verdict
                 break
             results.append(r)

@@ -18,6 +18,7 @@ from fxfuzz.cli.progress import ProgressPrinter
 from fxfuzz.cli.setup import CampaignSetup, campaign_setup, worker_logs
 from fxfuzz.cli.summary import print_summary
 from fxfuzz.core.errors import UsageError
+from fxfuzz.oracles.stages import set_stage_share
 from fxfuzz.report.folder import Extras, utc_now, write_all
 
 # Exit status of a campaign that did not test what it was asked to (it ran no example, a level
@@ -53,6 +54,7 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
         database=setup.database,
         shard=args.shard,
         device=args.device,
+        stage_share=args.stage_share,
         known=frozenset(setup.known),
         coverage_include=[t.path for t in targets],
         log_dir=worker_logs(setup.report_dir, workers),
@@ -92,11 +94,13 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
         )
         meta = {
             "pass": args.pass_spec,
+            "ops": args.ops,
             "domain": args.domain,
             "seed": args.seed,
             "shard": _shard(args),
             "workers": workers,
             "device": opts.device,
+            "stage_share": opts.stage_share,
             "started": started,
         }
         report = write_all(result, meta, setup.report_dir, extras)
@@ -141,6 +145,7 @@ def _levels(args: argparse.Namespace) -> int:
     progress = ProgressPrinter(setup.budget_s, setup.max_examples)
     notes: list[str] = []
     plan = budget_plan(args.level, setup.budget_s)
+    set_stage_share(args.stage_share)
     with StopSignals() as stop:
         result = run_levels(
             setup.pass_fn,
@@ -153,6 +158,7 @@ def _levels(args: argparse.Namespace) -> int:
             database=None if setup.database is None else open_database(setup.database, notes.append),
             progress=progress,
             stop=stop,
+            known=frozenset(setup.known),
         )
         signum = stop.signum
         progress.close()
@@ -162,12 +168,14 @@ def _levels(args: argparse.Namespace) -> int:
         incomplete = _incomplete(result, signum, "; ".join(gaps), gaps)
         meta = {
             "pass": args.pass_spec,
+            "ops": args.ops,
             "level": args.level,
             "domain": args.domain,
             "seed": args.seed,
             "shard": _shard(args),
             "workers": 1,
             "device": "cpu",
+            "stage_share": args.stage_share,
             "started": started,
         }
         extras = Extras(known=setup.known, workers={"database": _database_row(setup), "notes": notes}, incomplete=incomplete)

@@ -15,6 +15,7 @@ from fxfuzz.core.errors import UsageError
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import PassFn, load_pass
 from fxfuzz.report.folder import clear_earlier_run, default_report_dir, record_written
+from fxfuzz.strategies.custom import register_ops
 
 
 def writable_dir(path: str, option: str) -> str:
@@ -74,6 +75,7 @@ def campaign_setup(args: Any) -> CampaignSetup:
     """Load the pass and the baseline, make sure the database and report folder can be
     written, resolve the limits; bad input raises UsageError (one line, exit 2)."""
     pass_fn = load_pass(args.pass_spec)
+    register_ops(args.ops, "--op")
     known = load_known(args.known) if args.known else {}
     database = database_setup(args)
     report_dir = report_folder(args.report_dir or default_report_dir())

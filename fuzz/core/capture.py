@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from fxfuzz.core.case import GraphCase, clone_input, copy_graph_module
 from fxfuzz.core.passes import EXPORT_STAGES, REGISTRY
+from fxfuzz.core.symbols import other_sizes
 from torch.export.graph_signature import ExportGraphSignature, InputKind
 from torch.utils import _pytree as pytree
 
@@ -44,7 +45,7 @@ def _input_values(
     return tuple(values)
 
 
-def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[Any, Any, bool, dict]:
+def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any) -> tuple[Any, Any, bool, dict]:
     """Run export with the stage's pass patched; return a copy of what the pass was handed."""
     row = REGISTRY[stage]
     mod, name = importlib.import_module(row.module), row.attr
@@ -59,7 +60,7 @@ def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict) -> 
     setattr(mod, name, spy)
     lifted: dict[str, Any] = {}
     try:
-        ep = torch.export.export(module, args, kwargs, strict=False)
+        ep = torch.export.export(module, args, kwargs, strict=False, dynamic_shapes=dynamic_shapes)
         lifted = dict(ep.constants)
     except Exception:
         if not seen:
@@ -79,18 +80,21 @@ def from_module(
     args: tuple,
     kwargs: dict | None = None,
     stage: str = "set_grad",
+    dynamic_shapes: Any = None,
 ) -> GraphCase:
-    """The GraphCase that ``torch.export.export(module, args, kwargs, strict=False)`` hands
-    the ``stage`` pass (``set_grad`` or ``autocast``), captured just before that pass runs.
+    """The GraphCase that ``torch.export.export(module, args, kwargs, strict=False,
+    dynamic_shapes=dynamic_shapes)`` hands the ``stage`` pass (``set_grad`` or ``autocast``),
+    captured just before that pass runs.
 
-    The graph and signature carry export's own names and metas; ``inputs`` are real tensors
-    in signature order (parameters, buffers, constants, user inputs); ``ambient_grad`` is the
-    grad mode export ran the pass under.
+    The graph and signature carry export's own names and metas (symbolic sizes where
+    ``dynamic_shapes`` made dims dynamic); ``inputs`` are real tensors in signature order
+    (parameters, buffers, constants, user inputs); ``ambient_grad`` is the grad mode export
+    ran the pass under; ``sizes`` holds other sizes that satisfy the trace's guards.
     """
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
     kwargs = kwargs or {}
-    gm, signature, grad, lifted = _capture(stage, module, tuple(args), kwargs)
+    gm, signature, grad, lifted = _capture(stage, module, tuple(args), kwargs, dynamic_shapes)
     leaves = pytree.tree_leaves((tuple(args), kwargs))
     inputs = _input_values(module, signature, leaves, lifted)
     return GraphCase(
@@ -100,4 +104,5 @@ def from_module(
         ambient_grad=grad,
         domain="export",
         features={"source:module": 1, f"stage:{stage}": 1},
+        sizes=other_sizes(gm),
     )

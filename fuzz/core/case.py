@@ -38,6 +38,9 @@ class GraphCase:
     ambient_grad: bool = True
     domain: str = "export"
     features: dict[str, object] = field(default_factory=dict)
+    # Assignments of the symbolic sizes (symbol name -> size), besides the traced sizes, at
+    # which the graphs also run; each satisfies the guards the trace recorded.
+    sizes: tuple[dict[str, int], ...] = ()
 
     def code(self) -> str:
         """Readable Python of the graph (and its nested graph modules)."""
@@ -66,6 +69,7 @@ class GraphCase:
             ambient_grad=self.ambient_grad,
             domain=self.domain,
             features=dict(self.features),
+            sizes=self.sizes,
         )
 
     def __str__(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,11 +12,20 @@ import torch
 @dataclass(frozen=True)
 class PassContract:
     """``eliminates``: call targets that must not appear anywhere in the pass's output;
-    ``hop``: the higher-order op the pass introduces (counted by the idempotence check)."""
+    ``hops``: the higher-order ops the pass introduces (each call checked for well-formedness)."""
 
     name: str
     eliminates: tuple[Any, ...] = ()
-    hop: Any = None
+    hops: tuple[Any, ...] = ()
+
+
+def union(contracts: Sequence[PassContract]) -> PassContract:
+    """What a sequence of passes promises: everything any of them promises."""
+    return PassContract(
+        "+".join(c.name for c in contracts),
+        tuple(dict.fromkeys(t for c in contracts for t in c.eliminates)),
+        tuple(dict.fromkeys(h for c in contracts for h in c.hops)),
+    )
 
 
 def _autocast_targets() -> tuple[Any, ...]:
@@ -24,7 +34,8 @@ def _autocast_targets() -> tuple[Any, ...]:
 
 
 SET_GRAD = PassContract(
-    "set_grad", (torch._C._set_grad_enabled,), torch.ops.higher_order.wrap_with_set_grad_enabled
+    "set_grad", (torch._C._set_grad_enabled,), (torch.ops.higher_order.wrap_with_set_grad_enabled,)
 )
-AUTOCAST = PassContract("autocast", _autocast_targets(), getattr(torch.ops.higher_order, "wrap_with_autocast", None))
+_AUTOCAST_HOP = getattr(torch.ops.higher_order, "wrap_with_autocast", None)
+AUTOCAST = PassContract("autocast", _autocast_targets(), (_AUTOCAST_HOP,) if _AUTOCAST_HOP is not None else ())
 NONE = PassContract("none")

@@ -1,7 +1,8 @@
 """The pass under test: one frozen value (spec, callable, contract), loaded from a spec.
 
 A spec is a registered name (one ``REGISTRY`` row each: import spec, contract, export stage,
-source files), ``pkg.module:callable`` or ``path/to/file.py:callable``.
+source files), ``pkg.module:callable``, ``path/to/file.py:callable``, or a pipeline
+``A+B+...`` of such specs, run in sequence (``export`` names the one torch.export runs).
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ import importlib.util
 import inspect
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fxfuzz.core.contract import AUTOCAST, NONE, SET_GRAD, PassContract
+from fxfuzz.core.contract import AUTOCAST, NONE, SET_GRAD, PassContract, union
 from fxfuzz.core.errors import PassSpecError
 
 PassFn = Callable[[Any, Any], tuple[Any, Any]]
@@ -42,6 +43,7 @@ class Registered:
 
     ``export_stage``: the pass's place in torch.export's pre-dispatch pipeline (None for a
     pass export does not run); ``from_module`` captures a graph just before that stage.
+    ``spec`` is an import spec, or for a pipeline row the pipeline of registered names.
     """
 
     name: str
@@ -58,6 +60,11 @@ class Registered:
     def attr(self) -> str:
         return self.spec.partition(":")[2]
 
+    @property
+    def parts(self) -> tuple[Registered, ...]:
+        """The registered passes this row runs, in order (a pipeline row's parts, else itself)."""
+        return tuple(REGISTRY[name] for name in self.spec.split(PIPE)) if PIPE in self.spec else (self,)
+
 
 # torch._export.utils holds more than the helpers the HOP passes call: only these count.
 _HOP_HELPERS = ("sequential_split", "nodes_filter", "nodes_first", "nodes_count", "nodes_map", "node_replace_", "node_inline_")
@@ -70,19 +77,36 @@ _SHARED = (
 _SET_GRAD = "torch._export.passes.replace_set_grad_with_hop_pass"
 _AUTOCAST = "torch._export.passes.replace_autocast_with_hop_pass"
 
+# Separates the parts of a pipeline spec.
+PIPE = "+"
+
+_STAGE_ROWS = (
+    Registered("set_grad", f"{_SET_GRAD}:replace_set_grad_with_hop_pass", SET_GRAD, 0, (Source(_SET_GRAD), *_SHARED)),
+    Registered("autocast", f"{_AUTOCAST}:replace_autocast_with_hop_pass", AUTOCAST, 1, (Source(_AUTOCAST), *_SHARED)),
+)
+# Export stages in the order torch.export runs them on the pre-dispatch graph.
+EXPORT_STAGES: tuple[Registered, ...] = tuple(sorted(_STAGE_ROWS, key=lambda r: r.export_stage))  # type: ignore[arg-type, return-value]
+
+
+def _pipeline_row(name: str, parts: Sequence[Registered]) -> Registered:
+    """The row of a pipeline of registered passes: their contracts and sources united."""
+    return Registered(
+        name,
+        PIPE.join(r.name for r in parts),
+        union([r.contract for r in parts]),
+        sources=tuple(dict.fromkeys(s for r in parts for s in r.sources)),
+    )
+
+
 REGISTRY: dict[str, Registered] = {
     r.name: r
     for r in (
-        Registered("set_grad", f"{_SET_GRAD}:replace_set_grad_with_hop_pass", SET_GRAD, 0, (Source(_SET_GRAD), *_SHARED)),
-        Registered("autocast", f"{_AUTOCAST}:replace_autocast_with_hop_pass", AUTOCAST, 1, (Source(_AUTOCAST), *_SHARED)),
+        *_STAGE_ROWS,
+        # What torch.export itself runs on a pre-dispatch graph, in its order.
+        _pipeline_row("export", EXPORT_STAGES),
         Registered("identity", "fxfuzz.core.passes:identity_pass", NONE),
     )
 }
-
-# Export stages in the order torch.export runs them on the pre-dispatch graph.
-EXPORT_STAGES: tuple[Registered, ...] = tuple(
-    sorted((r for r in REGISTRY.values() if r.export_stage is not None), key=lambda r: r.export_stage)  # type: ignore[arg-type, return-value]
-)
 
 
 @dataclass(frozen=True)
@@ -97,6 +121,7 @@ class Pass:
     fn: PassFn
     contract: PassContract
     target: str = ""
+    parts: tuple[Pass, ...] = ()  # a pipeline's passes, in the order they run
 
     def __call__(self, gm: Any, graph_signature: Any) -> tuple[Any, Any]:
         return self.fn(gm, graph_signature)
@@ -114,30 +139,81 @@ def contract_of(pass_fn: Any) -> PassContract:
     return getattr(pass_fn, "fxfuzz_contract", SET_GRAD)
 
 
+@dataclass(frozen=True)
+class Sequential:
+    """Passes applied one after the other, each to what the one before returned."""
+
+    passes: tuple[PassFn, ...]
+
+    def __call__(self, gm: Any, graph_signature: Any) -> tuple[Any, Any]:
+        for pass_fn in self.passes:
+            gm, graph_signature = pass_fn(gm, graph_signature)
+        return gm, graph_signature
+
+
 def import_spec(spec: str) -> str:
-    """The import spec (``module:callable`` or ``file.py:callable``) a spec names."""
-    return REGISTRY[spec].spec if spec in REGISTRY else spec
+    """The import spec (``module:callable`` or ``file.py:callable``) a spec names; for a
+    pipeline, its parts' import specs joined by ``+``."""
+    if spec in REGISTRY:
+        spec = REGISTRY[spec].spec
+    if PIPE in spec:
+        return PIPE.join(import_spec(part) for part in spec.split(PIPE))
+    return spec
+
+
+def _loaded_from(path: str) -> Any:
+    """The module already executed from ``path`` in this process, under any name, if the file
+    is unchanged since."""
+    real = os.path.realpath(path)
+    stamp = os.stat(real).st_mtime_ns
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file and os.path.realpath(file) == real and getattr(module, "__fxfuzz_stamp__", stamp) == stamp:
+            return module
+    return None
 
 
 def _import_module(where: str) -> Any:
     if where.endswith(".py") or os.sep in where:
         if not os.path.isfile(where):
             raise PassSpecError(f"pass file not found: {where}")
+        loaded = _loaded_from(where)
+        if loaded is not None:
+            # Executing a file twice would register its custom operators twice, which torch
+            # refuses; Python's own import runs a module once, and so does this.
+            return loaded
         name = "fxfuzz_pass_" + os.path.splitext(os.path.basename(where))[0]
         spec = importlib.util.spec_from_file_location(name, where)
         if spec is None or spec.loader is None:
             raise PassSpecError(f"cannot load {where} as Python")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
+        module.__fxfuzz_stamp__ = os.stat(os.path.realpath(where)).st_mtime_ns  # type: ignore[attr-defined]
         try:
             spec.loader.exec_module(module)
         except Exception as e:
+            del sys.modules[name]  # half executed: never reused
             raise PassSpecError(f"importing {where} failed: {type(e).__name__}: {e}") from None
         return module
     try:
         return importlib.import_module(where)
     except Exception as e:
         raise PassSpecError(f"cannot import module {where!r}: {type(e).__name__}: {e}") from None
+
+
+def resolve_attr(spec: str, what: str = "pass") -> Any:
+    """The object ``pkg.module:attr`` or ``file.py:attr`` names (``attr`` may be dotted);
+    PassSpecError with one line, naming ``what`` was asked for, if it cannot be had."""
+    where, _, attr = spec.rpartition(":")
+    if not where or not attr:
+        noun = "callable" if what == "pass" else "attribute"
+        raise PassSpecError(f"malformed {what} spec {spec!r}: expected pkg.module:{noun} or file.py:{noun}")
+    obj: Any = _import_module(where)
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise PassSpecError(f"{where} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
 
 
 def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> Pass:
@@ -149,20 +225,15 @@ def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> P
     """
     if not spec or not isinstance(spec, str):
         raise PassSpecError("empty pass spec; expected a name, pkg.module:callable or file.py:callable")
+    pipeline = REGISTRY[spec].spec if spec in REGISTRY else spec
+    if PIPE in pipeline:
+        return _load_pipeline(spec, pipeline.split(PIPE), contract)
     target = import_spec(spec)
     if ":" not in target:
         raise PassSpecError(
             f"unknown pass {spec!r}: expected one of {', '.join(REGISTRY)}, pkg.module:callable or file.py:callable"
         )
-    where, _, attr = target.rpartition(":")
-    if not where or not attr:
-        raise PassSpecError(f"malformed pass spec {spec!r}: expected pkg.module:callable or file.py:callable")
-    module = _import_module(where)
-    fn: Any = module
-    for part in attr.split("."):
-        if not hasattr(fn, part):
-            raise PassSpecError(f"{where} has no attribute {attr!r}")
-        fn = getattr(fn, part)
+    fn = resolve_attr(target, "pass")
     if not callable(fn):
         raise PassSpecError(f"{target} is a {type(fn).__name__}, not a callable")
     try:
@@ -174,3 +245,22 @@ def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> P
     if spec in REGISTRY:
         contract = REGISTRY[spec].contract
     return Pass(spec, fn, contract or contract_of(fn), target)
+
+
+def _load_pipeline(spec: str, names: list[str], contract: PassContract | None) -> Pass:
+    """The Pass running ``names`` in sequence; its contract is the union of theirs."""
+    if any(not n.strip() for n in names):
+        raise PassSpecError(f"malformed pass pipeline {spec!r}: an empty part between '+' signs")
+    parts = []
+    for name in names:
+        try:
+            parts.append(load_pass(name.strip(), contract))
+        except PassSpecError as e:
+            raise PassSpecError(f"in pass pipeline {spec!r}: {e}") from None
+    return Pass(
+        spec,
+        Sequential(tuple(parts)),
+        union([p.contract for p in parts]),
+        PIPE.join(p.target for p in parts),
+        tuple(parts),
+    )

@@ -6,6 +6,7 @@ readable source of the module rather than a pickled object.
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import sys
 import types
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Union
 
 import torch
+from fxfuzz.core import custom_ops
 
 # op name -> (source template, arity); every op keeps float dtypes and broadcasts.
 PROGRAM_OPS: dict[str, tuple[str, int]] = {
@@ -33,6 +35,16 @@ PROGRAM_OPS: dict[str, tuple[str, int]] = {
     "mul": ("{0} * {1}", 2),
     "sub": ("{0} - {1}", 2),
     "matmul": ("{0} @ {1}", 2),
+    # fxfuzz's custom operators (fxfuzz.core.custom_ops), which the source then defines; not
+    # fxfuzz::cube, whose backward raises: generated programs must run backward eagerly.
+    "custom_scaled_mul": ("torch.ops.fxfuzz.scaled_mul({0}, {1})", 2),
+    "custom_split_sign": ("torch.ops.fxfuzz.split_sign({0})[0]", 1),
+    "custom_tanh_mask": ("torch.ops.fxfuzz.tanh_mask({0})[0]", 1),
+}
+# Ops on a size local (``Size``): {0} a tensor, {1} the size, {2} the factor it was read with.
+SIZE_OPS: dict[str, str] = {
+    "add_size": "{0} + {1}",
+    "view_size": "{0}.view({1} // {2}, *{0}.shape[1:])",
 }
 REDUCTIONS = ("sum", "mean")
 # Ops whose result may alias an operand: never the result of a cond branch.
@@ -46,6 +58,17 @@ class Op:
     out: str
     op: str
     args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Size:
+    """``out = <src>.shape[<dim>] * <factor>``: a size local (a SymInt where the dim is
+    dynamic), which ``SIZE_OPS`` then use, maybe in another grad region."""
+
+    out: str
+    src: str
+    dim: int
+    factor: int
 
 
 @dataclass(frozen=True)
@@ -100,7 +123,7 @@ class Cond:
     args: tuple[str, ...]
 
 
-Stmt = Union[Op, GradBlock, Autocast, SetGrad, StateUpdate, Call, Cond]
+Stmt = Union[Op, Size, GradBlock, Autocast, SetGrad, StateUpdate, Call, Cond]
 
 
 @dataclass(frozen=True)
@@ -152,7 +175,10 @@ class Program:
     """A random nn.Module: state, helper methods, submodules and a forward body.
 
     Every tensor has ``shape`` or is 0-d. ``ambient_grad`` is the grad mode checked first;
-    the program check runs under both modes.
+    the program check runs under both modes. A ``dynamic`` program exports every dim of its
+    inputs as one dynamic size: ``Dim("n", min=2, max=dim_max)``, or ``Dim.AUTO`` per dim
+    where ``dim_max`` is None; its state is then of size 1 in every dim (broadcast, so that
+    no static size specializes the symbol).
     """
 
     shape: tuple[int, ...]
@@ -166,6 +192,18 @@ class Program:
     ambient_grad: bool = True
     domain: str = "export"
     features: dict[str, object] = field(default_factory=dict)
+    dynamic: bool = False
+    dim_max: int | None = None
+
+    def other_sizes(self) -> tuple[int, ...]:
+        """Sizes other than the traced one, inside the Dim's range, that the end-to-end
+        check also runs the program at: the range's low end, one above the traced size and
+        the range's high end (the traced size plus 4 for ``Dim.AUTO``)."""
+        if not self.dynamic:
+            return ()
+        n = self.shape[0]
+        high = self.dim_max or n + 4
+        return tuple(dict.fromkeys(m for m in (2, n + 1, high) if m != n and 2 <= m <= high))
 
     def code(self) -> str:
         """The module's readable Python source."""
@@ -207,12 +245,20 @@ def from_data(d: Any) -> Any:
     return d
 
 
-_TYPES = {c.__name__: c for c in (Op, GradBlock, Autocast, SetGrad, StateUpdate, Call, Cond, Function, StateTensor, Submodule, Input, Program)}
+_TYPES = {c.__name__: c for c in (Op, Size, GradBlock, Autocast, SetGrad, StateUpdate, Call, Cond, Function, StateTensor, Submodule, Input, Program)}
 # Program data saved before StateTensor had its name (example databases) still loads.
 _TYPES["State"] = StateTensor
 
 
 # ---------------------------------------------------------------------------- source
+
+
+def pasted_source(module: types.ModuleType) -> str:
+    """A torch-only module's source for pasting into a standalone script: no docstring, no
+    fxfuzz imports."""
+    body = inspect.getsource(module).split('"""', 2)[2]
+    return "\n".join(line for line in body.splitlines() if not line.startswith("from fxfuzz")).strip()
+
 
 CLASS_NAME = "Program"
 _HEADER = '''import torch
@@ -227,7 +273,10 @@ def _t(seed, shape):
 
 def _statement(s: Stmt, indent: str) -> list[str]:
     if isinstance(s, Op):
-        return [f"{indent}{s.out} = {PROGRAM_OPS[s.op][0].format(*s.args)}"]
+        template = SIZE_OPS[s.op] if s.op in SIZE_OPS else PROGRAM_OPS[s.op][0]
+        return [f"{indent}{s.out} = {template.format(*s.args)}"]
+    if isinstance(s, Size):
+        return [f"{indent}{s.out} = {s.src}.shape[{s.dim}] * {s.factor}"]
     if isinstance(s, (GradBlock, Autocast)):
         if isinstance(s, Autocast):
             head = 'torch.autocast("cpu", dtype=torch.bfloat16)'
@@ -239,6 +288,8 @@ def _statement(s: Stmt, indent: str) -> list[str]:
     if isinstance(s, SetGrad):
         return [f"{indent}torch.set_grad_enabled({s.flag})"]
     if isinstance(s, StateUpdate):
+        if s.method.startswith("fxfuzz."):  # a custom operator mutating its first argument
+            return [f"{indent}torch.ops.{s.method}(self.{s.target}, {s.arg})"]
         return [f"{indent}self.{s.target}.{s.method}({s.arg})"]
     if isinstance(s, Call):
         return [f"{indent}{s.out} = self.{s.callee}({', '.join(s.args)})"]
@@ -278,11 +329,27 @@ def _returns(p: Program) -> str:
     return "(" + ", ".join(_output(o) for o in p.outputs) + ("," if len(p.outputs) == 1 else "") + ")"
 
 
+def _dynamic_shapes(p: Program) -> str:
+    """Source of ``dynamic_shapes()``: the ``dynamic_shapes`` argument of the export call."""
+    if not p.dynamic:
+        return "def dynamic_shapes():\n    return None"
+    dim = f'torch.export.Dim("n", min=2, max={p.dim_max})' if p.dim_max else "torch.export.Dim.AUTO"
+    spec = "{" + ", ".join(f"{d}: n" for d in range(len(p.shape))) + "}"
+    return f"def dynamic_shapes():\n    n = {dim}\n    return ({', '.join([spec] * len(p.inputs))},)"
+
+
+def _shape(ndim: int, size: str) -> str:
+    return "(" + ", ".join([size] * ndim) + ("," if ndim == 1 else "") + ")"
+
+
 def module_source(p: Program) -> str:
     """Readable source of the program: ``_t``, the submodule classes and class ``Program``,
-    plus ``example_inputs()``."""
-    shape = repr(p.shape)
-    parts = [_HEADER]
+    plus ``example_inputs(n)`` (inputs of size ``n`` in every dim), ``dynamic_shapes()`` and
+    ``other_sizes()``."""
+    ndim = len(p.shape)
+    # A dynamic program's state broadcasts (size 1), so it never pins the symbol.
+    shape = _shape(ndim, "1") if p.dynamic else repr(p.shape)
+    parts: list[str] = []
     for sub in p.submodules:
         cls = sub.name.capitalize()
         parts.append(
@@ -312,9 +379,14 @@ def module_source(p: Program) -> str:
     inputs = "".join(f", {x.name}" for x in p.inputs)
     forward = ["", f"    def forward(self{inputs}):", *_body(p.body, " " * 8), f"        return {_returns(p)}"]
     parts.append("\n".join([f"class {CLASS_NAME}(nn.Module):", *init, *methods, *forward]))
-    args = ", ".join(f"_t({x.seed}, {shape})" + (".requires_grad_()" if x.requires_grad else "") for x in p.inputs)
-    parts.append(f"def example_inputs():\n    return ({args},)")
-    return "\n\n\n".join(parts) + "\n"
+    size = _shape(ndim, "n")
+    args = ", ".join(f"_t({x.seed}, {size})" + (".requires_grad_()" if x.requires_grad else "") for x in p.inputs)
+    parts.append(f"def example_inputs(n={p.shape[0] if ndim else 1}):\n    return ({args},)")
+    parts.append(_dynamic_shapes(p))
+    parts.append(f"def other_sizes():\n    return {p.other_sizes()!r}")
+    # The custom operators it calls are defined in the source, so it runs with torch alone.
+    defines = [pasted_source(custom_ops)] if any("torch.ops.fxfuzz." in part for part in parts) else []
+    return "\n\n\n".join([_HEADER, *defines, *parts]) + "\n"
 
 
 # One fixed file name: frames in program code then bucket alike across programs.
@@ -322,8 +394,9 @@ PROGRAM_FILE = "<fxfuzz-program>"
 PROGRAM_MODULE = "fxfuzz_program"
 
 
-def load_program(p: Program) -> tuple[type[torch.nn.Module], Callable[[], tuple]]:
-    """Exec the program's source; return its module class and its ``example_inputs``.
+def load_program(p: Program) -> tuple[type[torch.nn.Module], Callable[..., tuple], Any]:
+    """Exec the program's source; return its module class, its ``example_inputs`` (called
+    with a size: the inputs at that size) and its ``dynamic_shapes()``.
 
     The source is registered with linecache (replacing the previous program's), so
     tracebacks and export's stack traces show the program's own lines.
@@ -335,4 +408,4 @@ def load_program(p: Program) -> tuple[type[torch.nn.Module], Callable[[], tuple]
     module = types.ModuleType(PROGRAM_MODULE)
     sys.modules[PROGRAM_MODULE] = module
     exec(compile(source, PROGRAM_FILE, "exec"), module.__dict__)
-    return getattr(module, CLASS_NAME), module.example_inputs
+    return getattr(module, CLASS_NAME), module.example_inputs, module.dynamic_shapes()

@@ -15,10 +15,12 @@ import importlib
 import math
 from typing import Any
 
+import sympy
 import torch
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.errors import SerializeError
-from fxfuzz.core.rebuild import meta_val, rebuild_graph_module, set_attr, tensor
+from fxfuzz.core.op_sources import define, op_sources
+from fxfuzz.core.rebuild import fake_mode, meta_val, rebuild_graph_module, set_attr, tensor
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export import graph_signature as gs
@@ -133,13 +135,25 @@ def decode_arg(a: Any, nodes: dict[str, fx.Node]) -> Any:
     return decoders[key](v)
 
 
+def encode_size(n: Any) -> Any:
+    """A size: an int, or a symbolic one as ``{"sym": sympy.srepr(expr)}`` (exact, and read
+    back by sympy alone)."""
+    if isinstance(n, torch.SymInt):
+        expr = n.node.expr
+        return int(expr) if expr.is_number else {"sym": sympy.srepr(expr)}
+    return n
+
+
 def encode_meta_val(v: Any) -> Any:
-    """``meta['val']``: tensors as their metadata, containers recursively, scalars as is."""
+    """``meta['val']``: tensors as their metadata (symbolic sizes as expressions), SymInts,
+    containers recursively, scalars as is."""
+    if isinstance(v, torch.SymInt):
+        return {"symint": encode_size(v)}
     if isinstance(v, torch.Tensor):
         return {
             "tensor": {
-                "shape": list(v.shape),
-                "stride": list(v.stride()),
+                "shape": [encode_size(n) for n in v.shape],
+                "stride": [encode_size(n) for n in v.stride()],
                 "dtype": str(v.dtype).removeprefix("torch."),
                 "device": str(v.device),
                 "requires_grad": v.requires_grad,
@@ -305,16 +319,51 @@ def decode_signature(d: dict[str, Any]) -> gs.ExportGraphSignature:
 # ---------------------------------------------------------------------------- cases
 
 
+def graph_targets(graph: dict[str, Any]) -> set[str]:
+    """The stored call targets of a serialized graph, nested graphs included."""
+    own = {n["target"] for n in graph["nodes"] if n["op"] == "call_function"}
+    return own.union(*(graph_targets(g) for g in graph.get("submodules", {}).values()))
+
+
+def _symints(v: Any) -> list[torch.SymInt]:
+    if isinstance(v, torch.SymInt):
+        return [v]
+    if isinstance(v, torch.Tensor):
+        return [n for n in (*v.shape, *v.stride()) if isinstance(n, torch.SymInt)]
+    if isinstance(v, (tuple, list)):
+        return [s for x in v for s in _symints(x)]
+    return []
+
+
+def encode_symbols(gm: fx.GraphModule) -> dict[str, dict[str, Any]]:
+    """Every size symbol the metas of ``gm`` (nested graphs included) use, by name: its traced
+    value and its range (``max`` None: unbounded)."""
+    symbols: dict[str, dict[str, Any]] = {}
+    for mod in gm.modules():
+        for n in mod.graph.nodes if isinstance(mod, fx.GraphModule) else ():
+            for s in _symints(n.meta.get("val")):
+                env = s.node.shape_env
+                for sym in s.node.expr.free_symbols:
+                    r = env.var_to_range[sym]
+                    upper = int(r.upper) if r.upper.is_Integer else None
+                    symbols[sym.name] = {"hint": int(env.backed_var_to_val[sym]), "min": int(r.lower), "max": upper}
+    return dict(sorted(symbols.items()))
+
+
 def case_to_dict(case: GraphCase) -> dict[str, Any]:
     """The whole case as JSON data (see the README's repro section for the format)."""
+    graph = encode_graph_module(case.gm)
     return {
         "format": FORMAT,
-        "graph": encode_graph_module(case.gm),
+        "custom_ops": op_sources(sorted(graph_targets(graph))),
+        "graph": graph,
         "signature": encode_signature(case.signature),
         "inputs": [encode_tensor(t) for t in case.inputs],
         "ambient_grad": case.ambient_grad,
         "domain": case.domain,
         "features": {k: v for k, v in case.features.items() if isinstance(v, (int, float, str, bool))},
+        "symbols": encode_symbols(case.gm),
+        "sizes": [dict(s) for s in case.sizes],
     }
 
 
@@ -323,7 +372,8 @@ def case_from_dict(d: Any) -> GraphCase:
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise SerializeError(f"not an fxfuzz case (expected \"format\": \"{FORMAT}\")")
     try:
-        fake = FakeTensorMode(allow_non_fake_inputs=True)
+        define(d.get("custom_ops", {}))
+        fake = fake_mode(d.get("symbols"))
         return GraphCase(
             gm=decode_graph_module(d["graph"], fake),
             signature=decode_signature(d["signature"]),
@@ -331,6 +381,7 @@ def case_from_dict(d: Any) -> GraphCase:
             ambient_grad=bool(d["ambient_grad"]),
             domain=str(d.get("domain", "export")),
             features=dict(d.get("features", {})),
+            sizes=tuple({str(k): int(v) for k, v in s.items()} for s in d.get("sizes", [])),
         )
     except SerializeError:
         raise

@@ -24,7 +24,7 @@ from fxfuzz.report.issue import issue_path
 from fxfuzz.repro.files import repro_stem
 
 # What makes two reports parts of one campaign: they must agree on all of these.
-IDENTITY = ("tool", "schema", "version", "torch_version", "python_version", "pass", "level", "domain", "device")
+IDENTITY = ("tool", "schema", "version", "torch_version", "python_version", "pass", "ops", "level", "domain", "device")
 # Fields every report.json has, with their types (what the merge and the renderers read):
 # a folder whose report lacks one is refused.
 _NONE = type(None)
@@ -180,8 +180,9 @@ def _check_compatible(inputs: list[tuple[str, dict[str, Any]]]) -> None:
 
 
 def _identity(report: dict[str, Any], key: str) -> Any:
-    # A report without "level" is a graph-level one; one without python_version predates it.
-    default = "graph" if key == "level" else "not recorded"
+    # A report without "level" is a graph-level one, one without "ops" drew no user operator;
+    # one without python_version predates it.
+    default = {"level": "graph", "ops": []}.get(key, "not recorded")
     return report.get(key, default)
 
 

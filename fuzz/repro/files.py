@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
-import inspect
 import json
 import keyword
 import os
@@ -21,12 +20,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fxfuzz.core import rebuild
+from fxfuzz.core import custom_ops, rebuild
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import DEVICES
 from fxfuzz.core.errors import SerializeError
-from fxfuzz.core.passes import import_spec, load_pass
-from fxfuzz.core.program import CLASS_NAME, Program, module_source
+from fxfuzz.core.passes import PIPE, import_spec, load_pass
+from fxfuzz.core.program import CLASS_NAME, Program, module_source, pasted_source
 from fxfuzz.core.serialize import case_from_dict, target_name
 from fxfuzz.oracles import program_runtime
 from fxfuzz.repro import standalone_check
@@ -35,18 +34,14 @@ _RESERVED = {"g", "fake", "root", "torch", "fx", "sys", "operator", "importlib",
 
 
 def absolute_spec(spec: str) -> str:
-    """A pass spec that still resolves from another directory (file paths made absolute)."""
+    """A pass spec that still resolves from another directory (file paths made absolute, in
+    each part of a pipeline)."""
+    if PIPE in spec:
+        return PIPE.join(absolute_spec(part) for part in spec.split(PIPE))
     where, sep, attr = spec.rpartition(":")
     if sep and (where.endswith(".py") or os.sep in where):
         return f"{os.path.abspath(where)}:{attr}"
     return spec
-
-
-def _import_parts(spec: str) -> tuple[str, str]:
-    """(module or .py path, attribute) the standalone repro imports the pass from."""
-    spec = import_spec(spec)
-    where, _, attr = spec.rpartition(":")
-    return where, attr
 
 
 # ---------------------------------------------------------------------------- writing
@@ -165,12 +160,6 @@ def _signature_source(sig: dict[str, Any], src: _Source) -> str:
     return "\n".join(["    signature = gs.ExportGraphSignature(", "    input_specs=[", *ins, "    ],", "    output_specs=[", *outs, "    ])"])
 
 
-def _pasted(module: Any) -> str:
-    """A torch-only module's source for pasting into a repro: no docstring, no fxfuzz imports."""
-    body = inspect.getsource(module).split('"""', 2)[2]
-    return "\n".join(line for line in body.splitlines() if not line.startswith("from fxfuzz")).strip()
-
-
 def graph_repro_source(doc: dict[str, Any]) -> str:
     """The standalone .py for a repro document (see ``repro_document``)."""
     case, finding = doc["case"], doc["finding"]
@@ -180,8 +169,10 @@ def graph_repro_source(doc: dict[str, Any]) -> str:
     signature = _signature_source(case["signature"], src)
     inputs = "\n".join(f"        {src.tensor(t)}," for t in case["inputs"])
     eliminates = "[" + ", ".join(src.target(t) for t in doc["eliminates"]) + "]"
-    where, attr = _import_parts(doc["pass"])
-    check = _pasted(rebuild) + "\n\n" + _pasted(standalone_check).split('\nif __name__ == "__main__":')[0]
+    check = pasted_source(rebuild) + "\n\n" + pasted_source(standalone_check).split('\nif __name__ == "__main__":')[0]
+    if case.get("custom_ops"):
+        # The custom operators the graph calls: fxfuzz's own pasted, a user's imported.
+        check += f"\n\n{pasted_source(custom_ops)}\n\n\ndefine_missing({case['custom_ops']!r})"
     imports = "\n".join(f"import {m}" for m in sorted(src.imports))
     message = f"[{finding['oracle']}/{finding['kind']}] {finding['message']}"
     return f'''"""fxfuzz repro {doc["bucket"]}: {message}
@@ -194,13 +185,15 @@ result. Needs only torch: `python {repro_stem(doc["bucket"])}.py` exits 1 while 
 {check.strip()}
 
 import torch.export.graph_signature as gs
-from torch._subclasses.fake_tensor import FakeTensorMode
 
-PASS = ({where!r}, {attr!r})
+PASS = {import_spec(doc["pass"])!r}  # import specs, several joined by + for a pipeline
 PASS_SPEC = {doc["pass"]!r}  # how fxfuzz names the pass (`fxfuzz repro` reads it)
 EXPECTED = {message!r}
 AMBIENT_GRAD = {case["ambient_grad"]!r}
 DEVICE = {doc.get("device", "cpu")!r}  # where the campaign verified; the checks below run on CPU
+# Size symbols of the metas (traced value, range) and the other sizes the checks also run at.
+SYMBOLS = {case.get("symbols", {})!r}
+SIZES = {case.get("sizes", [])!r}
 
 
 {chr(10).join(chr(10) * 2 + f for f in functions).strip()}
@@ -208,7 +201,7 @@ DEVICE = {doc.get("device", "cpu")!r}  # where the campaign verified; the checks
 
 def build_case():
     """(graph module, signature, inputs in signature order, ambient grad mode)."""
-    gm = build_graph(FakeTensorMode(allow_non_fake_inputs=True))
+    gm = build_graph(fake_mode(SYMBOLS))
 {signature}
     inputs = (
 {inputs}
@@ -217,7 +210,7 @@ def build_case():
 
 
 if __name__ == "__main__":
-    sys.exit(main(build_case, *PASS, {eliminates}, EXPECTED, DEVICE))
+    sys.exit(main(build_case, PASS, {eliminates}, EXPECTED, DEVICE, SIZES))
 '''
 
 
@@ -330,7 +323,8 @@ def _load_py(path: str) -> Repro:
         spec_ = module.PASS_SPEC
     except Exception as e:
         raise SerializeError(f"{path} is not a working fxfuzz repro: {type(e).__name__}: {e}") from None
-    case = GraphCase(gm=gm, signature=signature, inputs=tuple(inputs), ambient_grad=ambient, domain="repro")
+    sizes = tuple(dict(s) for s in getattr(module, "SIZES", ()))
+    case = GraphCase(gm=gm, signature=signature, inputs=tuple(inputs), ambient_grad=ambient, domain="repro", sizes=sizes)
     return Repro(case, spec_, {"message": getattr(module, "EXPECTED", "")}, _device(path, getattr(module, "DEVICE", "cpu")))
 
 
@@ -360,12 +354,13 @@ def write_program_repro(directory: str, bucket: str, message: str, program: Prog
 def program_repro_source(p: Program, message: str = "") -> str:
     """A standalone script (needs only torch): the module source, then the export call and
     the end-to-end comparison under both grad modes. It exits 1 while they disagree."""
-    check = _pasted(program_runtime)
+    check = pasted_source(program_runtime)
     header = f"fxfuzz program-level repro: {message}" if message else "fxfuzz program-level repro"
     return f'''"""{header}
 
-Exports class Program with torch.export (non-strict), then calls ep.module() and the eager
-module under each grad mode and compares outputs, requires_grad, gradients, the module's
+Exports class Program with torch.export (non-strict, with dynamic_shapes()), then calls
+ep.module() and the eager module under each grad mode (at the traced size and at each of
+other_sizes()) and compares outputs, requires_grad, gradients, the module's
 state and the grad mode left behind; with fxfuzz installed it also checks the graph export
 hands the set-grad pass. Exit status 1 while anything disagrees, 0 once all agree.
 """
@@ -376,5 +371,5 @@ hands the set-grad pass. Exit status 1 while anything disagrees, 0 once all agre
 
 
 if __name__ == "__main__":
-    sys.exit(main({CLASS_NAME}, example_inputs))
+    sys.exit(main({CLASS_NAME}, example_inputs, dynamic_shapes(), other_sizes()))
 '''

@@ -13,11 +13,24 @@ import sys
 import traceback
 
 import torch
+from fxfuzz.core.rebuild import inputs_at
 from torch import fx
 
 
-def load_pass(where, attr):
-    """The pass: ``where`` is a module name or a .py path, ``attr`` a dotted attribute."""
+def load_pass(spec):
+    """The pass an import spec names: ``where:attr`` (``where`` a module name or a .py path,
+    ``attr`` a dotted attribute), or several joined by ``+``, run in sequence."""
+    parts = [_load_one(*part.rsplit(":", 1)) for part in spec.split("+")]
+
+    def pipeline(gm, signature):
+        for part in parts:
+            gm, signature = part(gm, signature)
+        return gm, signature
+
+    return parts[0] if len(parts) == 1 else pipeline
+
+
+def _load_one(where, attr):
     if where.endswith(".py"):
         spec = importlib.util.spec_from_file_location("repro_pass_module", where)
         module = importlib.util.module_from_spec(spec)
@@ -205,8 +218,9 @@ def _apply(pass_fn, build_case, times):
         torch.set_grad_enabled(before)
 
 
-def problems(build_case, pass_fn, eliminates):
-    """Every check the transformed graph fails, as one line each."""
+def problems(build_case, pass_fn, eliminates, sizes=()):
+    """Every check the transformed graph fails, as one line each; at the traced sizes, then
+    the values and gradients at each of ``sizes`` (assignments of the symbolic sizes)."""
     gm, _, inputs, ambient = build_case()
     try:
         new, new_sig = _apply(pass_fn, build_case, 1)
@@ -235,10 +249,19 @@ def problems(build_case, pass_fn, eliminates):
         found += [f"idempotence: after a second application: {p}" for p in _diff(ref, _run(twice, inputs, ambient))]
     except Exception as e:
         found.append(f"idempotence: the second application raised {type(e).__name__}: {e}")
+    for i, at in enumerate(sizes, 1):
+        resized = inputs_at(gm, inputs, at, seed=i)
+        label = ", ".join(f"{k}={v}" for k, v in sorted(at.items()))
+        (ref, ref_err), (got, got_err) = _attempt(gm, resized, ambient), _attempt(new, resized, ambient)
+        if ref_err is not None or got_err is not None:
+            found += [f"equivalence at sizes {label}: {p}" for p in _raised(ref_err, got_err)]
+            continue
+        found += [f"equivalence at sizes {label}: {p}" for p in _diff(ref, got)]
+        found += [f"gradients at sizes {label}: {p}" for p in _gradients(ref, got)]
     return found
 
 
-def _full_oracles(build_case, pass_fn, device):
+def _full_oracles(build_case, pass_fn, device, sizes):
     """fxfuzz's own oracles on ``device``, when fxfuzz is importable here and the device is
     present: the exact verdict. None otherwise."""
     try:
@@ -249,19 +272,20 @@ def _full_oracles(build_case, pass_fn, device):
     if device == "cuda" and not torch.cuda.is_available():
         return None
     gm, sig, inputs, ambient = build_case()
-    return [str(f) for f in verify(GraphCase(gm, sig, tuple(inputs), ambient), pass_fn, device=device)]
+    case = GraphCase(gm, sig, tuple(inputs), ambient, sizes=tuple(sizes))
+    return [str(f) for f in verify(case, pass_fn, device=device)]
 
 
-def main(build_case, pass_where, pass_attr, eliminates, expected, device="cpu"):
+def main(build_case, pass_spec, eliminates, expected, device="cpu", sizes=()):
     """Run the check; exit status 1 while it fails, 0 once the pass is fixed, 2 when a finding
     seen on ``device`` cannot be judged here (the compact checks run on CPU only)."""
     faulthandler.enable()  # a pass that crashes the process still shows where
     print(f"expected finding: {expected}", flush=True)
-    pass_fn = load_pass(pass_where, pass_attr)
-    found = problems(build_case, pass_fn, eliminates)
+    pass_fn = load_pass(pass_spec)
+    found = problems(build_case, pass_fn, eliminates, sizes)
     for line in found:
         print(f"FAIL {line}")
-    full = _full_oracles(build_case, pass_fn, device)
+    full = _full_oracles(build_case, pass_fn, device, sizes)
     for line in full or []:
         print(f"FAIL (fxfuzz oracles) {line}")
     found += full or []

@@ -33,11 +33,14 @@ from typing import Any
 
 import torch
 from fxfuzz.campaign.engine import CampaignResult, run_campaign
+from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.passes import PassFn, identity_pass, load_pass
 from fxfuzz.oracles import verify
+from fxfuzz.oracles.stages import set_stage_share
 from fxfuzz.oracles.timing import collecting
 from fxfuzz.strategies import graph_cases
+from fxfuzz.strategies.custom import op_specs, register_first
 
 DEFAULT_GRAPHS = 200
 WARMUP = 5
@@ -162,7 +165,10 @@ def child_main() -> None:
     say ``ready``, wait for ``go`` on stdin, run the loop, print its rate and peak RSS."""
     import_from_cwd()
     cfg = json.loads(sys.argv[1])
+    for specs in cfg["ops"]:
+        register_first(specs)
     pass_fn = load_pass(cfg["pass"])
+    set_stage_share(cfg["stage_share"])
     harness_loop(WARMUP, cfg["seed"] + 7919, pass_fn)  # imports, first-call caches
     print("ready", flush=True)
     sys.stdin.readline()
@@ -170,13 +176,14 @@ def child_main() -> None:
     print(json.dumps({"examples_per_s": result.examples_per_s, "peak_rss_mb": _peak_rss_mb()}), flush=True)
 
 
-def parallel_rate(pass_spec: str, workers: int, graphs: int, seed: int) -> tuple[float, float]:
+def parallel_rate(pass_spec: str, workers: int, graphs: int, seed: int, stage_share: float = DEFAULT_STAGE_SHARE) -> tuple[float, float]:
     """Summed examples per second of ``workers`` processes running the loop at the same time
     (started together once all are warm), and their largest peak RSS in MB."""
     code = "from fxfuzz.tools.bench import child_main; child_main()"
+    ops = op_specs()  # the user operators of this process's op table, for each child to draw
     procs = [
         subprocess.Popen(
-            [sys.executable, "-P", "-c", code, json.dumps({"pass": pass_spec, "graphs": graphs, "seed": seed + i})],
+            [sys.executable, "-P", "-c", code, json.dumps({"pass": pass_spec, "ops": ops, "graphs": graphs, "seed": seed + i, "stage_share": stage_share})],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -244,9 +251,18 @@ def _peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def run_bench(graphs: int = DEFAULT_GRAPHS, seed: int = 0, workers: int = 2, pass_spec: str = "set_grad", profile: bool = False) -> BenchResult:
-    """Measure the pass, the harness loop and the worker speed-up on one population."""
+def run_bench(
+    graphs: int = DEFAULT_GRAPHS,
+    seed: int = 0,
+    workers: int = 2,
+    pass_spec: str = "set_grad",
+    profile: bool = False,
+    stage_share: float = DEFAULT_STAGE_SHARE,
+) -> BenchResult:
+    """Measure the pass, the harness loop and the worker speed-up on one population, with
+    ``stage_share`` of the examples through the export stages (0: none)."""
     pass_fn = load_pass(pass_spec)
+    set_stage_share(stage_share)
     cases = population(graphs, seed)
     nodes = statistics.median(c.compute_nodes() for c in cases)
     pass_times, pass_cpu = zip(*pass_times_ms(cases, pass_fn))
@@ -265,7 +281,7 @@ def run_bench(graphs: int = DEFAULT_GRAPHS, seed: int = 0, workers: int = 2, pas
         profiler.disable()
     rates, rss = {}, [_peak_rss_mb()]
     for k in sorted({1, workers}):
-        rates[k], peak = parallel_rate(pass_spec, k, graphs, seed)
+        rates[k], peak = parallel_rate(pass_spec, k, graphs, seed, stage_share)
         rss.append(peak)
     speedup = round(rates[workers] / rates[1], 2) if workers > 1 and rates[1] > 0 else None
     return BenchResult(

@@ -19,12 +19,13 @@ import ast
 import copy
 import importlib
 import inspect
+import textwrap
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from fxfuzz.core.passes import REGISTRY
+from fxfuzz.core.passes import REGISTRY, Sequential
 
 
 def _targets(pass_name: str) -> dict[str, tuple[str, ...] | None]:
@@ -150,14 +151,36 @@ def _mutated_def(fn: ast.FunctionDef, mutant: Mutant) -> ast.FunctionDef:
     raise ValueError(f"mutant {mutant.id} does not match the installed source")
 
 
-def load_pass_variant(pass_name: str = "set_grad", mutant: Mutant | None = None) -> Callable[..., Any]:
-    """The pass with ``mutant`` applied (or an unmutated fresh copy when None)."""
+@dataclass(frozen=True)
+class SourceEdit:
+    """A hand-written change to one function: the text ``old`` of its installed source, which
+    must occur exactly once, replaced by ``new`` (to put a historical version back)."""
+
+    module: str
+    function: str
+    old: str
+    new: str
+
+    def apply(self, fn: ast.FunctionDef) -> ast.FunctionDef:
+        """``fn`` (the installed definition) with the edit made, at the same line numbers."""
+        source = textwrap.dedent(inspect.getsource(getattr(importlib.import_module(self.module), self.function)))
+        if source.count(self.old) != 1:
+            raise ValueError(f"edit of {self.module}.{self.function} does not match the installed source")
+        edited = ast.parse(source.replace(self.old, self.new)).body[0]
+        ast.increment_lineno(edited, fn.lineno - 1)
+        return edited  # type: ignore[return-value]
+
+
+def load_pass_variant(pass_name: str = "set_grad", mutant: Mutant | SourceEdit | None = None) -> Callable[..., Any]:
+    """The registered pass with ``mutant`` applied (or an unmutated fresh copy when None); for
+    a registered pipeline, its parts in sequence, all reading the same mutated helpers."""
     fresh: dict[str, types.ModuleType] = {}
     originals: dict[int, tuple[str, str]] = {}  # id(real function) -> (module, name)
     for module_name, names in _targets(pass_name).items():
         module, defs = _function_defs(module_name, names)
         if mutant is not None and mutant.module == module_name:
-            defs = [_mutated_def(d, mutant) if d.name == mutant.function else d for d in defs]
+            change = mutant.apply if isinstance(mutant, SourceEdit) else (lambda d: _mutated_def(d, mutant))
+            defs = [change(d) if d.name == mutant.function else d for d in defs]
         new = types.ModuleType(module_name)
         new.__dict__.update(module.__dict__)
         code = compile(
@@ -177,5 +200,6 @@ def load_pass_variant(pass_name: str = "set_grad", mutant: Mutant | None = None)
             if id(value) in originals and inspect.isfunction(value):
                 where, name = originals[id(value)]
                 setattr(new, attr, getattr(fresh[where], name))
-    row = REGISTRY[pass_name]
-    return getattr(fresh[row.module], row.attr)
+    # A pipeline runs each part's fresh copy, so a mutated shared helper reaches every part.
+    parts = tuple(getattr(fresh[row.module], row.attr) for row in REGISTRY[pass_name].parts)
+    return parts[0] if len(parts) == 1 else Sequential(parts)

@@ -71,13 +71,19 @@ def load_equivalent(path: str = EQUIVALENT_FILE) -> dict[str, str]:
 
 
 def run_mutant(
-    mutant: Mutant, corpus: list, budget_s: float, seed_: int = 0, domain: str = "both", stop: Callable[[], bool] | None = None
+    mutant: Mutant,
+    corpus: list,
+    budget_s: float,
+    seed_: int = 0,
+    domain: str = "both",
+    stop: Callable[[], bool] | None = None,
+    pass_name: str = "set_grad",
 ) -> MutantResult:
-    """Gate one mutant against the real pass until the first regression or ``budget_s``, with
-    fresh cases of ``domain``; ``stop()`` turning true ends the gate early (the mutant then
-    reads as survived: the caller drops it)."""
-    baseline = load_pass("set_grad")
-    mutated = load_pass_variant("set_grad", mutant)
+    """Gate one mutant of the registered pass ``pass_name`` against the real pass until the
+    first regression or ``budget_s``, with fresh cases of ``domain``; ``stop()`` turning true
+    ends the gate early (the mutant then reads as survived: the caller drops it)."""
+    baseline = load_pass(pass_name)
+    mutated = load_pass_variant(pass_name, mutant)
     kills: list[str] = []
 
     def candidate(gm: object, sig: object) -> object:

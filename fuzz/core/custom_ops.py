@@ -1,0 +1,154 @@
+"""fxfuzz's own custom operators (namespace ``fxfuzz``), registered at import.
+
+Graphs in the wild call operators whose autograd is registered rather than derived, so graph
+cases and programs call these (``fxfuzz.strategies.custom``). Each has a fake implementation,
+so metas come from fake propagation as for ATen ops. Torch only: standalone repros and
+program sources paste this file's code (everything after this docstring) to define the
+operators they call, and ``define_ops`` does nothing where they already exist (a repro
+loaded into a process that imported fxfuzz).
+
+- ``fxfuzz::scaled_mul(x, y)`` = ``2*x*y``: ``torch.library.custom_op`` with
+  ``register_autograd``; its ``setup_context`` saves both inputs.
+- ``fxfuzz::split_sign(x)`` = ``(|x|, sign(x))``: the sign is marked non-differentiable and
+  grads are not materialized, so backward sees ``None`` for an unused output.
+- ``fxfuzz::add_half_(x, y)``: ``x += y/2`` in place (``mutates_args``), returns nothing;
+  no autograd formula.
+- ``fxfuzz::cube(x)`` = ``x**3``: no autograd formula; backward through it raises.
+- ``fxfuzz::tanh_mask(x)`` = ``(tanh(x), x > 0)``: the older ``torch._custom_op`` API,
+  ``impl_save_for_backward`` and ``impl_backward(output_differentiability=[True, False])``
+  (whose generated ``autograd.Function`` calls ``mark_non_differentiable``); its forward
+  raises under grad mode on an input that requires grad until the backward is registered.
+"""
+
+import importlib
+import importlib.util
+import sys
+import warnings
+
+import torch
+from torch import Tensor
+
+
+def _scaled_mul_ops():
+    @torch.library.custom_op("fxfuzz::scaled_mul", mutates_args=())
+    def scaled_mul(x: Tensor, y: Tensor) -> Tensor:
+        return x * y * 2
+
+    @scaled_mul.register_fake
+    def _(x, y):
+        return torch.empty(torch.broadcast_shapes(x.shape, y.shape), dtype=torch.result_type(x, y), device=x.device)
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        # Broadcast operands get their gradient summed back to their own shape.
+        return (grad * y * 2).sum_to_size(x.shape), (grad * x * 2).sum_to_size(y.shape)
+
+    scaled_mul.register_autograd(backward, setup_context=setup_context)
+
+
+def _split_sign_ops():
+    @torch.library.custom_op("fxfuzz::split_sign", mutates_args=())
+    def split_sign(x: Tensor) -> tuple[Tensor, Tensor]:
+        return x.abs(), x.sign()
+
+    @split_sign.register_fake
+    def _(x):
+        return torch.empty_like(x), torch.empty_like(x)
+
+    def setup_context(ctx, inputs, output):
+        ctx.mark_non_differentiable(output[1])
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(output[1])
+
+    def backward(ctx, grad_abs, grad_sign):
+        (sign,) = ctx.saved_tensors
+        return None if grad_abs is None else grad_abs * sign
+
+    split_sign.register_autograd(backward, setup_context=setup_context)
+
+
+def _mutating_and_plain_ops():
+    @torch.library.custom_op("fxfuzz::add_half_", mutates_args=("x",))
+    def add_half_(x: Tensor, y: Tensor) -> None:
+        x.add_(y, alpha=0.5)
+
+    @add_half_.register_fake
+    def _(x, y):
+        return None
+
+    @torch.library.custom_op("fxfuzz::cube", mutates_args=())
+    def cube(x: Tensor) -> Tensor:
+        return x * x * x
+
+    @cube.register_fake
+    def _(x):
+        return torch.empty_like(x)
+
+
+def _legacy_ops():
+    try:
+        from torch._custom_op.impl import custom_op
+    except ImportError:  # a torch without the old API: the other operators still exist
+        return
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the API is deprecated; graphs still use it
+
+        @custom_op("fxfuzz::tanh_mask")
+        def tanh_mask(x: Tensor) -> tuple[Tensor, Tensor]: ...
+
+    @tanh_mask.impl("cpu")
+    def _(x):
+        t = torch.tanh(x)
+        return t, (x > 0).to(x.dtype)
+
+    @tanh_mask.impl_abstract()
+    def _(x):
+        return torch.empty_like(x), torch.empty_like(x)
+
+    # torch 2.13.0's custom_op registers its Autograd indirection kernel without setting this
+    # flag, so impl_save_for_backward would refuse: "already has an Autograd kernel".
+    tanh_mask._registered_autograd_kernel_indirection = True
+
+    @tanh_mask.impl_save_for_backward()
+    def _(inputs, output):
+        return output[0]
+
+    @tanh_mask.impl_backward(output_differentiability=[True, False])
+    def _(ctx, saved, grad_t, grad_mask):
+        return {"x": grad_t * (1 - saved * saved)}
+
+
+def define_ops():
+    """Register the ``fxfuzz::`` operators unless this process already has them."""
+    if hasattr(torch.ops.fxfuzz, "scaled_mul"):
+        return
+    _scaled_mul_ops()
+    _split_sign_ops()
+    _mutating_and_plain_ops()
+    _legacy_ops()
+
+
+define_ops()
+
+
+def define_missing(sources):
+    """Import the source (a module name or a .py file) of each operator ``ns::name`` in
+    ``sources`` that this process does not have yet."""
+    for qualname, source in sources.items():
+        ns, _, name = qualname.partition("::")
+        if hasattr(getattr(torch.ops, ns), name):
+            continue
+        if source.endswith(".py"):
+            module_name = "fxfuzz_ops_" + source.rpartition("/")[2][:-3]
+            spec = importlib.util.spec_from_file_location(module_name, source)
+            if spec is None:
+                raise ImportError(f"no such file: {source}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            spec.loader.exec_module(module)
+        else:
+            importlib.import_module(source)

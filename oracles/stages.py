@@ -1,0 +1,195 @@
+"""What torch.export does with the pass's output, stage by stage: the result must go through
+every stage users run on an ExportedProgram and keep its meaning there.
+
+The stages: ``ep.module()`` (unlifting), ``ep.run_decompositions()`` (default table, then
+``module()``), a ``torch.export.save``/``load`` round trip in memory (then ``module()``), and
+``torch.export.unflatten``. Only what the pass can be blamed for counts: the original graph
+goes through the same stage, and a stage that raises on the result but not on the original
+(``<stage>_raised``), or whose module behaves differently from the same stage's module of the
+original (``<stage>_changes_meaning``), is a finding, even when the root cause lies in torch's
+stage code (the message names the stage).
+
+Compared, on the user inputs under the case's ambient grad mode: output values (exactly where
+the stage keeps the graph's ops; after decompositions, which replace ops by others computing
+in another order, within ``fxfuzz.oracles.tolerance.TOLERANCES``), the module's buffers after
+the call (buffer mutations), and where the stage keeps autograd (all but decompositions, whose
+result ``module()`` runs as the decomposed inference graph) each output's requires_grad and
+the gradients of the inputs and parameters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+from fxfuzz.core.case import clone_input
+from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
+from fxfuzz.oracles.equivalence import compare_value
+from fxfuzz.oracles.execute import release_frames
+from fxfuzz.oracles.exported import exported_program
+from fxfuzz.oracles.finding import Finding
+from fxfuzz.oracles.program_runtime import observe_module
+from torch import fx
+from torch.export import ExportedProgram
+from torch.export.graph_signature import ExportGraphSignature, InputKind
+
+
+def _save_load(ep: ExportedProgram) -> torch.nn.Module:
+    buffer = io.BytesIO()
+    torch.export.save(ep, buffer)
+    buffer.seek(0)
+    return torch.export.load(buffer).module()
+
+
+# stage -> (what it makes of an ExportedProgram, whether values stay exact and autograd kept)
+STAGES: dict[str, tuple[Callable[[ExportedProgram], torch.nn.Module], bool]] = {
+    "module": (lambda ep: ep.module(), True),
+    "run_decompositions": (lambda ep: ep.run_decompositions().module(), False),
+    "save_load": (_save_load, True),
+    "unflatten": (lambda ep: torch.export.unflatten(ep), True),
+}
+# Decompositions cost about four times the other three stages together (1.4 s of 1.7 s per
+# example, both graphs), so they take a fifth of the share: the same cost buys the cheap
+# stages three times the examples.
+_RATE = {"run_decompositions": 0.2}
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
+
+
+def _exported(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[Any]) -> ExportedProgram | None:
+    """The ExportedProgram of ``gm`` over copies of ``inputs`` (a stage's call mutates its
+    buffers); None when its constructor rejects it (the rejection of a result is the
+    signature oracle's ``export_verifier_rejects``)."""
+    try:
+        return exported_program(gm, sig, [clone_input(v) for v in inputs])
+    except Exception:
+        return None
+
+
+def _observe(stage: str, ep: ExportedProgram, users: Sequence[Any], ambient: bool) -> tuple[dict[str, Any] | None, BaseException | None]:
+    """The stage's module of ``ep`` called on the user inputs (``observe_module``), or what
+    the stage or the call raised."""
+    make, _ = STAGES[stage]
+    try:
+        seen = observe_module(make(ep), users, ambient)
+    except Exception as e:
+        return None, release_frames(e)
+    if seen["error"] is not None:
+        return None, release_frames(seen["error"])
+    return seen, None
+
+
+def _differences(stage: str, ref: dict[str, Any], got: dict[str, Any]) -> list[str]:
+    """How ``got`` (the result's module) differs from ``ref`` (the original's), as messages."""
+    _, exact = STAGES[stage]
+    if ref["structure"] != got["structure"] or len(ref["leaves"]) != len(got["leaves"]):
+        return [f"outputs {ref['structure']} became {got['structure']}"]
+    found = []
+    for i, (a, b) in enumerate(zip(ref["leaves"], got["leaves"])):
+        found += compare_value(f"output {i}", a, b, exact)
+    for k, a in ref["state"].items():
+        found += compare_value(f"buffer or parameter {k} after the call", a, got["state"].get(k), exact)
+    messages = [f.message for f in found if exact or f.kind != "requires_grad_mismatch" and not f.kind.startswith("grad_fn")]
+    if exact:
+        if (ref["backward_error"] is None) != (got["backward_error"] is None):
+            messages.append(f"backward raised {got['backward_error']!r} where the original's raised {ref['backward_error']!r}")
+        for k, a in ref["grads"].items():
+            b = got["grads"].get(k)
+            if (a is None) != (b is None):
+                messages.append(f"gradient of {k}: {'none' if a is None else 'one'} became {'none' if b is None else 'one'}")
+            elif a is not None:
+                messages += [f"gradient of {f.message}" for f in compare_value(k, a, b) if f.kind != "requires_grad_mismatch"]
+    return messages
+
+
+def check_stages(
+    gm: fx.GraphModule,
+    sig: ExportGraphSignature | None,
+    original_gm: fx.GraphModule,
+    original_sig: ExportGraphSignature,
+    inputs: Sequence[Any],
+    ambient: bool,
+    stages: Sequence[str] = tuple(STAGES),
+) -> list[Finding]:
+    """A finding for each of ``stages`` that raises on the result, or makes it behave unlike
+    the same stage makes the original, where the stage works on the original."""
+    if sig is None:
+        return []  # reported as signature_missing
+    users = [v for s, v in zip(original_sig.input_specs, inputs) if s.kind == InputKind.USER_INPUT]
+    findings = []
+    for stage in stages:
+        # Each side's ExportedProgram afresh for each stage: a call of one stage's module
+        # updates the buffers the next would start from.
+        original_ep = _exported(original_gm, original_sig, inputs)
+        ep = _exported(gm, sig, inputs) if original_ep is not None else None
+        if original_ep is None or ep is None:
+            return findings
+        ref, ref_error = _observe(stage, original_ep, users, ambient)
+        if ref_error is not None:
+            continue  # the stage fails on the original: nothing here is the pass's doing
+        got, error = _observe(stage, ep, users, ambient)
+        if error is not None:
+            findings.append(
+                Finding(
+                    "downstream",
+                    f"{stage}_raised",
+                    f"torch.export's {stage} stage raised on the result ({_first_line(error)}) but not on the "
+                    "original: the pass's output is what the stage cannot handle",
+                    {"stage": stage, "exception": type(error).__name__},
+                )
+            )
+            continue
+        diffs = _differences(stage, ref, got)  # type: ignore[arg-type]
+        if diffs:
+            findings.append(
+                Finding(
+                    "downstream",
+                    f"{stage}_changes_meaning",
+                    f"after torch.export's {stage} stage the result behaves unlike the original after the same "
+                    f"stage (the pass's output is blamed, whichever code is at fault): {diffs[0]}",
+                    {"stage": stage, "differences": diffs[:5]},
+                )
+            )
+    return findings
+
+
+# The share of examples ``verify`` takes through the stages (they cost about ten times the
+# rest of an example; see docs/oracles.md), and whether every example goes through them now.
+_SHARE = {"share": DEFAULT_STAGE_SHARE, "forced": False}
+
+
+def set_stage_share(share: float) -> None:
+    """Take the deterministic share ``share`` (0 to 1) of examples through the stages."""
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"the stage share must lie between 0 and 1, got {share}")
+    _SHARE["share"] = share
+
+
+@contextlib.contextmanager
+def stages_forced(forced: bool = True) -> Iterator[None]:
+    """Every example goes through the stages inside (while a downstream bucket shrinks, so
+    every shrink attempt is judged alike)."""
+    before = _SHARE["forced"]
+    _SHARE["forced"] = forced or before
+    try:
+        yield
+    finally:
+        _SHARE["forced"] = before
+
+
+def stages_selected(case_code: str, ambient: bool) -> tuple[str, ...]:
+    """The stages the case (its graph code and ambient grad mode) goes through: a hash of it
+    against the share (a fifth of it for decompositions), so replays and shrink attempts of
+    a case decide alike; every stage while forced."""
+    if _SHARE["forced"]:
+        return tuple(STAGES)
+    digest = hashlib.sha1(f"{ambient}|{case_code}".encode()).digest()
+    h = int.from_bytes(digest[:4], "big") / 2**32
+    return tuple(s for s in STAGES if h < _SHARE["share"] * _RATE.get(s, 1.0))

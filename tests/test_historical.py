@@ -1,0 +1,34 @@
+"""Every fixed set-grad defect of torch put back (tests/historical_passes.py) is rejected by a
+default-settings `fxfuzz gate` within 30 s (docs/gate-and-mutation.md#historical-defects)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import historical_passes as hp
+import pytest
+from fxfuzz.tools.mutants import SourceEdit, load_pass_variant
+from test_gate import fxfuzz
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.mark.parametrize("name", sorted(hp.EDITS))
+def test_default_gate_rejects_the_historical_defect_within_30_s(name, tmp_path):
+    spec = os.path.join(HERE, "historical_passes.py") + ":" + name
+    # Default baseline (set_grad), domain (both) and workers; one fresh case keeps the test short:
+    # the corpus, judged first, is where each defect shows.
+    r = fxfuzz("gate", "--candidate", spec, "--max-examples", "1", "--report-dir", str(tmp_path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert (report["baseline"], report["domain"]) == ("set_grad", "both")
+    found_in_corpus = [line for line in r.stdout.splitlines() if "REGRESSION" in line and "on a fresh case" not in line]
+    # Found on a corpus case, so within the corpus's time: every corpus case is judged by then.
+    assert found_in_corpus and report["corpus_s"] < 30, r.stdout
+
+
+def test_an_edit_that_does_not_match_the_installed_source_is_refused():
+    edit = SourceEdit(hp.EDITS["pr125133_output_names_not_synced"].module, "_sequential_split_and_maybe_inline_subgraphs_helper", "no such text", "")
+    with pytest.raises(ValueError, match="does not match the installed source"):
+        load_pass_variant("set_grad", edit)
