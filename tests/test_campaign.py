@@ -142,10 +142,12 @@ def test_known_buckets_are_counted_but_not_shrunk():
 
 
 def test_a_default_campaign_finds_a_result_export_cannot_save():
-    """With the default stage share (2 in 100 examples through the stages, deterministic
-    per case) a pass whose every result torch.export.save refuses shows as downstream/
-    save_load_raised within a few hundred examples, and shrinks (every shrink attempt goes
-    through the stages)."""
+    """With the default stage share (2 in 100 examples through the stages, deterministic per
+    case) a pass whose every result torch.export.save refuses shows as downstream/
+    save_load_raised within a default 90 s campaign, whether an example or a shrink attempt
+    of another bucket shows it first. Measured on 2026-11-25 (quiet 2-core development
+    machine): at the 143rd example, after 23 s. Wall time on shared machines is noise, so the
+    test bounds examples (400, about what 90 s holds there), with a 600 s ceiling."""
     import broken_passes as bp
 
     found = []
@@ -154,11 +156,50 @@ def test_a_default_campaign_finds_a_result_export_cannot_save():
         if b.finding.oracle == "downstream" and b not in found:
             found.append(b)
 
-    # Stops once the bucket has shrunk as far as asserted below (a bucket's case shrinks in place).
-    result = run_campaign(
-        bp.unsaveable, budget_s=300, max_examples=300, seed_=0, max_shrink_s=10,
-        on_bucket=on_bucket, stop=lambda: bool(found) and found[0].graph_nodes <= 5,
-    )  # fmt: skip
+    result = run_campaign(bp.unsaveable, budget_s=600, max_examples=400, seed_=0, max_shrink_s=10, on_bucket=on_bucket, stop=lambda: bool(found))
     found = [b for b in result.buckets.values() if b.finding.oracle == "downstream"]
     assert [b.finding.kind for b in found] == ["save_load_raised"], [str(b.finding) for b in result.buckets.values()]
-    assert found[0].graph_nodes <= 5
+
+
+def test_a_downstream_bucket_shrinks_with_every_attempt_through_the_stages():
+    """Shrinking a downstream bucket takes every attempt through the stages whatever share its
+    case hashes to: a stage failure of every case with 3 or more nodes, seen only through the
+    stages, shrinks to 3 nodes although the share is 2 in 100."""
+    from fxfuzz.oracles.finding import Finding
+    from fxfuzz.oracles.stages import stages_selected
+
+    def check(case, pass_fn):
+        staged = stages_selected(case.code(), case.ambient_grad)
+        return [Finding("downstream", "save_load_raised", "planted")] if staged and case.compute_nodes() >= 3 else []
+
+    seen = []
+    result = run_campaign(
+        lambda gm, sig: (gm, sig), budget_s=120, max_examples=2000, seed_=0, check=check, max_shrink_s=30,
+        on_bucket=seen.append, stop=lambda: any(b.graph_nodes == 3 for b in seen),
+    )  # fmt: skip
+    [bucket] = result.buckets.values()
+    assert bucket.graph_nodes == 3
+
+
+def test_a_bucket_a_shrink_attempt_shows_first_is_kept():
+    """A bucket that only a shrink attempt of another bucket shows is kept (Hypothesis keeps the
+    other bugs its shrinker meets the same way): the first non-empty example shows bucket A,
+    the smaller cases its shrinking tries show B too, and the campaign stops once B shows,
+    before any further example."""
+    from fxfuzz.oracles.finding import Finding
+
+    calls, first = [], []
+
+    def check(case, pass_fn):
+        n = case.compute_nodes()
+        calls.append(n)
+        if n and not first:
+            first[:] = [n, len(calls)]
+        a = [Finding("crash", "a_raised", "planted")] if n else []
+        return a + ([Finding("crash", "b_raised", "planted")] if 0 < n < first[0] else [])
+
+    seen = []
+    result = run_campaign(lambda gm, sig: (gm, sig), budget_s=60, max_examples=100, seed_=0, check=check,
+                          max_shrink_s=10, on_bucket=seen.append, stop=lambda: len({b.finding.kind for b in seen}) > 1)  # fmt: skip
+    assert sorted(b.finding.kind for b in result.buckets.values()) == ["a_raised", "b_raised"]
+    assert result.examples == first[1] and len(calls) > first[1]

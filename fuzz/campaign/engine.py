@@ -363,7 +363,13 @@ def run_campaign(
                 findings = check(case, pass_fn)
             ids = {bucket_id(f): f for f in findings}
             if shrinking:
-                # Shrink attempts: keep the smallest case of the bucket being minimized.
+                # Shrink attempts: keep the smallest case of the bucket being minimized. A bucket
+                # no example showed yet is kept too (as Hypothesis keeps the other bugs its
+                # shrinker meets), to be minimized when an example shows it again.
+                for bid in ids.keys() - result.buckets.keys():
+                    result.buckets[bid] = Bucket(bid, ids[bid], case, 1)
+                    if on_bucket:
+                        on_bucket(result.buckets[bid])
                 if now - shrink_started[0] > max_shrink_s:
                     raise _ShrinkTimeUp
                 b = result.buckets[shrinking[0]]
