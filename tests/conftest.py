@@ -13,7 +13,18 @@ settings.register_profile(
     database=None,
     derandomize=True,
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fxfuzz-tests"))
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "fxfuzz-tests")
+settings.load_profile(PROFILE)
+
+
+@pytest.fixture(autouse=True)
+def _profile_restored(request):
+    """In-process pytester sessions given ``--hypothesis-profile`` load that profile for the
+    whole process: every later test would draw under it (the suite's seeded samples changed
+    with the order xdist happened to run tests in)."""
+    yield
+    if "pytester" in request.fixturenames:
+        settings.load_profile(PROFILE)
 
 
 @pytest.fixture(scope="session")
