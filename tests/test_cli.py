@@ -51,7 +51,7 @@ def test_run_export_pipeline_goes_through_the_stages(tmp_path):
 
 def test_broken_pass_is_reported_with_exit_1(tmp_path):
     spec = os.path.join(HERE, "broken_passes.py") + ":drops_toggles"
-    r = fxfuzz("run", "--pass", spec, "--budget", "30", "--max-examples", "400", "--report-dir", str(tmp_path))
+    r = fxfuzz("run", "--pass", spec, "--budget", "60", "--max-examples", "400", "--report-dir", str(tmp_path))
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert any(f["oracle"] == "equivalence" for f in report["findings"])

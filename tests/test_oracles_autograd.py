@@ -134,14 +134,14 @@ def test_multi_grad_hooks_fire_exactly_for_the_inputs_with_a_gradient(case):
     ids=["saved_clone", "flat_second_order"],
 )
 def test_default_campaign_finds_the_planted_autograd_bug_as_a_new_bucket(broken, prefix):
-    """The done-when of the autograd checks: a default campaign (default strategy, seed,
-    checks and 90 s budget, torch's known findings as baseline) reports the planted bug under a
-    new bucket of its kind. It stops at the first such bucket. The default seed reaches both at
-    the 104th example (counting the shrink attempts of the known buckets found before it):
-    ~10 s on the shared 2-core development machine when quiet, up to 76 s (the second order)
-    measured under pytest at load average 5-6, where those shrinks take longer. Generated
-    cases seldom carry second-order gradients at all (none of the first 60 at seed 0 has a
-    second-order gradient that is not None), which is what bounds how early it can be found.
+    """The done-when of the autograd checks: a default campaign (default strategy, seed and
+    checks, torch's known findings as baseline) reports the planted bug under a new bucket of
+    its kind, and stops at the first such bucket. Measured on 2026-11-25 (quiet 2-core
+    development machine): the in-place kind at the 62nd example after 4 s, the second order at
+    the 153rd after 47 s, inside the 90 s default budget. Wall time on shared machines is noise
+    (CI runs this beside another worker), so the test bounds examples, not seconds: 400, with
+    a 600 s ceiling against a hang. Generated cases seldom carry second-order gradients that
+    are not None, which is what bounds how early the second-order bug can be found.
 
     torch's own pass shows both kinds too (known consequences of its dropped no_grad region
     around cond), and a bucket id names the oracle and kind, not the cause: the planted bug
@@ -154,6 +154,6 @@ def test_default_campaign_finds_the_planted_autograd_bug_as_a_new_bucket(broken,
             found.append(b)
 
     baseline = frozenset(k for k in KNOWN if not k.startswith(f"gradients-{prefix}"))
-    run_campaign(broken, budget_s=90, known=baseline, on_bucket=on_bucket, stop=lambda: bool(found))
-    assert found and found[0].id not in baseline
+    result = run_campaign(broken, budget_s=600, max_examples=400, known=baseline, on_bucket=on_bucket, stop=lambda: bool(found))
+    assert found and found[0].id not in baseline, result.examples
     assert not [f for f in verify(found[0].case, REAL) if f.kind.startswith(prefix)]
