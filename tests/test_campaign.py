@@ -184,8 +184,8 @@ def test_a_downstream_bucket_shrinks_with_every_attempt_through_the_stages():
 def test_a_bucket_a_shrink_attempt_shows_first_is_kept():
     """A bucket that only a shrink attempt of another bucket shows is kept (Hypothesis keeps the
     other bugs its shrinker meets the same way): the first non-empty example shows bucket A,
-    the smaller cases its shrinking tries show B too, and the campaign stops once B shows,
-    before any further example."""
+    the smaller cases its shrinking tries show B instead, and the campaign stops once B shows,
+    before any further example. B's case is saved at once: a campaign ending then keeps it."""
     from fxfuzz.oracles.finding import Finding
 
     calls, first = [], []
@@ -195,11 +195,18 @@ def test_a_bucket_a_shrink_attempt_shows_first_is_kept():
         calls.append(n)
         if n and not first:
             first[:] = [n, len(calls)]
-        a = [Finding("crash", "a_raised", "planted")] if n else []
-        return a + ([Finding("crash", "b_raised", "planted")] if 0 < n < first[0] else [])
+        if not n:
+            return []
+        return [Finding("crash", "a_raised" if n >= first[0] else "b_raised", "planted")]
 
-    seen = []
-    result = run_campaign(lambda gm, sig: (gm, sig), budget_s=60, max_examples=100, seed_=0, check=check,
+    def identity(gm, sig):
+        return gm, sig
+
+    seen, db = [], InMemoryExampleDatabase()
+    result = run_campaign(identity, budget_s=60, max_examples=100, seed_=0, check=check, database=db,
                           max_shrink_s=10, on_bucket=seen.append, stop=lambda: len({b.finding.kind for b in seen}) > 1)  # fmt: skip
     assert sorted(b.finding.kind for b in result.buckets.values()) == ["a_raised", "b_raised"]
     assert result.examples == first[1] and len(calls) > first[1]
+    [b] = [b for b in result.buckets.values() if b.finding.kind == "b_raised"]
+    saved = {case.code() for _, case in SavedFailures(db, database_key(identity, "export"), GRAPH_CASES).saved()}
+    assert b.case.code() in saved

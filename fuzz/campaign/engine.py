@@ -365,9 +365,11 @@ def run_campaign(
             if shrinking:
                 # Shrink attempts: keep the smallest case of the bucket being minimized. A bucket
                 # no example showed yet is kept too (as Hypothesis keeps the other bugs its
-                # shrinker meets), to be minimized when an example shows it again.
+                # shrinker meets), saved at once, to be minimized when an example shows it again.
                 for bid in ids.keys() - result.buckets.keys():
                     result.buckets[bid] = Bucket(bid, ids[bid], case, 1)
+                    if store:
+                        store.keep(bid, store.codec.dumps(case), case.compute_nodes())
                     if on_bucket:
                         on_bucket(result.buckets[bid])
                 if now - shrink_started[0] > max_shrink_s:
