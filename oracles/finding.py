@@ -10,7 +10,11 @@ ORACLES = ("crash", "structure", "signature", "equivalence", "gradients", "idemp
 
 @dataclass
 class Finding:
-    """What an oracle saw: ``oracle`` is one of ORACLES, ``kind`` a short stable code."""
+    """What an oracle saw: ``oracle`` is one of ORACLES, ``kind`` a short stable code.
+
+    ``details["key"]``, where an oracle sets it, tells defects of one kind apart and joins the
+    bucket id: which way a difference goes (a gradient lost or one that appeared) is two defects,
+    not one."""
 
     oracle: str
     kind: str

@@ -62,9 +62,11 @@ def compare_derivatives(
     ref: Sequence[torch.Tensor | None],
     got: Sequence[torch.Tensor | None],
     exact: bool,
+    keyed: bool = False,
 ) -> list[Finding]:
     """One finding per derivative that changed: None against a tensor, or its values; kinds
-    ``{kind}_presence_mismatch`` and ``{kind}_value_mismatch``, messages naming the ``noun``."""
+    ``{kind}_presence_mismatch`` and ``{kind}_value_mismatch``, messages naming the ``noun``.
+    ``keyed``: a presence finding's bucket tells a derivative lost from one that appeared."""
     findings = []
     for label, r, g in zip(labels, ref, got):
         if (r is None) != (g is None):
@@ -73,7 +75,7 @@ def compare_derivatives(
                     "gradients",
                     f"{kind}_presence_mismatch",
                     f"{label}: {noun} {'None' if r is None else 'present'} became {'None' if g is None else 'present'}",
-                    {"where": label},
+                    {"where": label, **({"key": "lost" if g is None else "appeared"} if keyed else {})},
                 )
             )
         elif r is not None and g is not None and not same_values(r, g, exact):

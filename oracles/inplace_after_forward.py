@@ -76,12 +76,14 @@ def _compare(kind: str, what: str, ref: Grads, got: Grads, labels: Sequence[str]
                 "gradients",
                 f"{kind}_raises_differently",
                 f"backward after {what}: the original {_outcome(ref)}, the result {_outcome(got)}",
-                {"where": what, "original": _outcome(ref), "transformed": _outcome(got)},
+                # Keyed by direction: saving an input the original did not (backward now
+                # refuses) and no longer saving one (it now succeeds) are two defects.
+                {"where": what, "original": _outcome(ref), "transformed": _outcome(got), "key": f"{_outcome(ref)} -> {_outcome(got)}"},
             )
         ]
     if ref.values is None or got.values is None:
         return []
-    return compare_derivatives(f"{kind}_grad", "gradient", [f"{labels[i]} ({what})" for i in ref.leaves], ref.values, got.values, exact)
+    return compare_derivatives(f"{kind}_grad", "gradient", [f"{labels[i]} ({what})" for i in ref.leaves], ref.values, got.values, exact, keyed=True)
 
 
 def check_inplace_after_forward(

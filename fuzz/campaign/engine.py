@@ -32,13 +32,16 @@ from hypothesis.errors import Flaky
 
 def bucket_id(f: Finding) -> str:
     """Stable id for deduplication: oracle, kind, for crashes the exception type and
-    innermost pass frame, and for a downstream stage that raised the exception type (a
-    serializer refusing the result and a verifier rejecting what it loaded are two defects)."""
+    innermost pass frame, for a downstream stage that raised the exception type (a
+    serializer refusing the result and a verifier rejecting what it loaded are two defects),
+    and the finding's own ``details["key"]`` where its oracle set one."""
     key = [f.oracle, f.kind]
     if f.oracle == "crash":
         key += [str(f.details.get("exception")), str(f.details.get("frame"))]
     elif f.oracle == "downstream" and f.kind.endswith("_raised"):
         key.append(str(f.details.get("exception")))
+    if "key" in f.details:
+        key.append(str(f.details["key"]))
     digest = hashlib.sha1("|".join(key).encode()).hexdigest()[:8]
     return f"{f.oracle}-{f.kind}-{digest}"
 
