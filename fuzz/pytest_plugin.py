@@ -112,13 +112,18 @@ def _corpus_property(pass_fn: Any, baseline: Any, entry: Any) -> None:
 def _properties(pass_fn: Any, baseline: Any, domain: str = "export") -> dict[str, Callable[[], None]]:
     """Name -> property: generated graph cases of ``domain``, then each built-in corpus module
     (real torch.export output)."""
+    from fxfuzz.core.reproducible import reproducible_draws
     from fxfuzz.strategies import graph_cases
     from fxfuzz.strategies.corpus import MODULES
     from hypothesis import given
 
     @given(graph_cases(domain=domain))
-    def generated_graphs(case: Any) -> None:
+    def judged(case: Any) -> None:
         _judge(pass_fn, baseline, case)
+
+    def generated_graphs() -> None:
+        with reproducible_draws():  # the same cases whatever the user's suite imported
+            judged()
 
     props: dict[str, Callable[[], None]] = {"generated_graphs": generated_graphs}
     for entry in MODULES:

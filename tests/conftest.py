@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 import pytest
+from fxfuzz.core.reproducible import reproducible_draws
 from hypothesis import HealthCheck, settings
 
 # Graph cases are slow to build next to Hypothesis's defaults; the oracles have no deadline.
@@ -15,6 +16,9 @@ settings.register_profile(
 )
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "fxfuzz-tests")
 settings.load_profile(PROFILE)
+# The suite's seeded samples draw the same cases whichever test modules an xdist worker
+# imported first (fxfuzz.core.reproducible), as campaigns do; held for the whole session.
+reproducible_draws().__enter__()
 
 
 @pytest.fixture(autouse=True)

@@ -20,6 +20,7 @@ from typing import Any
 from fxfuzz.core.case import Example
 from fxfuzz.core.errors import SerializeError
 from fxfuzz.core.passes import Pass, PassFn
+from fxfuzz.core.reproducible import reproducible_draws
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
 from fxfuzz.oracles import Finding, verify
 from fxfuzz.oracles.stages import stages_forced
@@ -394,7 +395,8 @@ def run_campaign(
                 _raise_found(target, ids[target])
 
         try:
-            body()
+            with reproducible_draws():
+                body()
         except _ShrinkTimeUp:
             pass
         except _Stop:
