@@ -19,6 +19,9 @@ from fxfuzz.report.folder import write_documents
 from fxfuzz.report.issue import expected_behaviour, render_issue
 from fxfuzz.report.merge import merge_reports, missing_shards, read_report
 
+# The shard campaigns (a session fixture) are built once, in one xdist worker (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("shard_campaigns")
+
 
 def _row(bid, nodes, *, known=False, count=1, repro=True):
     return {

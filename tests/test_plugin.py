@@ -12,9 +12,12 @@ pytest_plugins = ["pytester"]
 
 BROKEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "broken_passes.py") + ":drops_toggles"
 
+# "tiny" does not shrink: the tests ask whether a property fails, not how small its case gets
+# (a shrink of a generated case took two minutes of the suite).
 CONFTEST = """
-from hypothesis import settings
-settings.register_profile("tiny", max_examples=3, deadline=None, derandomize=True, database=None)
+from hypothesis import Phase, settings
+settings.register_profile("tiny", max_examples=3, deadline=None, derandomize=True, database=None,
+                          phases=[Phase.explicit, Phase.generate])
 """
 
 USER_TEST = """
@@ -129,8 +132,7 @@ REFUSES_ADVERSARIAL = BROKEN.replace(":drops_toggles", ":refuses_adversarial_gra
 def test_domain_option_reaches_the_generated_graphs(user_suite):
     # No shrinking: the test asks whether an adversarial case fails, not how small it gets.
     user_suite.makeconftest(
-        CONFTEST + "from hypothesis import Phase\n"
-        'settings.register_profile("adv", max_examples=40, deadline=None, derandomize=True, database=None, '
+        CONFTEST + 'settings.register_profile("adv", max_examples=40, deadline=None, derandomize=True, database=None, '
         "phases=[Phase.generate])\n"
     )
     args = ["--fxfuzz-pass", REFUSES_ADVERSARIAL, "--hypothesis-profile", "adv", "-p", "no:cacheprovider", "-k", "generated"]

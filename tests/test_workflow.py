@@ -18,6 +18,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKFLOW = os.path.join(ROOT, ".github", "workflows", "fxfuzz.yml")
 CAMPAIGN = 'fxfuzz "${args[@]}"'  # what the campaign steps run
 
+# The shard campaigns (a session fixture) are built once, in one xdist worker (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("shard_campaigns")
+
 
 @pytest.fixture(scope="module")
 def jobs():
