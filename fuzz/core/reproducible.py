@@ -1,12 +1,12 @@
 """One seed, one sequence of cases, in every process.
 
 Hypothesis (6.131 on) now and then draws a literal it found in the source of the *local*
-modules the process has imported so far (not site-packages, not tests), giving up on parsing
-after 100 ms. fxfuzz's own modules are local under an editable install, and so are a user's
-pass file and whatever a test run imported before: the same ``--seed`` drew other graphs from
-the CLI than from ``fxfuzz.run_campaign``, under pytest than in plain Python, on a loaded machine
-than on a quiet one, and with one pass file than with another. Inside ``reproducible_draws()``
-that pool is empty, as it is for a wheel install with nothing local imported.
+modules the process has imported so far (not site-packages, not tests). fxfuzz's own modules
+are local under an editable install, and so are a user's pass file and whatever a test run
+imported before: the same ``--seed`` drew other graphs from the CLI than from
+``fxfuzz.run_campaign``, under pytest than in plain Python, and with one pass file than with
+another. Inside ``reproducible_draws()`` that pool is empty, as it is for a wheel install with
+nothing local imported.
 """
 
 from __future__ import annotations
