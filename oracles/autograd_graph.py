@@ -186,16 +186,16 @@ def check_double_backward(
     under ``save_on_cpu`` too), then presence and values per input."""
     kind = "double_backward_raises_differently"
     if ref_first.error is not None or got_first.error is not None:
-        return _directed(raised_differently("gradients", kind, "the first-order backward with create_graph", ref_first.error, got_first.error))
+        return directed(raised_differently("gradients", kind, "the first-order backward with create_graph", ref_first.error, got_first.error))
     if ref is None or got is None:
         return []
     if ref.error is not None or got.error is not None:
-        return _directed(raised_differently("gradients", kind, "double backward", ref.error, got.error))
+        return directed(raised_differently("gradients", kind, "double backward", ref.error, got.error))
     assert ref.values is not None and got.values is not None
     return compare_derivatives("double_backward", "second-order gradient", labels, ref.values, got.values, exact, keyed=True)
 
 
-def _directed(findings: list[Finding]) -> list[Finding]:
+def directed(findings: list[Finding]) -> list[Finding]:
     """Bucket a raise difference by which side raised what: a pass that makes backward refuse
     and one that makes it succeed are two defects."""
     for f in findings:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
-from fxfuzz.oracles.autograd_graph import Probe
+from fxfuzz.oracles.autograd_graph import Probe, directed
 from fxfuzz.oracles.execute import run_graph
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.gradients import Grads, compare_derivatives, input_grads
@@ -71,16 +71,18 @@ def _outcome(g: Grads) -> str:
 
 def _compare(kind: str, what: str, ref: Grads, got: Grads, labels: Sequence[str], exact: bool) -> list[Finding]:
     if _outcome(ref) != _outcome(got):
-        return [
-            Finding(
-                "gradients",
-                f"{kind}_raises_differently",
-                f"backward after {what}: the original {_outcome(ref)}, the result {_outcome(got)}",
-                # Keyed by direction: saving an input the original did not (backward now
-                # refuses) and no longer saving one (it now succeeds) are two defects.
-                {"where": what, "original": _outcome(ref), "transformed": _outcome(got), "key": f"{_outcome(ref)} -> {_outcome(got)}"},
-            )
-        ]
+        # Keyed by direction: saving an input the original did not (backward now refuses) and
+        # no longer saving one (it now succeeds) are two defects.
+        return directed(
+            [
+                Finding(
+                    "gradients",
+                    f"{kind}_raises_differently",
+                    f"backward after {what}: the original {_outcome(ref)}, the result {_outcome(got)}",
+                    {"where": what, "original": _outcome(ref), "transformed": _outcome(got)},
+                )
+            ]
+        )
     if ref.values is None or got.values is None:
         return []
     return compare_derivatives(f"{kind}_grad", "gradient", [f"{labels[i]} ({what})" for i in ref.leaves], ref.values, got.values, exact, keyed=True)
