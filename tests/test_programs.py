@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import sys
 import broken_passes as bp
 import pytest
 import torch
+from fxfuzz.core.capture import from_module
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.program import (
     Autocast,
@@ -25,12 +27,13 @@ from fxfuzz.core.program import (
     load_program,
     module_source,
 )
-from fxfuzz.oracles.program import check_program
+from fxfuzz.oracles.program import check_program, pass_in_export, stages_of
 from fxfuzz.oracles.program_runtime import observe_module
 from fxfuzz.repro.files import program_repro_source
 from fxfuzz.strategies import module_programs
 from hypothesis import given, settings
 from torch import fx
+from torch.export.graph_signature import InputKind
 
 REAL = load_pass("set_grad")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -255,3 +258,21 @@ def test_a_pipeline_stands_in_for_every_export_stage(monkeypatch):
 
     monkeypatch.setattr(autocast_module, "replace_autocast_with_hop_pass", must_not_run)
     assert check_program(no_grad_program(update=False), pipeline) == []
+
+
+def test_capture_keeps_lifted_constants_when_export_fails_after_the_pass():
+    """A tensor forward creates is lifted by export before the pass; where export then fails
+    (here in the autocast pass, the crash above), the captured case still holds its value
+    and the program shows torch's crash alone (it once showed fxfuzz's KeyError instead)."""
+    program = dataclasses.replace(
+        COND_AUTOCAST_NO_GRAD,
+        body=(*COND_AUTOCAST_NO_GRAD.body, Op("v5", "add_const", ("x0",))),
+        outputs=(*COND_AUTOCAST_NO_GRAD.outputs, ("var", "v5")),
+    )
+    program_class, example_inputs, _ = load_program(program)
+    with torch.enable_grad(), pass_in_export(stages_of(REAL), REAL):
+        case = from_module(program_class(), example_inputs())
+    specs = case.signature.input_specs
+    assert InputKind.CONSTANT_TENSOR in {s.kind for s in specs} and len(case.inputs) == len(specs)
+    crashes = {(f.details["ambient_grad"], f.details["exception"]) for f in check_program(program, REAL) if f.oracle == "crash"}
+    assert crashes == {(True, "AttributeError")}

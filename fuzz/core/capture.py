@@ -16,6 +16,8 @@ from torch.utils import _pytree as pytree
 
 # The registered passes torch.export runs on the pre-dispatch graph, by name.
 STAGES = tuple(r.name for r in EXPORT_STAGES)
+# torch.export's private step that lifts constants just before the grad-mode passes (2.13).
+_LIFT = "_materialize_and_lift_constants"
 
 def _attr(root: Any, target: str) -> Any:
     for part in target.split("."):
@@ -57,11 +59,23 @@ def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict, dyn
         seen.append((copy_graph_module(gm), copy.deepcopy(signature), torch.is_grad_enabled()))
         return real(gm, signature)
 
-    setattr(mod, name, spy)
+    # The values of the constants export lifts (tensors forward creates) before the pass
+    # runs: recorded as export lifts them, so a case is whole even where export fails later.
     lifted: dict[str, Any] = {}
+    trace = importlib.import_module("torch.export._trace")
+    lift = getattr(trace, _LIFT, None)
+
+    def keep_lifted(*a: Any, **k: Any) -> Any:
+        constants = lift(*a, **k)
+        lifted.update(constants)
+        return constants
+
+    setattr(mod, name, spy)
+    if lift is not None:
+        setattr(trace, _LIFT, keep_lifted)
     try:
         ep = torch.export.export(module, args, kwargs, strict=False, dynamic_shapes=dynamic_shapes)
-        lifted = dict(ep.constants)
+        lifted.update(ep.constants)
     except Exception:
         if not seen:
             raise
@@ -69,6 +83,8 @@ def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict, dyn
         # case is still what the pass was handed.
     finally:
         setattr(mod, name, real)
+        if lift is not None:
+            setattr(trace, _LIFT, lift)
     if not seen:
         raise RuntimeError(f"torch.export never called the {stage} pass (is this torch's pre-dispatch export?)")
     gm, signature, grad = seen[0]
