@@ -9,10 +9,11 @@ import pytest
 from fxfuzz.campaign.engine import Bucket, CampaignResult
 from fxfuzz.campaign.levels import budget_plan, merge_results, run_levels
 from fxfuzz.cli.main import main
-from fxfuzz.core.known import load_known
+from fxfuzz.core.known import for_level, known_reason, load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.program import Program
 from fxfuzz.oracles import Finding
+from fxfuzz.report.folder import Extras, report_dict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -117,3 +118,16 @@ def test_a_level_that_ran_no_example_fails_loudly(tmp_path, capsys, level, empty
     report = json.loads((out / "report.json").read_text())
     assert report["examples"] == 0 and report["incomplete"] in line
     assert "❌" in (out / "report.md").read_text().splitlines()[0]
+
+
+def test_a_program_bucket_is_known_by_its_own_line_or_the_graph_line_of_its_check():
+    known = {"equivalence-x": "graph reason", "program-equivalence-e2e_y": "program reason"}
+    assert known_reason(known, "program-equivalence-x") == "graph reason"
+    assert known_reason(known, "program-equivalence-e2e_y") == "program reason"
+    assert known_reason(known, "equivalence-e2e_y") is None and known_reason(known, "program-equivalence-z") is None
+    # The program campaign names its buckets before the prefix: it does not shrink either.
+    assert for_level(known, "program") == {"equivalence-x", "equivalence-e2e_y"}
+    merged = merge_results([("graph", _result(3, 1.0, "equivalence-z")), ("program", _result(2, 1.0, "equivalence-x"))])
+    rows = {f["id"]: f for f in report_dict(merged, {"pass": "set_grad"}, Extras(known=known))["findings"]}
+    assert rows["program-equivalence-x"]["known"] and rows["program-equivalence-x"]["known_reason"] == "graph reason"
+    assert not rows["equivalence-z"]["known"] and rows["equivalence-z"]["issue"]

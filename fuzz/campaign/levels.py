@@ -15,6 +15,7 @@ from typing import Any
 
 from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, Check, Codec, Progress, run_campaign
 from fxfuzz.core.choices import LEVELS
+from fxfuzz.core.known import at_level, for_level
 from fxfuzz.core.passes import PassFn
 from fxfuzz.core.program import from_data, to_data
 from fxfuzz.oracles import verify
@@ -60,9 +61,7 @@ def budget_plan(level: str, budget_s: float) -> list[tuple[str, float]]:
 def _rekeyed(level: str, bucket: Bucket) -> Bucket:
     # A program-level bucket's example is a Program, not a graph: its own id keeps it apart
     # from the graph-level bucket of the same oracle and kind.
-    if level == "graph":
-        return bucket
-    return dataclasses.replace(bucket, id=f"{level}-{bucket.id}")
+    return dataclasses.replace(bucket, id=at_level(level, bucket.id))
 
 
 def add_level_rates(stats: dict[str, int | float]) -> None:
@@ -134,7 +133,7 @@ def run_levels(
             check=check,
             codec=codec,
             stop=stop,
-            known=known,
+            known=for_level(known, name),
         )
         spent += r.duration_s
         results.append((name, r))

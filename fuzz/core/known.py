@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 
+from fxfuzz.core.choices import LEVELS
 from fxfuzz.core.errors import KnownFileError
 
 # Device-side kinds carry their device as a prefix (``equivalence-cuda:value_mismatch-...``).
 _BUCKET = re.compile(r"^[A-Za-z0-9_.:-]+$")
+# Levels whose bucket ids carry the level as a prefix (mixed is graph and program together).
+_PREFIXED_LEVELS = tuple(level for level in LEVELS if level not in ("graph", "mixed"))
 
 
 def load_known(path: str) -> dict[str, str]:
@@ -58,3 +62,28 @@ def _from_json(path: str, text: str) -> dict[str, str]:
             raise KnownFileError(f"{path}: not a bucket id: {e!r}")
         known[bid] = str(reason or "")
     return known
+
+
+def at_level(level: str, bid: str) -> str:
+    """The id a bucket of a ``level`` campaign is reported under: graph-level ids as they
+    are, others prefixed with their level (``program-...``), so a program and a graph case
+    never share a bucket."""
+    return bid if level == "graph" else f"{level}-{bid}"
+
+
+def known_reason(known: Mapping[str, str], bid: str) -> str | None:
+    """Why ``bid`` is known, or None when it is new. A program-level bucket is also known by
+    the graph-level line of its id: the same check (oracle, kind and key) on the graph export
+    captured, or the same stage raising the same exception, is the same defect."""
+    if bid in known:
+        return known[bid]
+    level, _, rest = bid.partition("-")
+    if level in _PREFIXED_LEVELS and rest in known:
+        return known[rest]
+    return None
+
+
+def for_level(known: Iterable[str], level: str) -> frozenset[str]:
+    """The known ids as a ``level`` campaign names its buckets before ``at_level`` prefixes
+    them: the graph-level lines, and the level's own lines without their prefix."""
+    return frozenset(k.removeprefix(f"{level}-") for k in known)

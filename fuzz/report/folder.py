@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from fxfuzz.campaign.engine import Bucket, CampaignResult
 from fxfuzz.core.errors import SerializeError, UsageError
+from fxfuzz.core.known import known_reason
 from fxfuzz.core.program import Program
 from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.report.html import render_html
@@ -113,6 +114,7 @@ def finding_row(b: Bucket, extras: Extras) -> dict[str, Any]:
             case_data = case_to_dict(b.case)  # type: ignore[arg-type]
         except Exception:
             case_data = None
+    reason = known_reason(extras.known, b.id)
     return {
         "id": b.id,
         "oracle": b.finding.oracle,
@@ -120,10 +122,10 @@ def finding_row(b: Bucket, extras: Extras) -> dict[str, Any]:
         "message": b.finding.message,
         "details": b.finding.details,
         "count": b.count,
-        "known": b.id in extras.known,
-        "known_reason": extras.known.get(b.id),
+        "known": reason is not None,
+        "known_reason": reason,
         "repro": extras.repros.get(b.id),
-        "issue": None if b.id in extras.known else issue_path(b.id),
+        "issue": None if reason is not None else issue_path(b.id),
         "graph_nodes": b.graph_nodes if b.case is not None else None,
         "graph_hash": graph_hash(case_data),
         "ambient_grad": b.case.ambient_grad if b.case is not None else None,
