@@ -10,7 +10,7 @@ from fxfuzz.core.choices import DEVICES
 from fxfuzz.core.contract import PassContract
 from fxfuzz.core.passes import PassFn, contract_of
 from fxfuzz.oracles.crash import crash_finding
-from fxfuzz.oracles.downstream import check_downstream
+from fxfuzz.oracles.downstream import CleanedUp, check_downstream
 from fxfuzz.oracles.execute import Run, isolated, release_frames
 from fxfuzz.oracles.exported import check_exported
 from fxfuzz.oracles.finding import ORACLES, Finding
@@ -97,9 +97,12 @@ def verify(case: GraphCase, pass_fn: PassFn, contract: PassContract | None = Non
     if ref.run.ok and got.run.ok:
         ok = [at for at in others if at.ok]
         with step("downstream clean-ups"):
-            findings += _guarded("structure", lambda: check_downstream(gm, got.run, ref))
+            cleaned = CleanedUp(gm, ref.gm)
+            findings += _guarded("structure", lambda: check_downstream(gm, got.run, ref, cleaned))
             for at in ok:
-                findings += new_kinds(at.tagged(_guarded("structure", lambda: check_downstream(gm, at.got.run, at.ref))), known)
+                findings += new_kinds(
+                    at.tagged(_guarded("structure", lambda: check_downstream(gm, at.got.run, at.ref, cleaned))), known
+                )
         # Only where the result means what the original does: a change of meaning is the
         # equivalence oracle's, and every stage would only repeat it.
         stages = stages_selected(case.code(), case.ambient_grad) if not semantic else ()

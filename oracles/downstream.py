@@ -5,6 +5,7 @@ meaning, wherever they work on the original and keep the original's meaning."""
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -49,12 +50,35 @@ def _first(findings: list[Finding]) -> str:
     return findings[0].message if findings else ""
 
 
-def check_downstream(transformed: fx.GraphModule, first: Run, ref: Reference) -> list[Finding]:
+class CleanedUp:
+    """The clean-up (``_clean``) of the result and, when needed, of the original, each done
+    once however many sizes then run them: the cleaned modules do not depend on the inputs."""
+
+    def __init__(self, transformed: fx.GraphModule, original: fx.GraphModule) -> None:
+        self.transformed, self.original = transformed, original
+
+    @functools.cached_property
+    def result(self) -> tuple[fx.GraphModule | None, BaseException | None]:
+        return _attempt(lambda: _clean(self.transformed))
+
+    @functools.cached_property
+    def original_result(self) -> tuple[fx.GraphModule | None, BaseException | None]:
+        return _attempt(lambda: _clean(self.original))
+
+    @functools.cached_property
+    def same_code(self) -> bool:
+        """Nothing was dead: the result's own runs already show the cleaned module's behaviour."""
+        return code_of(self.result[0]) == code_of(self.transformed)
+
+
+def check_downstream(transformed: fx.GraphModule, first: Run, ref: Reference, cleaned: CleanedUp | None = None) -> list[Finding]:
     """Rerun the result; deep-copy it, eliminate dead code and recompile, then run that; each
     must behave as the result's ``first`` run did (differences from the original are the
     equivalence oracle's). The original goes through the same clean-up only when the result
-    fails, to tell the pass's fault from a clean-up that never was safe."""
-    original, inputs, ambient_grad = ref.gm, ref.inputs, ref.ambient_grad
+    fails, to tell the pass's fault from a clean-up that never was safe. ``cleaned`` shares
+    the clean-ups between calls on the same result at other sizes."""
+    inputs, ambient_grad = ref.inputs, ref.ambient_grad
+    cleaned = cleaned or CleanedUp(transformed, ref.gm)
 
     def diffs(gm: fx.GraphModule, baseline: Run = first) -> list[Finding]:
         return ref.unexplained(check_equivalence(baseline, run_graph(gm, inputs, ambient_grad)))
@@ -65,9 +89,9 @@ def check_downstream(transformed: fx.GraphModule, first: Run, ref: Reference) ->
         findings.append(
             Finding("structure", "rerun_changes_meaning", f"running the result a second time: {_first(again)}")
         )
-    cleaned, error = _attempt(lambda: _clean(transformed))
+    result, error = cleaned.result
     if error is not None:
-        if _attempt(lambda: _clean(original))[1] is None:
+        if cleaned.original_result[1] is None:
             findings.append(
                 Finding(
                     "structure",
@@ -77,10 +101,9 @@ def check_downstream(transformed: fx.GraphModule, first: Run, ref: Reference) ->
                 )
             )
         return findings
-    # Same code as the result's (nothing was dead): the first run already shows its behaviour.
-    changed = [] if code_of(cleaned) == code_of(transformed) else diffs(cleaned)
+    changed = [] if cleaned.same_code else diffs(result)
     if changed:
-        orig_cleaned, orig_error = _attempt(lambda: _clean(original))
+        orig_cleaned, orig_error = cleaned.original_result
         if orig_error is None and not diffs(orig_cleaned, ref.run):
             findings.append(
                 Finding(

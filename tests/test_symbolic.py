@@ -17,7 +17,7 @@ from fxfuzz.core.case import GraphCase
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.rebuild import inputs_at
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
-from fxfuzz.oracles import verify
+from fxfuzz.oracles import downstream, verify
 from fxfuzz.oracles.stages import stages_forced
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.corpus import MODULES, capture
@@ -257,3 +257,15 @@ def test_checks_leave_the_cases_symbols_unspecialized(dynamic_corpus):
     symbolic = [str(n.meta["val"].shape) for n in case.gm.graph.find_nodes(op="placeholder")]
     assert verify(case, bp.freezes_input_metas)  # malformed_hop: the region's operand meta was frozen
     assert [str(n.meta["val"].shape) for n in case.gm.graph.find_nodes(op="placeholder")] == symbolic
+
+
+def test_the_clean_up_is_built_once_and_run_at_every_size(dynamic_corpus, monkeypatch):
+    """deepcopy + eliminate_dead_code + recompile of the result does not depend on the inputs:
+    one clean-up per result, which the traced and every other size then run."""
+    cleaned = []
+    real_clean = downstream._clean
+    monkeypatch.setattr(downstream, "_clean", lambda gm: cleaned.append(gm) or real_clean(gm))
+    for name, case in dynamic_corpus:
+        cleaned.clear()
+        assert len(case.sizes) >= 2 and verify(case, REAL) == [], name
+        assert len(cleaned) == 1, name  # the result's; the original's only when the result fails
