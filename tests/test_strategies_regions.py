@@ -195,3 +195,43 @@ def test_map_under_no_grad_is_the_known_dropped_region():
     found = {bucket_id(f) for f in verify(case, REAL)}
     assert "gradients-grad_value_mismatch-7964935e" in found
     assert found <= set(load_known(KNOWN))
+
+
+def _meta(v: object) -> object:
+    """A meta as plain data; sizes as their expressions (comparing SymInts would guard on them)."""
+    if not isinstance(v, torch.Tensor):
+        return repr(v)
+    return ([str(d) for d in v.shape], [str(d) for d in v.stride()], v.dtype, v.requires_grad, v.is_leaf, str(v.storage_offset()))
+
+
+@pytest.mark.parametrize("domain", ["export", "adversarial"])
+def test_cond_and_map_metas_equal_torchs_tracing_on_a_seeded_sample(monkeypatch, domain):
+    """Generation takes a cond's or map's metas from its subgraph (strategies.subgraphs.hop_outputs)
+    instead of torch's fake tracing of the subgraphs: on several hundred seeded cases they equal
+    what torch's tracing gives (shapes and strides, symbolic ones too, dtypes, requires_grad),
+    and torch accepts every call the shortcut emits."""
+    hops = (torch.ops.higher_order.cond, torch.ops.higher_order.map_impl)
+    seen: Counter[str] = Counter()
+    emit = GraphBuilder.emit
+
+    def compared(self, target, args, kwargs, val, name=None):
+        if target in hops:
+            traced = self._propagate(target, args, kwargs)  # raises where torch rejects the call
+            assert type(traced) is type(val) and [_meta(t) for t in traced] == [_meta(v) for v in val]
+            seen[target.__name__] += 1
+            seen["symbolic"] += any(isinstance(d, torch.SymInt) for v in val for d in v.shape)
+        return emit(self, target, args, kwargs, val, name)
+
+    monkeypatch.setattr(GraphBuilder, "emit", compared)
+    cases = []
+
+    @seed(19)
+    @settings(max_examples=300, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(graph_cases(domain=domain))
+    def draw(case):
+        cases.append(case)
+
+    draw()
+    assert len(cases) == 300 and seen["cond"] >= 50 and seen["map_impl"] >= 30, seen
+    if domain == "export":
+        assert seen["symbolic"] >= 10, seen
