@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 from fxfuzz.core.case import copy_graph_module
-from fxfuzz.strategies.builder import SET_GRAD, GraphBuilder
+from fxfuzz.strategies.builder import GraphBuilder
 from fxfuzz.strategies.names import attr_name
 from fxfuzz.strategies.ops import SIBLINGS
 from fxfuzz.strategies.state import State, Value, count_region_shapes, pick
@@ -22,11 +22,6 @@ from torch import fx
 
 aten = torch.ops.aten
 hop = torch.ops.higher_order
-
-try:  # private to torch's cond (2.13): how its fake implementation merges the branches' metas
-    from torch._higher_order_ops.cond import _merge_output
-except ImportError:
-    _merge_output = None
 
 # draw, subgraph state, depth: fills a subgraph with steps (regions.draw_block).
 Body = Callable[[st.DrawFn, State, int], None]
@@ -91,28 +86,18 @@ def _sibling(gm: fx.GraphModule) -> fx.GraphModule:
     return other
 
 
-def hop_outputs(
-    grad_modes: tuple[bool, bool], outputs: list[torch.Tensor], operands: list[torch.Tensor], fake_mode: Any, rows: Any = None
-) -> tuple:
+def hop_outputs(grad_mode: bool, outputs: list[torch.Tensor], operands: list[torch.Tensor], rows: Any = None) -> tuple:
     """The ``meta['val']`` torch's fake tracing gives a cond (``rows`` None) or a map_impl call
     (``rows``: the length of its mapped dim), derived from the metas of its subgraph's
-    ``outputs`` without tracing the subgraph again.
-
-    Shapes, strides and dtypes are those torch's fake implementations derive from the same
-    metas: a cond merges its branches' with torch's own ``_merge_output`` (which refuses
-    outputs that are not dense, as cond does; both branches have the same metas), a map
-    stacks a row per element. requires_grad holds where an operand requires it, the dtype can
-    and grad is on both when the HOP is called and once its subgraph ran (``grad_modes``):
-    both HOPs are autograd Functions, which the autograd key reaches only with grad on and
-    which mark their outputs after running the subgraph, so a toggle it leaves set counts.
-    tests/test_strategies_regions.py checks all of it against torch's tracing."""
-    differentiable = all(grad_modes) and any(o.requires_grad for o in operands)
+    ``outputs``: the same shapes, strides and dtypes (map stacks a contiguous row per
+    element), and requires_grad where grad is on, an operand requires it and the dtype can
+    (both HOPs are autograd Functions). tests/test_strategies_regions.py checks it against
+    torch's tracing on a seeded sample."""
+    differentiable = grad_mode and any(o.requires_grad for o in operands)
     vals = []
     for out in outputs:
-        if rows is None:
-            val = _merge_output(out, out, fake_mode)
-        else:
-            val = out.detach().unsqueeze(0).expand(rows, *out.shape).clone(memory_format=torch.contiguous_format)
+        # Fresh tensors, as torch's are: a HOP's outputs alias nothing.
+        val = torch.empty_strided(out.shape, out.stride(), dtype=out.dtype) if rows is None else out.new_empty((rows, *out.shape))
         if differentiable and (val.is_floating_point() or val.is_complex()):
             with torch.enable_grad():
                 # Not a leaf: an in-place op on it is then as legal as on torch's output.
@@ -121,35 +106,14 @@ def hop_outputs(
     return tuple(vals)
 
 
-def mode_left(gm: fx.GraphModule, mode: bool) -> bool:
-    """The grad mode running ``gm`` from ``mode`` leaves set: its toggles' and those of the cond
-    and map subgraphs it calls, whose toggles leak out as well (a cond's false branch is its
-    true branch's sibling; wrap_with_set_grad_enabled restores its own)."""
-    for n in gm.graph.nodes:
-        if n.op != "call_function":
-            continue
-        if n.target is SET_GRAD:
-            mode = n.args[0]
-        elif n.target in (hop.cond, hop.map_impl):
-            mode = mode_left(getattr(gm, n.args[1 if n.target is hop.cond else 0].target), mode)
-    return mode
-
-
-def _hop_call(s: State, target: Any, args: list[Any], gm: fx.GraphModule, operands: list[torch.Tensor]) -> fx.Node | None:
-    """The cond or map_impl call node, its metas from its subgraph's (``hop_outputs``), or None
-    where torch would refuse the call: tracing every drawn subgraph again on fake tensors was
-    30% of generation. A torch without the private merge traces as before."""
-    if _merge_output is None:
-        return s.builder.try_call(target, args)
+def _hop_call(s: State, target: Any, args: list[Any], gm: fx.GraphModule, operands: list[torch.Tensor]) -> fx.Node:
+    """The cond or map_impl call node, its metas from its subgraph's (``hop_outputs``): torch's
+    tracing of every drawn subgraph again on fake tensors was a quarter of generation."""
     (output,) = [n for n in gm.graph.nodes if n.op == "output"]
     outputs = [o.meta["val"] for o in output.args[0]]
-    modes = (s.builder.grad_mode, mode_left(gm, s.builder.grad_mode))
-    try:
-        with s.builder.fake_mode:
-            rows = operands[0].shape[0] if target is hop.map_impl else None
-            val = hop_outputs(modes, outputs, operands, s.builder.fake_mode, rows)
-    except RuntimeError:  # cond's refusal of outputs that are not dense
-        return None
+    with s.builder.fake_mode:
+        rows = operands[0].shape[0] if target is hop.map_impl else None
+        val = hop_outputs(s.builder.grad_mode, outputs, operands, rows)
     return s.builder.emit(target, args, {}, val)
 
 
