@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from fxfuzz.core.case import copy_graph_module
@@ -86,37 +85,6 @@ def _sibling(gm: fx.GraphModule) -> fx.GraphModule:
     return other
 
 
-def hop_outputs(grad_mode: bool, outputs: list[torch.Tensor], operands: list[torch.Tensor], rows: Any = None) -> tuple:
-    """The ``meta['val']`` torch's fake tracing gives a cond (``rows`` None) or a map_impl call
-    (``rows``: the length of its mapped dim), derived from the metas of its subgraph's
-    ``outputs``: the same shapes, strides and dtypes (map stacks a contiguous row per
-    element), and requires_grad where grad is on, an operand requires it and the dtype can
-    (both HOPs are autograd Functions). tests/test_strategies_regions.py checks it against
-    torch's tracing on a seeded sample."""
-    differentiable = grad_mode and any(o.requires_grad for o in operands)
-    vals = []
-    for out in outputs:
-        # Fresh tensors, as torch's are: a HOP's outputs alias nothing.
-        val = torch.empty_strided(out.shape, out.stride(), dtype=out.dtype) if rows is None else out.new_empty((rows, *out.shape))
-        if differentiable and (val.is_floating_point() or val.is_complex()):
-            with torch.enable_grad():
-                # Not a leaf: an in-place op on it is then as legal as on torch's output.
-                val = val.requires_grad_().clone()
-        vals.append(val)
-    return tuple(vals)
-
-
-def _hop_call(s: State, target: Any, args: list[Any], gm: fx.GraphModule, operands: list[torch.Tensor]) -> fx.Node:
-    """The cond or map_impl call node, its metas from its subgraph's (``hop_outputs``): torch's
-    tracing of every drawn subgraph again on fake tensors was a quarter of generation."""
-    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
-    outputs = [o.meta["val"] for o in output.args[0]]
-    with s.builder.fake_mode:
-        rows = operands[0].shape[0] if target is hop.map_impl else None
-        val = hop_outputs(s.builder.grad_mode, outputs, operands, rows)
-    return s.builder.emit(target, args, {}, val)
-
-
 def draw_cond(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:
     """``torch.cond(pred, true_fn, false_fn, operands)`` with grad regions inside the branches."""
     pred = _predicate(draw, s)
@@ -125,7 +93,7 @@ def draw_cond(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:
     true_gm, count = _subgraph(draw, s, metas, depth, body, s.builder.grad_mode)
     t = s.builder.get_attr(attr_name(draw, s.domain, "true_graph_0"), true_gm)
     f = s.builder.get_attr(attr_name(draw, s.domain, "false_graph_0"), _sibling(true_gm))
-    node = _hop_call(s, hop.cond, [pred, t, f, tuple(v.node for v in operands)], true_gm, metas)
+    node = s.builder.try_call(hop.cond, [pred, t, f, tuple(v.node for v in operands)])
     _results(s, node, count, "cond")
 
 
@@ -148,7 +116,7 @@ def draw_map(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:
     metas = [row] + [v.node.meta["val"] for v in args]
     gm, count = _subgraph(draw, s, metas, depth, body, s.builder.grad_mode)
     g = s.builder.get_attr(attr_name(draw, s.domain, "body_graph_0"), gm)
-    node = _hop_call(s, hop.map_impl, [g, [xs.node], [v.node for v in args]], gm, [xs.node.meta["val"], *metas[1:]])
+    node = s.builder.try_call(hop.map_impl, [g, [xs.node], [v.node for v in args]])
     _results(s, node, count, "map")
 
 
