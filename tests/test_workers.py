@@ -45,12 +45,14 @@ def test_workers_survive_segfault_and_hang_stop_on_sigterm_and_replay(tmp_path):
     out, db = tmp_path / "report", str(tmp_path / "db")
     common = [sys.executable, "-m", "fxfuzz", "run", "--pass", f"{pass_file}:killer", "--db", db]
     proc = subprocess.Popen(
-        [*common, "--workers", "2", "--budget", "300", "--example-timeout", "2", "--report-dir", str(out)],
+        # No examples through export's stages: run_decompositions makes one take seconds on a
+        # loaded machine, and an example twice past the limit is a hang like the killer's.
+        [*common, "--workers", "2", "--budget", "300", "--example-timeout", "5", "--stage-share", "0", "--report-dir", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     # The parent saves each killing case as soon as the worker dies: stop once two buckets
-    # (segfault and hang) are saved, or after a minute with what there is.
-    deadline = time.monotonic() + 60
+    # (segfault and hang) are saved, or after 90 s with what there is.
+    deadline = time.monotonic() + 90
     while _saved(db) < 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
@@ -77,7 +79,7 @@ def test_workers_survive_segfault_and_hang_stop_on_sigterm_and_replay(tmp_path):
 
     # The next campaign's first example is a saved killing case: one example, same bucket.
     again = subprocess.run(
-        [*common, "--max-examples", "1", "--example-timeout", "2", "--report-dir", str(tmp_path / "again")],
+        [*common, "--max-examples", "1", "--example-timeout", "5", "--report-dir", str(tmp_path / "again")],
         capture_output=True, text=True, timeout=300,
     )
     assert again.returncode == 1, again.stdout + again.stderr

@@ -316,8 +316,9 @@ def run_gate_parallel(
 
     As in ``fxfuzz run``, a case that kills a worker or runs past ``example_timeout_s`` is a
     crash regression (where the baseline survived it) and a replacement worker goes on with
-    the next case. No worker starts after the budget, so the gate ends within about
-    ``budget_s + example_timeout_s`` plus a worker's start-up; the corpus is judged whole
+    the next case. No worker starts after the budget but the one that runs a fatal case again,
+    so the gate ends within about ``budget_s`` plus twice ``example_timeout_s`` and a worker's
+    start-up; the corpus is judged whole
     unless such a death past the budget leaves no worker to finish it. ``stage_share`` is the
     share of cases also taken through torch.export's stages, as in ``fxfuzz run``."""
     start = time.monotonic()

@@ -6,7 +6,9 @@ example, serialized, *before* running the pass on it, so when the process dies (
 abort) or the pass never returns, the parent still holds the case responsible. A death is
 blamed on the pass only if it repeats: the replacement worker runs that example first, and
 only if it dies on it too is the case recorded as a ``crash`` finding; a death it does not
-repeat (an outside kill: the OOM killer, ``kill -9``) counts as a restart. Buckets and counts
+repeat (an outside kill: the OOM killer, ``kill -9``) counts as a restart. An example that
+runs past its time limit is judged the same way, so one slow only on a loaded machine is
+not a hang. Buckets and counts
 stream to the parent as they change, so stopping or losing a worker loses nothing found.
 Examples are judged by ``fxfuzz.oracles.verify``, or by the check a factory named in the options
 builds in each worker (``fxfuzz gate`` judges a candidate against a baseline). Such a check
@@ -401,15 +403,21 @@ class Supervisor:
                 self._exited(w, code)
             elif w.inflight_since is not None and now - w.inflight_since > self.opts.example_timeout_s:
                 self._kill(w)
-                self._died(
-                    w,
-                    {
-                        "oracle": "crash",
-                        "kind": "hang",
-                        "message": f"the pass did not return within {self.opts.example_timeout_s:g}s",
-                        "details": {"exception": "Timeout", "frame": "<unknown>"},
-                    },
-                )
+                if not w.blamed or w.rerun is not None or w.inflight is None:
+                    self._died(w, self._hang_finding())
+                else:
+                    # Judged as a death is: an example slow only on a loaded machine runs
+                    # through in the replacement, and is counted as a restart, not a hang.
+                    self._retire(w)
+                    self._replace(w, _Death(w.inflight, f"did not return within {self.opts.example_timeout_s:g}s"))
+
+    def _hang_finding(self) -> dict[str, Any]:
+        return {
+            "oracle": "crash",
+            "kind": "hang",
+            "message": f"the pass did not return within {self.opts.example_timeout_s:g}s",
+            "details": {"exception": "Timeout", "frame": "<unknown>"},
+        }
 
     def _poll_one(self, w: _Worker) -> None:
         try:
