@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from fxfuzz.core.case import copy_graph_module
-from fxfuzz.strategies.builder import GraphBuilder
+from fxfuzz.strategies.builder import SET_GRAD, GraphBuilder
 from fxfuzz.strategies.names import attr_name
 from fxfuzz.strategies.ops import SIBLINGS
 from fxfuzz.strategies.state import State, Value, count_region_shapes, pick
@@ -21,6 +22,11 @@ from torch import fx
 
 aten = torch.ops.aten
 hop = torch.ops.higher_order
+
+try:  # private to torch's cond (2.13): how its fake implementation merges the branches' metas
+    from torch._higher_order_ops.cond import _merge_output
+except ImportError:
+    _merge_output = None
 
 # draw, subgraph state, depth: fills a subgraph with steps (regions.draw_block).
 Body = Callable[[st.DrawFn, State, int], None]
@@ -85,6 +91,68 @@ def _sibling(gm: fx.GraphModule) -> fx.GraphModule:
     return other
 
 
+def hop_outputs(
+    grad_modes: tuple[bool, bool], outputs: list[torch.Tensor], operands: list[torch.Tensor], fake_mode: Any, rows: Any = None
+) -> tuple:
+    """The ``meta['val']`` torch's fake tracing gives a cond (``rows`` None) or a map_impl call
+    (``rows``: the length of its mapped dim), derived from the metas of its subgraph's
+    ``outputs`` without tracing the subgraph again.
+
+    Shapes, strides and dtypes are those torch's fake implementations derive from the same
+    metas: a cond merges its branches' with torch's own ``_merge_output`` (which refuses
+    outputs that are not dense, as cond does; both branches have the same metas), a map
+    stacks a row per element. requires_grad holds where an operand requires it, the dtype can
+    and grad is on both when the HOP is called and once its subgraph ran (``grad_modes``):
+    both HOPs are autograd Functions, which the autograd key reaches only with grad on and
+    which mark their outputs after running the subgraph, so a toggle it leaves set counts.
+    tests/test_strategies_regions.py checks all of it against torch's tracing."""
+    differentiable = all(grad_modes) and any(o.requires_grad for o in operands)
+    vals = []
+    for out in outputs:
+        if rows is None:
+            val = _merge_output(out, out, fake_mode)
+        else:
+            val = out.detach().unsqueeze(0).expand(rows, *out.shape).clone(memory_format=torch.contiguous_format)
+        if differentiable and (val.is_floating_point() or val.is_complex()):
+            with torch.enable_grad():
+                # Not a leaf: an in-place op on it is then as legal as on torch's output.
+                val = val.requires_grad_().clone()
+        vals.append(val)
+    return tuple(vals)
+
+
+def mode_left(gm: fx.GraphModule, mode: bool) -> bool:
+    """The grad mode running ``gm`` from ``mode`` leaves set: its toggles' and those of the cond
+    and map subgraphs it calls, whose toggles leak out as well (a cond's false branch is its
+    true branch's sibling; wrap_with_set_grad_enabled restores its own)."""
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        if n.target is SET_GRAD:
+            mode = n.args[0]
+        elif n.target in (hop.cond, hop.map_impl):
+            mode = mode_left(getattr(gm, n.args[1 if n.target is hop.cond else 0].target), mode)
+    return mode
+
+
+def _hop_call(s: State, target: Any, args: list[Any], gm: fx.GraphModule, operands: list[torch.Tensor]) -> fx.Node | None:
+    """The cond or map_impl call node, its metas from its subgraph's (``hop_outputs``), or None
+    where torch would refuse the call: tracing every drawn subgraph again on fake tensors was
+    30% of generation. A torch without the private merge traces as before."""
+    if _merge_output is None:
+        return s.builder.try_call(target, args)
+    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
+    outputs = [o.meta["val"] for o in output.args[0]]
+    modes = (s.builder.grad_mode, mode_left(gm, s.builder.grad_mode))
+    try:
+        with s.builder.fake_mode:
+            rows = operands[0].shape[0] if target is hop.map_impl else None
+            val = hop_outputs(modes, outputs, operands, s.builder.fake_mode, rows)
+    except RuntimeError:  # cond's refusal of outputs that are not dense
+        return None
+    return s.builder.emit(target, args, {}, val)
+
+
 def draw_cond(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:
     """``torch.cond(pred, true_fn, false_fn, operands)`` with grad regions inside the branches."""
     pred = _predicate(draw, s)
@@ -93,7 +161,7 @@ def draw_cond(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:
     true_gm, count = _subgraph(draw, s, metas, depth, body, s.builder.grad_mode)
     t = s.builder.get_attr(attr_name(draw, s.domain, "true_graph_0"), true_gm)
     f = s.builder.get_attr(attr_name(draw, s.domain, "false_graph_0"), _sibling(true_gm))
-    node = s.builder.try_call(hop.cond, [pred, t, f, tuple(v.node for v in operands)])
+    node = _hop_call(s, hop.cond, [pred, t, f, tuple(v.node for v in operands)], true_gm, metas)
     _results(s, node, count, "cond")
 
 
@@ -116,7 +184,7 @@ def draw_map(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:
     metas = [row] + [v.node.meta["val"] for v in args]
     gm, count = _subgraph(draw, s, metas, depth, body, s.builder.grad_mode)
     g = s.builder.get_attr(attr_name(draw, s.domain, "body_graph_0"), gm)
-    node = s.builder.try_call(hop.map_impl, [g, [xs.node], [v.node for v in args]])
+    node = _hop_call(s, hop.map_impl, [g, [xs.node], [v.node for v in args]], gm, [xs.node.meta["val"], *metas[1:]])
     _results(s, node, count, "map")
 
 

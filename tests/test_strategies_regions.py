@@ -13,7 +13,7 @@ from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.oracles.execute import run_graph
-from fxfuzz.strategies import from_module, graph_cases
+from fxfuzz.strategies import from_module, graph_cases, subgraphs
 from fxfuzz.strategies.builder import GraphBuilder
 from fxfuzz.strategies.state import Budget, State, count_region_shapes
 from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
@@ -195,3 +195,60 @@ def test_map_under_no_grad_is_the_known_dropped_region():
     found = {bucket_id(f) for f in verify(case, REAL)}
     assert "gradients-grad_value_mismatch-7964935e" in found
     assert found <= set(load_known(KNOWN))
+
+
+def _meta(v: object) -> object:
+    """A meta as plain data; sizes as their expressions (comparing SymInts would guard on them)."""
+    if not isinstance(v, torch.Tensor):
+        return repr(v)
+    return ([str(d) for d in v.shape], [str(d) for d in v.stride()], v.dtype, v.requires_grad, v.is_leaf, str(v.storage_offset()))
+
+
+# Seeds whose samples meet every branch of the rule (adversarial 21: subgraphs leaving grad off).
+@pytest.mark.parametrize("domain, seed_", [("export", 19), ("adversarial", 21)])
+def test_cond_and_map_metas_equal_torchs_tracing_on_a_seeded_sample(monkeypatch, domain, seed_):
+    """Generation takes a cond's or map's metas from its subgraph (strategies.subgraphs.hop_outputs)
+    instead of torch's fake tracing of the subgraphs: on several hundred seeded cases they equal
+    what torch's tracing gives (shapes and strides, symbolic ones too, dtypes, requires_grad),
+    torch accepts every call the shortcut emits and refuses every call it refuses."""
+    hops = (torch.ops.higher_order.cond, torch.ops.higher_order.map_impl)
+    seen: Counter[str] = Counter()
+    emit = GraphBuilder.emit
+
+    def compared(self, target, args, kwargs, val, name=None):
+        if target in hops:
+            traced = self._propagate(target, args, kwargs)  # raises where torch rejects the call
+            assert type(traced) is type(val) and [_meta(t) for t in traced] == [_meta(v) for v in val]
+            seen[target.__name__] += 1
+            seen["symbolic"] += any(isinstance(d, torch.SymInt) for v in val for d in v.shape)
+            # The autograd rule's branches: outputs that require grad, and subgraphs that leave
+            # the grad mode changed (their outputs' requires_grad follows the mode left).
+            sub = self.attrs[args[1 if target is hops[0] else 0].target]
+            toggles = [n.args[0] for n in sub.graph.nodes if n.target is torch._C._set_grad_enabled]
+            operands = [a.meta["val"] for a in (args[3] if target is hops[0] else [*args[1], *args[2]])]
+            seen["requires_grad"] += any(v.requires_grad for v in val)
+            seen["left_off"] += self.grad_mode and bool(toggles) and not toggles[-1] and any(o.requires_grad for o in operands)
+        return emit(self, target, args, kwargs, val, name)
+
+    hop_call = subgraphs._hop_call
+
+    def refused_alike(s, target, args, gm, operands):
+        node = hop_call(s, target, args, gm, operands)
+        if node is None:  # the shortcut refuses only what torch's tracing refuses too
+            assert s.builder.try_call(target, args) is None
+            seen["refused"] += 1
+        return node
+
+    monkeypatch.setattr(GraphBuilder, "emit", compared)
+    monkeypatch.setattr(subgraphs, "_hop_call", refused_alike)
+    cases = []
+
+    @seed(seed_)
+    @settings(max_examples=300, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(graph_cases(domain=domain))
+    def draw(case):
+        cases.append(case)
+
+    draw()
+    assert len(cases) == 300 and seen["cond"] >= 50 and seen["map_impl"] >= 30 and seen["requires_grad"] >= 15, seen
+    assert seen["symbolic" if domain == "export" else "left_off"] >= 3, seen
