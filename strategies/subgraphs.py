@@ -138,19 +138,25 @@ def mode_left(gm: fx.GraphModule, mode: bool) -> bool:
 def _hop_call(s: State, target: Any, args: list[Any], gm: fx.GraphModule, operands: list[torch.Tensor]) -> fx.Node | None:
     """The cond or map_impl call node, its metas from its subgraph's (``hop_outputs``), or None
     where torch would refuse the call: tracing every drawn subgraph again on fake tensors was
-    30% of generation. A torch without the private merge traces as before."""
-    if _merge_output is None:
-        return s.builder.try_call(target, args)
-    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
-    outputs = [o.meta["val"] for o in output.args[0]]
+    30% of generation. A torch without the private merge traces as before. A toggle the
+    subgraph leaves set (adversarial domain) is still set after the call when the graph runs, so
+    the nodes drawn after it get their metas in that mode."""
     modes = (s.builder.grad_mode, mode_left(gm, s.builder.grad_mode))
-    try:
-        with s.builder.fake_mode:
-            rows = operands[0].shape[0] if target is hop.map_impl else None
-            val = hop_outputs(modes, outputs, operands, s.builder.fake_mode, rows)
-    except RuntimeError:  # cond's refusal of outputs that are not dense
-        return None
-    return s.builder.emit(target, args, {}, val)
+    if _merge_output is None:
+        node = s.builder.try_call(target, args)
+    else:
+        (output,) = [n for n in gm.graph.nodes if n.op == "output"]
+        outputs = [o.meta["val"] for o in output.args[0]]
+        try:
+            with s.builder.fake_mode:
+                rows = operands[0].shape[0] if target is hop.map_impl else None
+                val = hop_outputs(modes, outputs, operands, s.builder.fake_mode, rows)
+        except RuntimeError:  # cond's refusal of outputs that are not dense
+            return None
+        node = s.builder.emit(target, args, {}, val)
+    if node is not None:
+        s.builder.grad_mode = modes[1]
+    return node
 
 
 def draw_cond(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:

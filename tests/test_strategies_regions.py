@@ -15,9 +15,10 @@ from fxfuzz.oracles import verify
 from fxfuzz.oracles.execute import run_graph
 from fxfuzz.strategies import from_module, graph_cases, subgraphs
 from fxfuzz.strategies.builder import GraphBuilder
-from fxfuzz.strategies.state import Budget, State, count_region_shapes
+from fxfuzz.strategies.state import Budget, State, Value, count_region_shapes
 from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
 from hypothesis import HealthCheck, Phase, find, given, seed, settings
+from hypothesis import strategies as st
 from torch._higher_order_ops.map import map as cf_map
 from torch.export.graph_signature import InputKind
 
@@ -252,3 +253,31 @@ def test_cond_and_map_metas_equal_torchs_tracing_on_a_seeded_sample(monkeypatch,
     draw()
     assert len(cases) == 300 and seen["cond"] >= 50 and seen["map_impl"] >= 30 and seen["requires_grad"] >= 15, seen
     assert seen["symbolic" if domain == "export" else "left_off"] >= 3, seen
+
+
+@pytest.mark.parametrize("draw_hop", [subgraphs.draw_cond, subgraphs.draw_map])
+def test_a_toggle_a_subgraph_leaves_set_holds_for_the_nodes_after_the_call(draw_hop):
+    """A cond branch or map body ending with grad off (the adversarial domain's unbalanced
+    toggle) leaves grad off after the call when the graph runs, so a node drawn after the call
+    gets its meta with grad off: the same requires_grad as the run."""
+
+    def leaves_grad_off(draw, sub, depth):
+        sub.builder.set_grad(False)
+        sub.pool.append(Value(sub.builder.call(torch.ops.aten.sin.default, [sub.pool[0].node])))
+
+    @seed(0)
+    @settings(max_examples=1, database=None, phases=[Phase.generate])
+    @given(st.data())
+    def build(data):
+        b = GraphBuilder(grad_mode=True)
+        x = b.placeholder("arg0_1", torch.ones(3, requires_grad=True), InputKind.USER_INPUT)
+        s = State(b, "adversarial", Counter(), Budget(1), [Value(x)])
+        draw_hop(data.draw, s, 1, leaves_grad_off)
+        assert s.stats[f"hop:{draw_hop.__name__.removeprefix('draw_')}"] == 1
+        after = b.call(torch.ops.aten.cos.default, [x])
+        gm, _ = b.finish([after])
+        run = run_graph(gm, tuple(b.inputs), ambient_grad=True)
+        assert run.ok and run.outputs[0].requires_grad is False
+        assert after.meta["val"].requires_grad is False
+
+    build()
