@@ -265,12 +265,20 @@ class Supervisor:
             self.result.unrepeated_deaths.append(f"worker {w.index} {how} between examples")
             self._retire(w)
             self._replace(w)
-        elif not w.blamed or w.rerun is not None or w.inflight is None:
+        else:
+            self._judge(w, _death_finding(code), how)
+
+    def _judge(self, w: _Worker, finding: dict[str, Any], how: str) -> None:
+        """A death during an example (an exit, or a kill past the example timeout): settled now,
+        or judged by the replacement, which runs the example again first."""
+        if not w.blamed or w.rerun is not None or w.inflight is None:
             # Settled now, with no re-run: the check said the pass under test was not running
             # (_died counts it, blames nothing), or the death repeated on the example its
             # predecessor died on, or that example could not be serialized to be run again.
-            self._died(w, _death_finding(code))
+            self._died(w, finding)
         else:
+            # An example slow only on a loaded machine runs through in the replacement and is
+            # counted as a restart, as an outside kill is, not as a hang.
             self._retire(w)
             self._replace(w, _Death(w.inflight, how))
 
@@ -403,13 +411,7 @@ class Supervisor:
                 self._exited(w, code)
             elif w.inflight_since is not None and now - w.inflight_since > self.opts.example_timeout_s:
                 self._kill(w)
-                if not w.blamed or w.rerun is not None or w.inflight is None:
-                    self._died(w, self._hang_finding())
-                else:
-                    # Judged as a death is: an example slow only on a loaded machine runs
-                    # through in the replacement, and is counted as a restart, not a hang.
-                    self._retire(w)
-                    self._replace(w, _Death(w.inflight, f"did not return within {self.opts.example_timeout_s:g}s"))
+                self._judge(w, self._hang_finding(), f"did not return within {self.opts.example_timeout_s:g}s")
 
     def _hang_finding(self) -> dict[str, Any]:
         return {
