@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from fxfuzz.core.capture import from_module
+from fxfuzz.core.capture import ExportFailed, from_module
 from fxfuzz.core.contract import AUTOCAST
 from fxfuzz.core.passes import EXPORT_STAGES, REGISTRY, PassFn, Registered, contract_of, identity_pass
 from fxfuzz.core.program import Program, load_program
@@ -156,8 +156,8 @@ def _check_mode(program_class: Any, example_inputs: Any, dynamic_shapes: Any, si
         try:
             torch.set_grad_enabled(grad_mode)
             case = from_module(program_class(), example_inputs(), stage=stages[0].name, dynamic_shapes=dynamic_shapes)
-        except Exception as e:
-            return [_export_crash(e)]  # export failed before it reached the pass
+        except ExportFailed as e:
+            return [_export_crash(e.__cause__)]  # export failed before it reached the pass
         finally:
             torch.set_grad_enabled(before)
         sizes = valid_sizes(case.gm, sizes)

@@ -112,7 +112,7 @@ def differences(eager, exported):
 def captured_graph_findings(module_class, example_inputs, grad_mode, dynamic_shapes=None):
     """With fxfuzz installed: ``verify`` on the graph export hands the set-grad pass."""
     try:
-        from fxfuzz.core.capture import from_module
+        from fxfuzz.core.capture import ExportFailed, from_module
         from fxfuzz.core.passes import load_pass
         from fxfuzz.oracles import verify
     except ImportError:
@@ -121,7 +121,7 @@ def captured_graph_findings(module_class, example_inputs, grad_mode, dynamic_sha
     torch.set_grad_enabled(grad_mode)
     try:
         case = from_module(module_class(), fresh_inputs(example_inputs()), dynamic_shapes=dynamic_shapes)
-    except Exception:
+    except ExportFailed:
         return []  # export itself failed before the pass: main reports it
     finally:
         torch.set_grad_enabled(before)

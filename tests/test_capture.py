@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch._export.passes.replace_set_grad_with_hop_pass as set_grad_module
+from fxfuzz.core import capture
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.oracles.execute import run_graph
-from fxfuzz.strategies import from_module
+from fxfuzz.strategies import ExportFailed, from_module
 from torch.export.graph_signature import InputKind
 
 SET_GRAD = torch._C._set_grad_enabled
@@ -91,9 +92,19 @@ def test_export_module_is_restored_even_when_export_fails():
         def forward(self, x):
             return x.item_does_not_exist()
 
-    with pytest.raises(Exception):
+    with pytest.raises(ExportFailed) as raised:
         from_module(Bad(), (torch.ones(1),))
+    assert isinstance(raised.value.__cause__, AttributeError)  # torch's own exception, kept
     assert set_grad_module.replace_set_grad_with_hop_pass is real
+
+
+def test_a_failure_of_fxfuzz_own_copy_inside_export_is_not_blamed_on_export(monkeypatch):
+    def broken_copy(gm):
+        raise RuntimeError("fxfuzz's copy failed")
+
+    monkeypatch.setattr(capture, "copy_graph_module", broken_copy)
+    with pytest.raises(RuntimeError, match="fxfuzz's copy failed"):
+        from_module(BufferUpdate(), (torch.ones(3),))
 
 
 def test_cond_branch_with_grad_block_is_nested_graph_module():

@@ -10,6 +10,7 @@ import sys
 import broken_passes as bp
 import pytest
 import torch
+from fxfuzz.core import capture
 from fxfuzz.core.capture import from_module
 from fxfuzz.campaign.engine import bucket_id
 from fxfuzz.core.known import at_level, known_reason, load_known
@@ -117,6 +118,18 @@ def test_program_check_fires_on_broken_pass_inside_export(broken, expected):
     """The broken pass runs where export runs the real one; both the captured graph and the
     end-to-end comparison see what it did."""
     assert expected in kinds(check_program(no_grad_program(), broken))
+
+
+def test_an_fxfuzz_failure_after_export_is_raised_not_reported_as_export_raised(monkeypatch):
+    """Only torch.export's own failure is a crash finding: fxfuzz failing while it builds the
+    case from what export handed the pass is a harness error, and says so."""
+
+    def broken(gm):
+        raise RuntimeError("fxfuzz failed after export")
+
+    monkeypatch.setattr(capture, "other_sizes", broken)
+    with pytest.raises(RuntimeError, match="fxfuzz failed after export"):
+        check_program(no_grad_program(), REAL)
 
 
 def test_findings_say_level_and_grad_mode():

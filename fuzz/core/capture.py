@@ -19,6 +19,12 @@ STAGES = tuple(r.name for r in EXPORT_STAGES)
 # torch.export's private step that lifts constants just before the grad-mode passes (2.13).
 _LIFT = "_materialize_and_lift_constants"
 
+class ExportFailed(Exception):
+    """torch.export raised before it handed the stage's pass a graph; ``__cause__`` is its
+    exception. fxfuzz's own failures while capturing are raised as themselves, so a caller
+    never mistakes them for torch's."""
+
+
 def _attr(root: Any, target: str) -> Any:
     for part in target.split("."):
         root = getattr(root, part)
@@ -53,10 +59,15 @@ def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict, dyn
     mod, name = importlib.import_module(row.module), row.attr
     real: Callable[..., Any] = getattr(mod, name)
     seen: list[tuple[Any, Any, bool]] = []
+    ours: list[Exception] = []
 
     def spy(gm: Any, signature: Any) -> Any:
         # Copy before the pass runs: it rewrites the graph in place.
-        seen.append((copy_graph_module(gm), copy.deepcopy(signature), torch.is_grad_enabled()))
+        try:
+            seen.append((copy_graph_module(gm), copy.deepcopy(signature), torch.is_grad_enabled()))
+        except Exception as e:
+            ours.append(e)  # the copy is fxfuzz's, not export's: raised as itself below
+            raise
         return real(gm, signature)
 
     # The values of the constants export lifts (tensors forward creates) before the pass
@@ -76,9 +87,11 @@ def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict, dyn
     try:
         ep = torch.export.export(module, args, kwargs, strict=False, dynamic_shapes=dynamic_shapes)
         lifted.update(ep.constants)
-    except Exception:
+    except Exception as e:
+        if ours:
+            raise ours[0] from None
         if not seen:
-            raise
+            raise ExportFailed(f"torch.export raised {type(e).__name__}: {e}") from e
         # Export failed at or after the pass (the pass itself may be what is broken); the
         # case is still what the pass was handed.
     finally:
@@ -105,7 +118,8 @@ def from_module(
     The graph and signature carry export's own names and metas (symbolic sizes where
     ``dynamic_shapes`` made dims dynamic); ``inputs`` are real tensors in signature order
     (parameters, buffers, constants, user inputs); ``ambient_grad`` is the grad mode export
-    ran the pass under; ``sizes`` holds other sizes that satisfy the trace's guards.
+    ran the pass under; ``sizes`` holds other sizes that satisfy the trace's guards. Raises
+    ``ExportFailed`` when export fails before it reaches that pass.
     """
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
