@@ -14,6 +14,7 @@ from fxfuzz.oracles.downstream import CleanedUp, check_downstream
 from fxfuzz.oracles.execute import Run, isolated, release_frames
 from fxfuzz.oracles.exported import check_exported
 from fxfuzz.oracles.finding import ORACLES, Finding
+from fxfuzz.oracles.hop_checks import memoized_hop_checks
 from fxfuzz.oracles.idempotence import changes_meaning, second_application
 from fxfuzz.oracles.semantics import Reference, check_on_device, compare_graphs
 from fxfuzz.oracles.signature import check_signature
@@ -67,7 +68,13 @@ def verify(case: GraphCase, pass_fn: PassFn, contract: PassContract | None = Non
     """
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
-    contract = contract or contract_of(pass_fn)
+    # The graphs run many times below; torch's mutation check of their cond/map calls, traced
+    # anew on every call, is computed once per distinct call (fxfuzz.oracles.hop_checks).
+    with memoized_hop_checks():
+        return _verify(case, pass_fn, contract or contract_of(pass_fn), device)
+
+
+def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: str) -> list[Finding]:
     try:
         result = apply_pass(case, pass_fn)
     except Exception as e:
