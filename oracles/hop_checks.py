@@ -1,4 +1,4 @@
-"""torch's run-time input-mutation check of ``cond`` and ``map``, traced once per example.
+"""torch's run-time input-mutation check of ``cond`` and ``map``, traced once per distinct call.
 
 Each eager call of ``cond`` or ``map`` with grad on and an input that requires grad first
 asks the operator's ``gen_schema`` whether the branches (the body) write to their inputs:
@@ -95,15 +95,15 @@ def _memoized(op: Any, gen_schema: Callable[..., Any]) -> Callable[..., Any]:
             return gen_schema(*args, **kwargs)
         try:
             key = _key(op, args, kwargs)
-            hash(key)
+            kept = memo.get(key)  # hashes the key: an unhashable operand fails here, not in the run
         except Exception:  # _NotKeyed, or an operand the key does not know: torch's path
             return gen_schema(*args, **kwargs)
-        if key not in memo:
+        if kept is None:
             try:
-                memo[key] = (True, gen_schema(*args, **kwargs))
+                kept = memo[key] = (True, gen_schema(*args, **kwargs))
             except Exception as e:
-                memo[key] = (False, e)
-        ok, verdict = memo[key]
+                kept = memo[key] = (False, e)
+        ok, verdict = kept
         if not ok:
             raise verdict.with_traceback(None)
         return verdict
