@@ -80,6 +80,14 @@ def test_each_fxfuzz_operator_has_its_autograd_fake_and_mutation_behaviour():
     assert {s.name for s in FXFUZZ_OPS} == {f"fxfuzz::{n}" for n in ("scaled_mul", "split_sign", "cube", "tanh_mask", "add_half_")}
 
 
+def test_each_fxfuzz_operator_runs_on_cuda_too():
+    """A CPU kernel alone made every generated graph that calls the operator raise on CUDA on
+    both sides alike, so --device cuda checked nothing of those cases (the first GPU run showed
+    it for tanh_mask). The dispatcher says so on a machine without CUDA too."""
+    for spec in FXFUZZ_OPS:
+        assert any(torch._C._dispatch_has_kernel_for_dispatch_key(spec.name, key) for key in ("CUDA", "CompositeExplicitAutograd")), spec.name
+
+
 class EveryCustomOp(torch.nn.Module):
     """Each fxfuzz operator inside and around grad regions, values crossing them both ways."""
 

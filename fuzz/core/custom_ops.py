@@ -100,7 +100,9 @@ def _legacy_ops():
         @custom_op("fxfuzz::tanh_mask")
         def tanh_mask(x: Tensor) -> tuple[Tensor, Tensor]: ...
 
-    @tanh_mask.impl("cpu")
+    # Both devices: with a CPU kernel alone every generated graph calling it raised on CUDA on both
+    # sides alike, which left --device cuda blind to those cases (seen on the first GPU run).
+    @tanh_mask.impl(("cpu", "cuda"))
     def _(x):
         t = torch.tanh(x)
         return t, (x > 0).to(x.dtype)
