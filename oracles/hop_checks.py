@@ -38,7 +38,11 @@ def _ops() -> list[Any]:
     """The operators whose eager autograd path calls ``gen_schema`` (torch 2.13)."""
     from torch._higher_order_ops.cond import cond_op
     from torch._higher_order_ops.map import map_impl
-    from torch._higher_order_ops.utils import _has_gen_schema
+
+    try:
+        from torch._higher_order_ops.utils import _has_gen_schema
+    except ImportError:  # a torch without the run-time check: nothing to memoize
+        return []
 
     return [op for op in (cond_op, map_impl) if _has_gen_schema(op)]
 

@@ -6,6 +6,7 @@ quiet and a test can tell which oracle caught what.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import threading
@@ -644,24 +645,27 @@ def refuses_own_output(gm, sig):
 _INLINE_MUTANT = "utils.node_inline_:860:remove:20"
 
 
-def _export_with_old_node_inline() -> Any:
+@functools.cache
+def _old_inline_export() -> Any:
+    # Built on first use, not at import: the mutant's id names a line of torch 2.13's source, and
+    # every test module imports this file, also on a torch whose source differs (the CUDA
+    # machine's).
     from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
 
-    mutant = next(m for m in enumerate_mutants("export") if m.id == _INLINE_MUTANT)
+    mutant = next((m for m in enumerate_mutants("export") if m.id == _INLINE_MUTANT), None)
+    if mutant is None:
+        raise LookupError(f"torch {torch.__version__} has no mutant {_INLINE_MUTANT} (its id names torch 2.13's source)")
     return load_pass_variant("export", mutant)
-
-
-_old_inline_export = _export_with_old_node_inline()
 
 
 def inline_overwrites_submod(gm, sig):
     """set_grad then autocast, both with node_inline_ as it was before pytorch PR #141169."""
-    return _old_inline_export(gm, sig)
+    return _old_inline_export()(gm, sig)
 
 
 def inline_overwrites_submod_set_grad_only(gm, sig):
     """The set-grad part alone of ``inline_overwrites_submod``."""
-    return _old_inline_export.passes[0](gm, sig)
+    return _old_inline_export().passes[0](gm, sig)
 
 
 def unsaveable(gm, sig):
