@@ -206,7 +206,10 @@ def on_device(gm: fx.GraphModule, device: str) -> fx.GraphModule:
     before ``.to(dtype)``, autocast regions' device type) naming it. Left naming CPU, a graph
     raises on CUDA on both sides alike, or runs its autocast regions unchanged, and the CUDA
     checks would compare nothing of it."""
-    target = torch.device(device)
+    # With its index, as export records it (cuda:0): an assertion naming plain "cuda" fails
+    # torch's strict device check on a cuda:0 tensor where fake tracing runs it (cond with grad
+    # traces its branches) but not in eager kernels, a difference of fxfuzz's making.
+    target = torch.empty(0, device=device).device
 
     def tensor_attrs(m: fx.GraphModule) -> list[str]:
         return [

@@ -22,6 +22,7 @@ from fxfuzz.oracles.semantics import Reference, check_on_device, compare_graphs
 from fxfuzz.strategies import graph_cases
 from hypothesis import HealthCheck, given, settings
 from torch import fx
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 REAL = load_pass("set_grad")
 IDENTITY = load_pass("identity")
@@ -243,6 +244,21 @@ def test_on_device_retargets_the_devices_a_graph_records():
     assert on_device(gm, "cpu") is gm and on_device(moved, "meta") is moved
     with pytest.raises(Exception):
         gm(x)  # the original is left as it was
+
+
+@pytest.mark.parametrize("device", ["cpu:0", pytest.param("cuda", marks=cuda_only)])
+def test_on_device_names_the_device_as_its_tensors_report_it(device):
+    """Export records cuda:0, never plain "cuda". torch's device assertion is strict under fake
+    tensors (where cond with grad traces its branches) and lenient in eager kernels, so a graph
+    retargeted to plain "cuda" raised on CUDA only where grad made cond trace: a cuda: finding
+    of fxfuzz's making (the first adversarial GPU campaign showed it). "cpu:0" against CPU
+    tensors, which report plain "cpu", shows the same strictness on any machine."""
+    moved = on_device(_device_recording_graph(), device)
+    x = torch.randn(3, device=device)
+    recorded = {a for n in moved.graph.nodes for a in n.kwargs.values() if isinstance(a, torch.device)}
+    assert recorded == {x.device}
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        moved(x)
 
 
 def test_on_device_enters_autocast_regions_for_the_new_device():
