@@ -51,7 +51,10 @@ def test_run_export_pipeline_goes_through_the_stages(tmp_path):
 
 def test_broken_pass_is_reported_with_exit_1(tmp_path):
     spec = os.path.join(HERE, "broken_passes.py") + ":drops_toggles"
-    r = fxfuzz("run", "--pass", spec, "--budget", "60", "--max-examples", "400", "--report-dir", str(tmp_path))
+    # Seed 7 draws a case the broken pass gets wrong among its first 15 (seeds 1, 4, 5, 6 and 8
+    # draw none): 15 s, where running out a 60 s budget on a random seed was the suite's slowest test.
+    args = ["--seed", "7", "--max-examples", "15", "--workers", "1", "--no-db", "--budget", "60"]
+    r = fxfuzz("run", "--pass", spec, *args, "--report-dir", str(tmp_path))
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert any(f["oracle"] == "equivalence" for f in report["findings"])
