@@ -53,8 +53,10 @@ class _NotKeyed(Exception):
 
 def _module_key(gm: fx.GraphModule) -> tuple[Any, ...]:
     tensors = tuple(sorted((name, _tensor_key(v)) for name, v in vars(gm).items() if isinstance(v, torch.Tensor)))
-    buffers = tuple((name, _tensor_key(t)) for name, t in gm.named_buffers())
-    params = tuple((name, _tensor_key(t)) for name, t in gm.named_parameters())
+    # This module's own: each child's are in its own key below, and listing them here too keyed
+    # every nested buffer once per level above it.
+    buffers = tuple((name, _tensor_key(t)) for name, t in gm.named_buffers(recurse=False))
+    params = tuple((name, _tensor_key(t)) for name, t in gm.named_parameters(recurse=False))
     children = tuple((name, _leaf_key(c)) for name, c in gm.named_children())
     return (gm.code, tensors, buffers, params, children)
 
