@@ -17,8 +17,11 @@ settings.register_profile(
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "fxfuzz-tests")
 settings.load_profile(PROFILE)
 # The suite's seeded samples draw the same cases whichever test modules an xdist worker
-# imported first (fxfuzz.core.reproducible), as campaigns do; held for the whole session.
-reproducible_draws().__enter__()
+# imported first (fxfuzz.core.reproducible), as campaigns do; held for the whole session. The
+# context manager is kept: a dropped one is closed by the garbage collector, which runs its
+# exit and unpins the draws at once (so they were, until 2026-11-26).
+_REPRODUCIBLE_DRAWS = reproducible_draws()
+_REPRODUCIBLE_DRAWS.__enter__()
 
 
 @pytest.fixture(autouse=True)
