@@ -108,6 +108,7 @@ def test_buckets_deduplicate_and_hooks_see_each_bucket():
     assert bucket.count == result.examples == 15
     assert bucket.finding.details["exception"] == "ValueError"
     assert bucket.graph_nodes == 0  # shrunk to the empty graph
+    assert result.stats["shrink_attempts"] >= 1
 
 
 def test_stop_request_ends_the_campaign():
@@ -123,6 +124,7 @@ def test_shrinking_stops_at_its_time_limit_keeping_the_example():
     )
     (bucket,) = result.buckets.values()
     assert sizes == [bucket.graph_nodes] and bucket.graph_nodes >= 8  # found, kept, not shrunk
+    assert "shrink_attempts" not in result.stats  # no attempt judged once the time is up
     assert result.examples == 80  # the campaign went on after the shrink was cut short
 
 

@@ -58,6 +58,8 @@ def test_broken_pass_is_reported_with_exit_1(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert any(f["oracle"] == "equivalence" for f in report["findings"])
+    # By default each new bucket is minimized (the worker judged shrink attempts).
+    assert report["max_shrink_s"] == 60 and report["stats"]["shrink_attempts"] > 0
 
 
 @pytest.mark.parametrize(
@@ -77,6 +79,9 @@ def test_broken_pass_is_reported_with_exit_1(tmp_path):
         (["run", "--budget", "0"], "--budget"),
         (["run", "--budget", "soon"], "--budget"),
         (["run", "--max-examples", "-3"], "--max-examples"),
+        (["run", "--max-shrink-s", "-1"], "--max-shrink-s"),
+        (["run", "--max-shrink-s", "inf"], "--max-shrink-s"),
+        (["gate", "--candidate", "identity", "--max-shrink-s", "never"], "--max-shrink-s"),
         (["run", "--domain", "nowhere"], "--domain"),
         (["frobnicate"], "invalid choice"),
         (["run", "--workers", "many"], "--workers"),

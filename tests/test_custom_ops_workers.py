@@ -25,7 +25,7 @@ def test_run_with_op_draws_it_in_two_workers_and_its_finding_replays_in_a_fresh_
     report_dir = tmp_path / "report"
     run = subprocess.run(
         [sys.executable, "-m", "fxfuzz", "run", "--pass", "tests/user_ops.py:only_refuses_scale", "--op", "tests/user_ops.py:SCALE",
-         "--workers", "2", "--max-examples", "40", "--no-db", "--report-dir", str(report_dir)],
+         "--workers", "2", "--max-examples", "40", "--no-db", "--max-shrink-s", "0", "--report-dir", str(report_dir)],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )  # fmt: skip
     assert run.returncode == 1, run.stdout + run.stderr

@@ -119,10 +119,12 @@ def test_fresh_cases_are_judged_under_both_grad_modes():
 
 def test_cli_broken_candidate_exits_1_and_its_repros_replay(tmp_path):
     spec = os.path.join(HERE, "broken_passes.py") + ":drops_toggles"
-    r = fxfuzz("gate", "--candidate", spec, "--max-examples", "3", "--report-dir", str(tmp_path / "r"))
+    r = fxfuzz("gate", "--candidate", spec, "--max-examples", "3", "--max-shrink-s", "0", "--report-dir", str(tmp_path / "r"))
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["candidate"] == spec and report["baseline"] == "set_grad" and report["findings"]
+    # Unminimized regressions (--max-shrink-s 0 reached the fresh cases' worker) replay all the same.
+    assert report["max_shrink_s"] == 0 and "shrink_attempts" not in report["stats"]
     repros = sorted((tmp_path / "r" / "repros").glob("*.json"))
     assert len(repros) == len(report["findings"])
     # Each regression has its issue text, naming the baseline it regressed against.
@@ -172,7 +174,7 @@ def test_cli_parallel_gate_regresses_on_fresh_cases_and_passes_the_real_pass(tmp
     (its bucket counts the corpus cases and the fresh ones), with a repro; the real pass
     against itself has none."""
     spec = os.path.join(HERE, "broken_passes.py") + ":crashes"
-    r = fxfuzz("gate", "--candidate", spec, "--workers", "2", "--max-examples", "2", "--report-dir", str(tmp_path / "r"))
+    r = fxfuzz("gate", "--candidate", spec, "--workers", "2", "--max-examples", "2", "--max-shrink-s", "0", "--report-dir", str(tmp_path / "r"))
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["workers"] == 2 and report["examples"] == 2
@@ -347,7 +349,7 @@ def test_gate_against_a_pipeline_rejects_the_old_node_inline_in_seconds(tmp_path
 
     assert not judge_corpus(bp.inline_overwrites_submod_set_grad_only, REAL, corpus).buckets
     spec = os.path.join(HERE, "broken_passes.py") + ":inline_overwrites_submod"
-    r = fxfuzz("gate", "--candidate", spec, "--baseline", "set_grad+autocast", "--max-examples", "1", "--report-dir", str(tmp_path))
+    r = fxfuzz("gate", "--candidate", spec, "--baseline", "set_grad+autocast", "--max-examples", "1", "--max-shrink-s", "0", "--report-dir", str(tmp_path))
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["baseline"] == "set_grad+autocast"
@@ -361,7 +363,7 @@ def test_gate_stage_share_decides_which_cases_go_through_the_export_stages(tmp_p
     stages the gate finds that on its corpus; with none, no stage runs (the gate's interface
     check still sees the metadata this pass adds: only the downstream rows are compared)."""
     spec = os.path.join(HERE, "broken_passes.py") + ":unsaveable"
-    r = fxfuzz("gate", "--candidate", spec, "--max-examples", "1", "--stage-share", share, "--report-dir", str(tmp_path))
+    r = fxfuzz("gate", "--candidate", spec, "--max-examples", "1", "--max-shrink-s", "0", "--stage-share", share, "--report-dir", str(tmp_path))
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["stage_share"] == float(share)
     downstream = [f for f in report["findings"] if f["oracle"] == "downstream" and not f["known"]]

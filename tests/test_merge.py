@@ -196,6 +196,8 @@ def test_a_run_folder_holds_an_issue_text_per_new_bucket(shard_campaigns):
     a, _, known_id = shard_campaigns
     report = _load(a)
     assert report["python_version"] == platform.python_version()
+    # --max-shrink-s 0 reached the worker: its new buckets kept their first examples.
+    assert report["max_shrink_s"] == 0 and "shrink_attempts" not in report["stats"]
     rows = {f["id"]: f for f in report["findings"]}
     assert rows[known_id]["known"] and any(not f["known"] for f in rows.values())
     assert sorted(p.name for p in (a / "issues").iterdir()) == sorted(f"{b}.md" for b, f in rows.items() if not f["known"])
@@ -218,7 +220,7 @@ def test_merge_of_two_real_campaigns(shard_campaigns, tmp_path, capsys):
     ra, rb, merged = _load(a), _load(b), _load(out)
     assert merged["examples"] == ra["examples"] + rb["examples"] == 60
     assert merged["duration_s"] == pytest.approx(ra["duration_s"] + rb["duration_s"], abs=0.01)
-    assert merged["seed"] == 3 and sorted(merged["shards"]) == ["1/2", "2/2"]
+    assert merged["seed"] == 7 and sorted(merged["shards"]) == ["1/2", "2/2"]
     assert [e["path"] for e in merged["merged_from"]] == [str(a), str(b)]
     inputs = {}
     for folder, r in ((a, ra), (b, rb)):

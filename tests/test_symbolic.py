@@ -152,7 +152,7 @@ def test_default_gate_rejects_size_specializing_passes_within_30s(tmp_path, brok
     change the verdict, so one fresh case keeps the test short (as tests/test_historical.py)."""
     r = subprocess.run(
         [sys.executable, "-m", "fxfuzz", "gate", "--candidate", f"tests/broken_passes.py:{broken}",
-         "--workers", "2", "--max-examples", "1", "--report-dir", str(tmp_path)],
+         "--workers", "2", "--max-examples", "1", "--max-shrink-s", "0", "--report-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert r.returncode == 1, r.stdout + r.stderr

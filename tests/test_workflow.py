@@ -98,4 +98,4 @@ def test_the_merge_step_takes_a_single_shard_extracted_in_place(jobs, shard_camp
     r = _run_merge_step(jobs, tmp_path, tmp_path / "summary.md")
     assert r.returncode == 1, r.stdout + r.stderr
     merged = json.loads((tmp_path / "fxfuzz-report" / "report.json").read_text())
-    assert merged["merged_from"] == [{"path": "shard-reports", "shard": "2/2", "seed": 3, "examples": 30}]
+    assert merged["merged_from"] == [{"path": "shard-reports", "shard": "2/2", "seed": 7, "examples": 30}]

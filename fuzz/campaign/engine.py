@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fxfuzz.core.case import Example
+from fxfuzz.core.choices import DEFAULT_MAX_SHRINK_S
 from fxfuzz.core.errors import SerializeError
 from fxfuzz.core.passes import Pass, PassFn
 from fxfuzz.core.reproducible import reproducible_draws
@@ -276,7 +277,7 @@ def run_campaign(
     on_bucket: BucketHook | None = None,
     codec: Codec | None = GRAPH_CASES,
     replay_saved: bool = True,
-    max_shrink_s: float = 60.0,
+    max_shrink_s: float = DEFAULT_MAX_SHRINK_S,
     known: frozenset[str] = frozenset(),
     rerun: Sequence[Example] = (),
 ) -> CampaignResult:
@@ -291,8 +292,9 @@ def run_campaign(
     With a ``database``, each bucket's minimized example is saved (through ``codec``) and,
     when ``replay_saved``, the saved examples run first: a failure found once shows in the
     first examples of the next campaign. Shrinking one bucket stops after ``max_shrink_s``
-    seconds with the smallest example found so far. Buckets in ``known`` (the baseline) are
-    counted but not shrunk: the budget goes to finding something new.
+    seconds with the smallest example found so far (0: each bucket keeps its first example);
+    ``stats["shrink_attempts"]`` counts the examples judged while shrinking. Buckets in
+    ``known`` (the baseline) are counted but not shrunk: the budget goes to finding something new.
 
     ``rerun`` examples run before anything else, whatever the budget, limits or ``stop()``
     say (a worker runs the example its predecessor died on again); they count as examples,
@@ -361,12 +363,15 @@ def run_campaign(
             now = time.monotonic()
             if now >= deadline or (stop is not None and stop()):
                 raise _Stop
+            if shrinking and now - shrink_started[0] >= max_shrink_s:
+                raise _ShrinkTimeUp  # before judging: an attempt past the limit is time spent for nothing
             # While a downstream bucket shrinks, every attempt goes through the export stages,
             # so the shrinker judges each candidate alike whatever share the case hashes to.
             with stages_forced(bool(shrinking) and result.buckets[shrinking[0]].finding.oracle == "downstream"):
                 findings = check(case, pass_fn)
             ids = {bucket_id(f): f for f in findings}
             if shrinking:
+                result.stats["shrink_attempts"] += 1
                 # Shrink attempts: keep the smallest case of the bucket being minimized. A bucket
                 # no example showed yet is kept too (as Hypothesis keeps the other bugs its
                 # shrinker meets), saved at once, to be minimized when an example shows it again.
@@ -376,8 +381,6 @@ def run_campaign(
                         store.keep(bid, store.codec.dumps(case), case.compute_nodes())
                     if on_bucket:
                         on_bucket(result.buckets[bid])
-                if now - shrink_started[0] > max_shrink_s:
-                    raise _ShrinkTimeUp
                 b = result.buckets[shrinking[0]]
                 if shrinking[0] in ids:
                     if case.compute_nodes() <= b.graph_nodes:

@@ -38,7 +38,7 @@ from fxfuzz.campaign.engine import (
 )
 from fxfuzz.campaign.supervisor import CampaignOptions, ParallelResult, run_parallel, to_campaign_result
 from fxfuzz.core.case import GraphCase, copy_graph_module
-from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
+from fxfuzz.core.choices import DEFAULT_MAX_SHRINK_S, DEFAULT_STAGE_SHARE
 from fxfuzz.core.passes import PassFn, contract_of, load_pass
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, target_name
 from fxfuzz.oracles import Finding, input_labels, verify
@@ -239,6 +239,7 @@ def run_gate(
     progress: Progress | None = None,
     on_regression: Callable[[Bucket], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    max_shrink_s: float = DEFAULT_MAX_SHRINK_S,
 ) -> GateResult:
     """Judge ``candidate`` against ``baseline`` on every corpus case, then on fresh cases of
     ``domain`` until ``budget_s`` seconds (corpus time included) or ``max_examples`` fresh
@@ -270,6 +271,7 @@ def run_gate(
             progress=progress,
             check=check,
             stop=stop,
+            max_shrink_s=max_shrink_s,
         )
         add_fresh(result, fresh)
     result.campaign.duration_s = time.monotonic() - start
@@ -309,6 +311,7 @@ def run_gate_parallel(
     log_dir: str | None = None,
     stop: Callable[[], bool] | None = None,
     stage_share: float = DEFAULT_STAGE_SHARE,
+    max_shrink_s: float = DEFAULT_MAX_SHRINK_S,
 ) -> GateResult:
     """``run_gate`` with every case judged in worker processes (``fxfuzz.campaign.supervisor``):
     first the corpus (the ``saved`` cases, then the built-in one) in one worker, then the fresh
@@ -320,7 +323,8 @@ def run_gate_parallel(
     so the gate ends within about ``budget_s`` plus twice ``example_timeout_s`` and a worker's
     start-up; the corpus is judged whole
     unless such a death past the budget leaves no worker to finish it. ``stage_share`` is the
-    share of cases also taken through torch.export's stages, as in ``fxfuzz run``."""
+    share of cases also taken through torch.export's stages and ``max_shrink_s`` the seconds
+    spent minimizing each new regression, as in ``fxfuzz run``."""
     start = time.monotonic()
     opts = CampaignOptions(
         pass_spec=candidate,
@@ -332,6 +336,7 @@ def run_gate_parallel(
         examples=f"{__name__}:corpus_with",
         log_dir=log_dir,
         stage_share=stage_share,
+        max_shrink_s=max_shrink_s,
     )
     with tempfile.NamedTemporaryFile("w", prefix="fxfuzz-corpus-", suffix=".json") as fh:
         json.dump([(name, case_to_dict(case)) for name, case in saved], fh)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, Check, Codec, Progress, run_campaign
-from fxfuzz.core.choices import LEVELS
+from fxfuzz.core.choices import DEFAULT_MAX_SHRINK_S, LEVELS
 from fxfuzz.core.known import at_level, for_level
 from fxfuzz.core.passes import PassFn
 from fxfuzz.core.program import from_data, to_data
@@ -108,6 +108,7 @@ def run_levels(
     on_level: Callable[[str, CampaignResult], None] | None = None,
     stop: Callable[[], bool] | None = None,
     known: frozenset[str] = frozenset(),
+    max_shrink_s: float = DEFAULT_MAX_SHRINK_S,
 ) -> CampaignResult:
     """Run ``pass_fn``'s campaign at ``level``; ``mixed`` runs the graph level, then the
     program level, each for its share of ``budget_s`` (time one level leaves unused passes
@@ -134,6 +135,7 @@ def run_levels(
             codec=codec,
             stop=stop,
             known=for_level(known, name),
+            max_shrink_s=max_shrink_s,
         )
         spent += r.duration_s
         results.append((name, r))

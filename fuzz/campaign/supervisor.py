@@ -40,7 +40,7 @@ from typing import Any
 
 from fxfuzz.campaign.database import DatabaseSpec, open_database
 from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, SavedFailures, bucket_id, database_key
-from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
+from fxfuzz.core.choices import DEFAULT_MAX_SHRINK_S, DEFAULT_STAGE_SHARE
 from fxfuzz.core.errors import SerializeError
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.serialize import case_from_dict, count_compute_nodes
@@ -66,6 +66,7 @@ class CampaignOptions:
     coverage_include: list[str] = field(default_factory=list)  # source files to measure; empty: off
     log_dir: str | None = None
     known: frozenset[str] = frozenset()  # baseline buckets: counted, not shrunk
+    max_shrink_s: float = DEFAULT_MAX_SHRINK_S  # seconds minimizing each new bucket
     # "pkg.module:factory" whose factory(blame=..., **check_args) returns the Check each worker
     # judges an example with (the gate's candidate-vs-baseline judgement); None: oracles.verify.
     check: str | None = None
@@ -183,6 +184,7 @@ class Supervisor:
             "db": None if self.opts.database is None else {"local": self.opts.database.local, "shared": self.opts.database.shared},
             "device": self.opts.device,
             "stage_share": self.opts.stage_share,
+            "max_shrink_s": self.opts.max_shrink_s,
             "coverage_include": self.opts.coverage_include,
             "coverage_file": cov_file,
             # Saved failures replay once, in the first worker: a replacement worker must not

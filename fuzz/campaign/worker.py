@@ -126,6 +126,7 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
             replay_saved=cfg["replay_saved"],
             known=frozenset(cfg["known"]),
             rerun=rerun,
+            max_shrink_s=cfg["max_shrink_s"],
         )
     if cov is not None:
         cov.stop()

@@ -8,22 +8,31 @@ import os
 from fxfuzz.core.choices import DEVICES
 
 
-def positive_float(text: str) -> float:
+def _number(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def positive_float(text: str) -> float:
+    value = _number(text)
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
     return value
 
 
+def seconds_or_zero(text: str) -> float:
+    """A finite number of seconds, 0 included (``--max-shrink-s 0``: no minimizing)."""
+    value = _number(text)
+    if not 0.0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, 0 or more, got {text!r}")
+    return value
+
+
 def fraction(text: str) -> float:
     """A share between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = _number(text)
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must lie between 0 and 1, got {text!r}")
     return value

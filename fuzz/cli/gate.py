@@ -38,7 +38,7 @@ def command(a: argparse.Namespace) -> int:
         result = run_gate_parallel(
             a.candidate, a.baseline, saved, workers=a.workers, budget_s=budget_s, max_examples=max_examples, seed_=a.seed,
             domain=a.domain, example_timeout_s=a.example_timeout, progress=progress.update, log_dir=log_dir, stop=stop,
-            stage_share=a.stage_share,
+            stage_share=a.stage_share, max_shrink_s=a.max_shrink_s,
         )  # fmt: skip
         signum = stop.signum  # a signal from here on only asks to finish the report
         progress.close()
@@ -56,6 +56,7 @@ def command(a: argparse.Namespace) -> int:
             "domain": a.domain,
             "seed": a.seed,
             "stage_share": a.stage_share,
+            "max_shrink_s": a.max_shrink_s,
             "workers": a.workers,
             "started": started,
             "corpus_cases": result.corpus_cases,

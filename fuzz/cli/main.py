@@ -14,9 +14,9 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from fxfuzz.cli.args import device, fraction, integer, positive_float, positive_int, shard, workers
+from fxfuzz.cli.args import device, fraction, integer, positive_float, positive_int, seconds_or_zero, shard, workers
 from fxfuzz.cli.interrupt import Abandoned, exit_status
-from fxfuzz.core.choices import DEFAULT_DB, DEFAULT_STAGE_SHARE, DOMAIN_CHOICES, LEVELS
+from fxfuzz.core.choices import DEFAULT_DB, DEFAULT_MAX_SHRINK_S, DEFAULT_STAGE_SHARE, DOMAIN_CHOICES, LEVELS
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, UsageError
 
@@ -35,6 +35,17 @@ def _op_option(parser: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help="add a custom operator to the generated graphs: pkg.module:attr or file.py:attr naming the operator "
         "or an fxfuzz.strategies.op_spec(...) entry (repeatable; every worker process registers it)",
+    )
+
+
+def _shrink_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-shrink-s",
+        type=seconds_or_zero,
+        default=DEFAULT_MAX_SHRINK_S,
+        metavar="SECONDS",
+        help=f"seconds minimizing each new bucket before its smallest example so far is kept; 0 keeps "
+        f"each bucket's first example (default {DEFAULT_MAX_SHRINK_S:g})",
     )
 
 
@@ -65,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", type=device, default="cpu", help="cpu, or cuda: also check on CUDA and CPU-vs-CUDA parity (default cpu)")
     run.add_argument("--stage-share", type=fraction, default=DEFAULT_STAGE_SHARE, help=f"share of examples also taken through torch.export's stages (module, decompositions, save/load, unflatten); default {DEFAULT_STAGE_SHARE}")
     run.add_argument("--coverage", action="store_true", help="measure line/branch coverage of the pass's source (slower)")
+    _shrink_option(run)
     _op_option(run)
     repro = sub.add_parser("repro", help="replay a repro (.py or .json): exit 1 while it fails, 0 once fixed")
     repro.add_argument("path", help="repros/<bucket>.py or .json from a report folder")
@@ -93,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--known", default=None, help="JSON file of bucket ids that are not regressions")
     gate.add_argument("--stage-share", type=fraction, default=DEFAULT_STAGE_SHARE, help=f"share of cases also taken through torch.export's stages (default {DEFAULT_STAGE_SHARE}; 0 for none)")
     gate.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
+    _shrink_option(gate)
     _op_option(gate)
     mutate = sub.add_parser("mutate", help="measure the gate's kill rate on mutants of a pass's source")
     mutate.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered pass whose source to mutate")

@@ -55,6 +55,7 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
         shard=args.shard,
         device=args.device,
         stage_share=args.stage_share,
+        max_shrink_s=args.max_shrink_s,
         known=frozenset(setup.known),
         coverage_include=[t.path for t in targets],
         log_dir=worker_logs(setup.report_dir, workers),
@@ -101,6 +102,7 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
             "workers": workers,
             "device": opts.device,
             "stage_share": opts.stage_share,
+            "max_shrink_s": opts.max_shrink_s,
             "started": started,
         }
         report = write_all(result, meta, setup.report_dir, extras)
@@ -159,6 +161,7 @@ def _levels(args: argparse.Namespace) -> int:
             progress=progress,
             stop=stop,
             known=frozenset(setup.known),
+            max_shrink_s=args.max_shrink_s,
         )
         signum = stop.signum
         progress.close()
@@ -176,6 +179,7 @@ def _levels(args: argparse.Namespace) -> int:
             "workers": 1,
             "device": "cpu",
             "stage_share": args.stage_share,
+            "max_shrink_s": args.max_shrink_s,
             "started": started,
         }
         extras = Extras(known=setup.known, workers={"database": _database_row(setup), "notes": notes}, incomplete=incomplete)
