@@ -24,6 +24,21 @@ _REPRODUCIBLE_DRAWS = reproducible_draws()
 _REPRODUCIBLE_DRAWS.__enter__()
 
 
+@pytest.fixture
+def refused(capsys):
+    """``refused(argv)`` runs ``fxfuzz`` in this process on arguments it must refuse and returns
+    its error line, after checking exit status 2 and that stderr holds that one line alone."""
+    from fxfuzz.cli.main import main
+
+    def run(argv):
+        assert main(argv) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("fxfuzz: error:"), lines
+        return lines[0]
+
+    return run
+
+
 @pytest.fixture(autouse=True)
 def _profile_restored(request):
     """In-process pytester sessions given ``--hypothesis-profile`` load that profile for the

@@ -72,20 +72,16 @@ def test_program_level_reports_broken_pass_with_standalone_repro(tmp_path, capsy
         (["run", "--level", "program", "--workers", "2"], "one process"),
     ],
 )
-def test_bad_level_usage_is_one_line_and_exit_2(args, needle, capsys):
-    assert main(args) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0], lines
+def test_bad_level_usage_is_one_line_and_exit_2(args, needle, refused):
+    assert needle in refused(args)
 
 
 @pytest.mark.parametrize("level", ["program", "mixed"])
-def test_levels_refuse_a_device_they_would_ignore(level, monkeypatch, capsys):
+def test_levels_refuse_a_device_they_would_ignore(level, monkeypatch, refused):
     """Program and mixed levels verify on CPU only; --device cuda must not be dropped silently.
     (CUDA is faked as present so the argument passes the parser on any machine.)"""
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
-    assert main(["run", "--level", level, "--device", "cuda", "--budget", "1"]) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and "CPU only" in lines[0], lines
+    assert "CPU only" in refused(["run", "--level", level, "--device", "cuda", "--budget", "1"])
 
 
 def test_program_failures_round_trip_through_the_database_codec():
