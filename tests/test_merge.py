@@ -76,14 +76,14 @@ def test_counts_add_up_and_rates_are_derived_again():
     rows = {f["id"]: f for f in r["findings"]}
     assert [f["id"] for f in r["findings"]] == ["x", "y"] and r["new_findings"] == 2
     assert (rows["x"]["count"], rows["x"]["graph_nodes"], rows["x"]["repro"]) == (6, 3, "repros/x.py")
-    assert merged.repro_sources == {"x": "B/repros/x.py", "y": "A/repros/y.py"}
+    assert merged.repro_sources == {"x": ("B", "repros/x.py"), "y": ("A", "repros/y.py")}
     assert rows["x"]["issue"] == "issues/x.md"
 
 
 def test_the_smallest_example_with_a_repro_is_kept():
     merged = merge_reports([("A", _report([_row("x", 2, repro=False)])), ("B", _report([_row("x", 7)]))])
     (row,) = merged.report["findings"]
-    assert row["graph_nodes"] == 7 and merged.repro_sources == {"x": "B/repros/x.py"}
+    assert row["graph_nodes"] == 7 and merged.repro_sources == {"x": ("B", "repros/x.py")}
 
 
 def test_a_bucket_is_known_only_when_every_input_that_saw_it_knows_it():

@@ -6,6 +6,8 @@ import argparse
 import os
 
 from fxfuzz.core.choices import DEVICES
+from fxfuzz.core.errors import UsageError
+from fxfuzz.core.shards import parse_shard
 
 
 def _number(text: str) -> float:
@@ -78,8 +80,8 @@ def workers(text: str) -> int:
 
 
 def shard(text: str) -> tuple[int, int]:
-    """``--shard K/N``: shard K (1-based) of N."""
-    k, sep, n = text.partition("/")
-    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
-        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, got {text!r}")
-    return int(k), int(n)
+    """``--shard K/N``: shard K (1-based) of N, N at most ``MAX_SHARDS``."""
+    try:
+        return parse_shard(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

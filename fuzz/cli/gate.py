@@ -1,5 +1,6 @@
 """``fxfuzz gate``: exit 1 when the candidate pass regresses against the baseline, 3 when a
-worker could not do its share, else 0 (or 128 + the signal when a signal stopped it early)."""
+worker could not do its share, 4 when its report could not be written in full, else 0 (or
+128 + the signal when a signal stopped it early)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from fxfuzz.campaign.gate import case_of, run_gate_parallel
 from fxfuzz.campaign.limits import campaign_limits
 from fxfuzz.cli.interrupt import StopSignals, exit_status
 from fxfuzz.cli.progress import ProgressPrinter
-from fxfuzz.cli.run import EXIT_TESTED_NOTHING
+from fxfuzz.cli.run import EXIT_TESTED_NOTHING, unwritten_status
 from fxfuzz.cli.setup import report_folder, worker_logs
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
@@ -70,7 +71,8 @@ def command(a: argparse.Namespace) -> int:
         }
         # Part of the gate never ran: no regression found is not a pass, and the report says so.
         incomplete = f"the gate did not judge all its cases: {result.worker_errors[0]}" if result.worker_errors and signum is None else None
-        report = write_all(result.campaign, meta, report_dir, Extras(known=known, workers=workers, incomplete=incomplete))
+        written = write_all(result.campaign, meta, report_dir, Extras(known=known, workers=workers, incomplete=incomplete))
+    report = written.report
     new = [f for f in report["findings"] if not f["known"]]
     print(
         f"fxfuzz gate: {result.corpus_cases} corpus cases in {result.corpus_s:.1f}s, "
@@ -86,6 +88,9 @@ def command(a: argparse.Namespace) -> int:
             f"fxfuzz gate: {result.excused_deaths} case(s) killed a worker where the baseline "
             "crashed or died itself: not regressions"
         )
+    status = unwritten_status(written.unwritten, report_dir)
+    if status is not None:
+        return status
     print(f"fxfuzz gate: report written to {os.path.join(report_dir, 'report.json')}")
     if new:
         return 1

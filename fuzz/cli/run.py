@@ -25,11 +25,16 @@ from fxfuzz.report.folder import Extras, utc_now, write_all
 # ran none, or its workers kept dying outside any example): distinct from 1 (findings) and 2
 # (bad input).
 EXIT_TESTED_NOTHING = 3
+# Exit status of a command that could not write all of its report folder (a full disk, a
+# folder gone read-only): whatever it found, its summary is printed and the status is never 1,
+# which CI reads as findings in a report it would upload.
+EXIT_REPORT_UNWRITTEN = 4
 
 
 def command(args: argparse.Namespace) -> int:
     """Exit 0 when every finding is known (or none), 1 on new findings, 3 for an incomplete
-    run, 128 + the signal for one stopped early with nothing new found."""
+    run, 4 for a report that could not be written in full, 128 + the signal for one stopped
+    early with nothing new found."""
     if args.level != "graph":
         return _levels(args)
     setup = campaign_setup(args)  # a bad spec or path fails here, before any worker starts
@@ -105,10 +110,11 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
             "max_shrink_s": opts.max_shrink_s,
             "started": started,
         }
-        report = write_all(result, meta, setup.report_dir, extras)
-    print_summary(report, setup.report_dir)
+        written = write_all(result, meta, setup.report_dir, extras)
+    report = written.report
+    print_summary(report, setup.report_dir, written.unwritten)
     _print_notes(parallel.notes)
-    return _exit_status(report, signum, opts.log_dir)
+    return unwritten_status(written.unwritten, setup.report_dir) or _exit_status(report, signum, opts.log_dir)
 
 
 def _incomplete(result: CampaignResult, signum: int | None, why: str, gaps: list[str]) -> str | None:
@@ -183,13 +189,23 @@ def _levels(args: argparse.Namespace) -> int:
             "started": started,
         }
         extras = Extras(known=setup.known, workers={"database": _database_row(setup), "notes": notes}, incomplete=incomplete)
-        report = write_all(result, meta, setup.report_dir, extras)
-    print_summary(report, setup.report_dir)
+        written = write_all(result, meta, setup.report_dir, extras)
+    report = written.report
+    print_summary(report, setup.report_dir, written.unwritten)
     _print_notes(notes)
     for name, _ in plan:
         n, rate = result.stats[f"level:{name}:examples"], result.stats[f"level:{name}:examples_per_s"]
         print(f"fxfuzz: level {name}: {n} examples ({rate}/s)")
-    return _exit_status(report, signum, os.path.join(setup.report_dir, "report.md"))
+    return unwritten_status(written.unwritten, setup.report_dir) or _exit_status(report, signum, os.path.join(setup.report_dir, "report.md"))
+
+
+def unwritten_status(unwritten: list[str], report_dir: str) -> int | None:
+    """EXIT_REPORT_UNWRITTEN, after one line naming each file of ``report_dir`` that could not
+    be written and why, when there is one; else None."""
+    if not unwritten:
+        return None
+    print(f"fxfuzz: error: the report in {report_dir} is incomplete: could not write {'; '.join(unwritten)}", file=sys.stderr)
+    return EXIT_REPORT_UNWRITTEN
 
 
 def _shard(args: argparse.Namespace) -> str:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fxfuzz.report.markdown import percent
 
 
-def print_summary(report: dict[str, Any], report_dir: str) -> None:
-    """The end-of-run summary on stdout: throughput, why it stopped, each bucket with its repro."""
+def print_summary(report: dict[str, Any], report_dir: str, unwritten: Sequence[str] = ()) -> None:
+    """The end-of-run summary on stdout: throughput, why it stopped, each bucket with its repro;
+    where the report went, unless some of it could not be written (``unwritten``)."""
     print(
         f"fxfuzz: {report['examples']} examples in {report['duration_s']:.1f}s "
         f"({report['examples_per_s']:.1f}/s, {report['workers']} worker(s)), stopped by {report['stopped_by']}"
@@ -27,6 +29,7 @@ def print_summary(report: dict[str, Any], report_dir: str) -> None:
         print(f"fxfuzz: coverage of the pass: lines {percent(cov['lines'])}, branches {percent(cov['branches'])}")
     for error in report.get("repro_errors", []):
         print(f"fxfuzz: {error}")
-    print(f"fxfuzz: report written to {report_dir}/report.json (.md, .html, junit.xml)")
+    if not unwritten:
+        print(f"fxfuzz: report written to {report_dir}/report.json (.md, .html, junit.xml)")
 
 

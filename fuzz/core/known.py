@@ -6,49 +6,77 @@ Accepted forms:
   blank lines and ``#`` comments are ignored;
 * JSON: a list of bucket ids, or ``{"known": [{"id": ..., "reason": ...}, ...]}``,
   or a previous ``report.json`` (every finding in it becomes known).
+
+A baseline is often a file someone else wrote (a CI artifact, a previous report): its size,
+lines, ids and nesting are bounded, and anything out of bounds is a KnownFileError naming it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import reprlib
 from collections.abc import Iterable, Mapping
 
 from fxfuzz.core.choices import LEVELS
 from fxfuzz.core.errors import KnownFileError
 
 # Device-side kinds carry their device as a prefix (``equivalence-cuda:value_mismatch-...``).
-_BUCKET = re.compile(r"^[A-Za-z0-9_.:-]+$")
+# Ids name files too (``repros/<id>.py``): a few dozen characters, never a path.
+_BUCKET = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
+# Bounds of a baseline: far above any real one (a report lists a few dozen buckets), far
+# below what would take a campaign's memory or time to read.
+MAX_KNOWN_BYTES = 64 << 20
+MAX_KNOWN_IDS = 1_000_000
+MAX_LINE = 4096
 # Levels whose bucket ids carry the level as a prefix (mixed is graph and program together).
 _PREFIXED_LEVELS = tuple(level for level in LEVELS if level not in ("graph", "mixed"))
+
+
+def is_bucket_id(text: object) -> bool:
+    """Whether ``text`` has the form of a bucket id (what ``--known`` and ``fxfuzz merge`` accept)."""
+    return isinstance(text, str) and _BUCKET.fullmatch(text) is not None
 
 
 def load_known(path: str) -> dict[str, str]:
     """Bucket id -> reason (may be empty)."""
     try:
-        with open(path) as fh:
-            text = fh.read()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_KNOWN_BYTES + 1)
+        if len(data) > MAX_KNOWN_BYTES:
+            raise KnownFileError(f"{path}: larger than {MAX_KNOWN_BYTES >> 20} MiB: not a baseline of known findings")
+        text = data.decode()
     except (OSError, UnicodeDecodeError) as e:
         raise KnownFileError(f"cannot read known-findings file {path}: {e.strerror if isinstance(e, OSError) else e}") from None
     if text.lstrip().startswith(("{", "[")):
         return _from_json(path, text)
     known = {}
     for lineno, line in enumerate(text.splitlines(), 1):
+        if len(line) > MAX_LINE:
+            raise KnownFileError(f"{path}:{lineno}: a line of {len(line)} characters (at most {MAX_LINE})")
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         bid, *reason = line.split(None, 1)  # any whitespace: a tab is as good as a space
-        if not _BUCKET.match(bid):
-            raise KnownFileError(f"{path}:{lineno}: not a bucket id: {bid!r}")
+        if not is_bucket_id(bid):
+            raise KnownFileError(f"{path}:{lineno}: not a bucket id: {reprlib.repr(bid)}")
         known[bid] = reason[0] if reason else ""
+        _check_count(path, known)
     return known
+
+
+def _check_count(path: str, known: dict[str, str]) -> None:
+    if len(known) > MAX_KNOWN_IDS:
+        raise KnownFileError(f"{path}: more than {MAX_KNOWN_IDS} bucket ids")
 
 
 def _from_json(path: str, text: str) -> dict[str, str]:
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError as e:
+    except ValueError as e:  # a JSONDecodeError, or an integer of more digits than Python reads
         raise KnownFileError(f"{path} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise KnownFileError(f"{path}: JSON nested deeper than Python's parser goes") from None
     if isinstance(doc, dict):
         entries = doc.get("known", doc.get("findings"))
     else:
@@ -57,10 +85,13 @@ def _from_json(path: str, text: str) -> dict[str, str]:
         raise KnownFileError(f"{path}: expected a list of bucket ids, {{\"known\": [...]}} or a report.json")
     known = {}
     for e in entries:
-        bid, reason = (e, "") if isinstance(e, str) else (e.get("id"), e.get("reason", "")) if isinstance(e, dict) else (None, "")
-        if not isinstance(bid, str) or not _BUCKET.match(bid):
-            raise KnownFileError(f"{path}: not a bucket id: {e!r}")
-        known[bid] = str(reason or "")
+        bid, reason = (e, "") if isinstance(e, str) else (e.get("id"), e.get("reason")) if isinstance(e, dict) else (None, "")
+        if not is_bucket_id(bid):
+            raise KnownFileError(f"{path}: not a bucket id: {reprlib.repr(e)}")
+        if not (reason is None or isinstance(reason, str) and len(reason) <= MAX_LINE):
+            raise KnownFileError(f"{path}: the reason of {bid} is not a string of at most {MAX_LINE} characters")
+        known[bid] = reason or ""
+        _check_count(path, known)
     return known
 
 

@@ -8,7 +8,7 @@ import hashlib
 import json
 import os
 import platform
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -167,60 +167,109 @@ def report_dict(result: CampaignResult, meta: dict[str, Any], extras: Extras | N
     }
 
 
+@dataclass
+class Written:
+    """A report as written: its report.json content, and each file that could not be written
+    (``"report.md: No space left on device"``); the others were."""
+
+    report: dict[str, Any]
+    unwritten: list[str]
+
+
+def attempt(unwritten: list[str], name: str, write: Callable[[], object]) -> bool:
+    """``write()``; an OSError (a full disk, a folder gone read-only) is noted in ``unwritten``
+    under ``name`` instead of raised, so the writing goes on with the next file."""
+    try:
+        write()
+        return True
+    except OSError as e:
+        unwritten.append(_failure(name, e))
+        return False
+
+
+def _failure(name: str, e: OSError) -> str:
+    return f"{name}: {e.strerror or e}"
+
+
 def _write_atomic(path: str, text: str) -> None:
     tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)  # never leave a half-written file behind
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)  # never leave a half-written file behind
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
 
 
-def write_repros(result: CampaignResult, report_dir: str, pass_spec: str, device: str = "cpu") -> tuple[dict[str, str], list[str]]:
+def write_repros(result: CampaignResult, report_dir: str, pass_spec: str, device: str = "cpu") -> tuple[dict[str, str], list[str], list[str]]:
     """``repros/<bucket>.py`` (and ``.json`` for graph cases) for every bucket with an example:
-    bucket id -> .py path relative to ``report_dir``, and why any bucket got none."""
+    bucket id -> .py path relative to ``report_dir``, why any bucket got none, and the repros
+    that could not be written (as ``attempt`` lists them)."""
     directory = os.path.join(report_dir, "repros")
-    out, errors = {}, []
+    out: dict[str, str] = {}
+    errors: list[str] = []
+    unwritten: list[str] = []
     for b in result.buckets.values():
-        if isinstance(b.case, Program):
-            out[b.id] = os.path.relpath(write_program_repro(directory, b.id, str(b.finding), b.case), report_dir)
-            continue
-        data = b.case_data if b.case_data is not None else (case_to_dict(b.case) if b.case is not None else None)  # type: ignore[arg-type]
-        if data is None:
-            continue
-        doc = repro_document(b.id, b.finding.to_dict(), data, pass_spec, device)
         try:
-            path = write_repro(directory, doc)
+            path = _write_repro(b, directory, pass_spec, device)
         except SerializeError as e:  # the finding is still reported, without a .py
             errors.append(f"no repro for {b.id}: {e}")
             continue
-        out[b.id] = os.path.relpath(path, report_dir)
-    return out, errors
+        except OSError as e:
+            unwritten.append(_failure(f"repros/{repro_stem(b.id)}.py", e))
+            errors.append(f"no repro for {b.id}: {unwritten[-1]}")
+            continue
+        if path is not None:
+            out[b.id] = os.path.relpath(path, report_dir)
+    return out, errors, unwritten
 
 
-def write_documents(report: dict[str, Any], report_dir: str) -> None:
+def _write_repro(b: Bucket, directory: str, pass_spec: str, device: str) -> str | None:
+    """The repro of one bucket, its .py path; None for a bucket without an example."""
+    if isinstance(b.case, Program):
+        return write_program_repro(directory, b.id, str(b.finding), b.case)
+    data = b.case_data if b.case_data is not None else (case_to_dict(b.case) if b.case is not None else None)  # type: ignore[arg-type]
+    if data is None:
+        return None
+    return write_repro(directory, repro_document(b.id, b.finding.to_dict(), data, pass_spec, device))
+
+
+def write_documents(report: dict[str, Any], report_dir: str) -> list[str]:
     """Everything a report folder holds besides its repros (which must be in place: the issue
     texts quote them): report.json first, so the findings are saved whatever fails later, then
-    ``issues/<bucket>.md`` for each new bucket, report.md, report.html and junit.xml."""
-    _write_atomic(os.path.join(report_dir, "report.json"), json.dumps(report, indent=2, default=str))
+    ``issues/<bucket>.md`` for each new bucket, report.md, report.html and junit.xml. Returns
+    what could not be written (``attempt``): each file is tried whatever failed before it."""
+    unwritten: list[str] = []
+
+    def write(name: str, render: Callable[[], str]) -> None:
+        attempt(unwritten, name, lambda: _write_atomic(os.path.join(report_dir, name), render()))
+
+    write("report.json", lambda: json.dumps(report, indent=2, default=str))
     for f in report["findings"]:
         if f["issue"]:
-            os.makedirs(os.path.join(report_dir, "issues"), exist_ok=True)
-            _write_atomic(os.path.join(report_dir, f["issue"]), render_issue(report, f, _repro_source(report_dir, f)))
-    _write_atomic(os.path.join(report_dir, "report.md"), render_markdown(report))
-    _write_atomic(os.path.join(report_dir, "report.html"), render_html(report))
-    _write_atomic(os.path.join(report_dir, "junit.xml"), render_junit(report))
+            write(f["issue"], lambda f=f: _issue_text(report, report_dir, f))
+    write("report.md", lambda: render_markdown(report))
+    write("report.html", lambda: render_html(report))
+    write("junit.xml", lambda: render_junit(report))
+    return unwritten
 
 
-def _repro_source(report_dir: str, finding: dict[str, Any]) -> str | None:
-    if not finding["repro"]:
-        return None
-    with open(os.path.join(report_dir, finding["repro"])) as fh:
-        return fh.read()
+def _issue_text(report: dict[str, Any], report_dir: str, finding: dict[str, Any]) -> str:
+    os.makedirs(os.path.join(report_dir, "issues"), exist_ok=True)
+    source = None
+    if finding["repro"]:
+        with open(os.path.join(report_dir, finding["repro"])) as fh:
+            source = fh.read()
+    return render_issue(report, finding, source)
 
 
-def write_all(result: CampaignResult, meta: dict[str, Any], report_dir: str, extras: Extras) -> dict[str, Any]:
-    """Repros first (the report links them), then the report's documents (``write_documents``)."""
-    record_written(report_dir, report_files(result.buckets))
-    extras.repros, extras.repro_errors = write_repros(result, report_dir, meta["pass"], meta.get("device", "cpu"))
+def write_all(result: CampaignResult, meta: dict[str, Any], report_dir: str, extras: Extras) -> Written:
+    """Repros first (the report links them), then the report's documents (``write_documents``);
+    what cannot be written (a full disk) is listed, and the rest written all the same."""
+    unwritten: list[str] = []
+    attempt(unwritten, WRITTEN, lambda: record_written(report_dir, report_files(result.buckets)))
+    extras.repros, extras.repro_errors, repros_unwritten = write_repros(result, report_dir, meta["pass"], meta.get("device", "cpu"))
     report = report_dict(result, meta, extras)
-    write_documents(report, report_dir)
-    return report
+    return Written(report, unwritten + repros_unwritten + write_documents(report, report_dir))

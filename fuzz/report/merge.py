@@ -2,15 +2,14 @@
 under the same versions): counts summed, buckets deduplicated, the smallest repro kept.
 
 ``merge_reports`` is a pure function over report dicts; ``load_inputs`` reads and checks the
-folders, ``write_merged`` writes the merged folder with the same documents ``fxfuzz run``
+folders (as untrusted input: ``fxfuzz.report.reader``), ``write_merged`` writes the merged folder with the same documents ``fxfuzz run``
 writes. Anything that cannot be merged raises ``ReportError`` (one line, exit status 2).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
+import reprlib
 import shutil
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,25 +17,15 @@ from typing import Any
 
 from fxfuzz.campaign.coverage import union_coverage
 from fxfuzz.campaign.levels import add_level_rates
-from fxfuzz.core.errors import ReportError
-from fxfuzz.report.folder import record_written, report_files, sort_findings, write_documents
+from fxfuzz.core.errors import ReportError, UsageError
+from fxfuzz.core.shards import parse_shard
+from fxfuzz.report.folder import attempt, record_written, report_files, sort_findings, write_documents
 from fxfuzz.report.issue import issue_path
+from fxfuzz.report.reader import inside_problem, read_report
 from fxfuzz.repro.files import repro_stem
 
 # What makes two reports parts of one campaign: they must agree on all of these.
 IDENTITY = ("tool", "schema", "version", "torch_version", "python_version", "pass", "ops", "level", "domain", "device")
-# Fields every report.json has, with their types (what the merge and the renderers read):
-# a folder whose report lacks one is refused.
-_NONE = type(None)
-_REQUIRED: dict[str, tuple[type, ...]] = {
-    "schema": (int,), "tool": (str,), "version": (str,), "torch_version": (str,), "pass": (str,), "domain": (str,),
-    "examples": (int,), "duration_s": (int, float), "stopped_by": (str,), "findings": (list,), "stats": (dict,),
-}  # fmt: skip
-_FINDING_REQUIRED: dict[str, tuple[type, ...]] = {
-    "id": (str,), "oracle": (str,), "kind": (str,), "message": (str,), "details": (dict,), "count": (int,),
-    "known": (bool,), "known_reason": (str, _NONE), "repro": (str, _NONE), "graph_nodes": (int, _NONE),
-    "graph_hash": (str, _NONE), "ambient_grad": (bool, _NONE), "graph_code": (str, _NONE),
-}  # fmt: skip
 # workers_detail fields that add up over campaigns, and those that are lists to concatenate;
 # any other field keeps its common value.
 _SUMMED = ("restarts", "unserializable_examples", "excused_deaths")
@@ -47,47 +36,15 @@ _COMPUTED = {
     "findings", "coverage", "stats", "timeline", "workers_detail", "repro_errors", "shard", "shards", "merged_from",
     "incomplete",
 }  # fmt: skip
-_SHARD = re.compile(r"(\d+)/(\d+)")
 
 
 @dataclass
 class Merged:
-    """The merged report and, per bucket with a repro, the .py it keeps (from its input)."""
+    """The merged report and, per bucket with a repro, the input folder and the .py there
+    (relative to it) that it keeps."""
 
     report: dict[str, Any]
-    repro_sources: dict[str, str] = field(default_factory=dict)
-
-
-def read_report(folder: str) -> dict[str, Any]:
-    """``folder``'s report.json, checked for the fields a merge reads. A finding whose repro
-    file is missing from the folder keeps its counts, loses its repro and gets a repro error."""
-    path = os.path.join(folder, "report.json")
-    try:
-        with open(path) as fh:
-            report = json.load(fh)
-    except FileNotFoundError:
-        raise ReportError(f"{folder}: no report.json (not a report folder written by fxfuzz run)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ReportError(f"{path}: not readable as JSON: {e}") from None
-    if not isinstance(report, dict) or report.get("tool") != "fxfuzz":
-        raise ReportError(f"{path}: not an fxfuzz report")
-    _check_fields(path, report, _REQUIRED)
-    for f in report["findings"]:
-        if not isinstance(f, dict):
-            raise ReportError(f"{path}: a finding is not an object")
-        _check_fields(f"{path}: finding {f.get('id', '?')}", f, _FINDING_REQUIRED)
-        if f.get("repro") and not os.path.isfile(os.path.join(folder, f["repro"])):
-            report.setdefault("repro_errors", []).append(f"no repro for {f['id']}: {f['repro']} is missing from {folder}")
-            f["repro"] = None
-    return report
-
-
-def _check_fields(where: str, data: dict[str, Any], fields: dict[str, tuple[type, ...]]) -> None:
-    for key, kinds in fields.items():
-        value = data.get(key, ...)
-        # bool is an int to isinstance: a count of True is no count.
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            raise ReportError(f"{where}: missing or malformed field {key!r}")
+    repro_sources: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def load_inputs(folders: list[str], out_dir: str) -> list[tuple[str, dict[str, Any]]]:
@@ -194,19 +151,21 @@ def _sources(folder: str, report: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _shards(merged_from: list[dict[str, Any]]) -> list[str]:
-    """The inputs' shards ("K/N") in order; refuses a shard given twice or shards of different splits."""
-    shards = [e["shard"] for e in merged_from if e.get("shard") is not None]
+    """The inputs' shards ("K/N") in order; refuses a shard given twice, shards of different
+    splits and splits ``fxfuzz run --shard`` would refuse."""
     parsed = []
-    for s in shards:
-        m = _SHARD.fullmatch(str(s))
-        if not m:
-            raise ReportError(f"malformed shard {s!r} in {next(e['path'] for e in merged_from if e.get('shard') == s)}")
-        parsed.append((int(m[1]), int(m[2])))
-    if len({n for _, n in parsed}) > 1:
-        raise ReportError(f"cannot merge shards of different splits: {', '.join(shards)}")
-    twice = sorted({s for s in shards if shards.count(s) > 1})
+    for e in merged_from:
+        if e.get("shard") is not None:
+            try:
+                parsed.append(parse_shard(e["shard"]))
+            except UsageError as err:
+                raise ReportError(f"malformed shard {reprlib.repr(e['shard'])} in {e['path']}: {err}") from None
+    splits = sorted({n for _, n in parsed})
+    if len(splits) > 1:
+        raise ReportError(f"cannot merge shards of different splits: {splits[0]} and {splits[1]} shards")
+    twice = sorted(s for s, times in Counter(parsed).items() if times > 1)
     if twice:
-        raise ReportError(f"shard {twice[0]} is given twice: its counts would be added twice")
+        raise ReportError(f"shard {twice[0][0]}/{twice[0][1]} is given twice: its counts would be added twice")
     return [f"{k}/{n}" for k, n in sorted(parsed)]
 
 
@@ -219,7 +178,7 @@ def missing_shards(report: dict[str, Any]) -> list[str]:
     return [f"{k}/{n}" for k in range(1, n + 1) if f"{k}/{n}" not in shards]
 
 
-def _merge_findings(inputs: list[tuple[str, dict[str, Any]]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def _merge_findings(inputs: list[tuple[str, dict[str, Any]]]) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]]]:
     seen: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for i, (_, r) in enumerate(inputs):
         for f in r["findings"]:
@@ -239,7 +198,7 @@ def _merge_findings(inputs: list[tuple[str, dict[str, Any]]]) -> tuple[list[dict
             "issue": None if known else issue_path(bid),
         }
         if best.get("repro"):
-            sources[bid] = os.path.join(inputs[i][0], best["repro"])
+            sources[bid] = (inputs[i][0], best["repro"])
         findings.append(row)
     return sort_findings(findings), sources
 
@@ -280,15 +239,24 @@ def _merge_workers(details: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def write_merged(merged: Merged, out_dir: str) -> None:
+def write_merged(merged: Merged, out_dir: str) -> list[str]:
     """The merged report folder: each kept repro (.py and, for graph cases, .json) copied from
-    its input, then report.json, the issue texts, report.md, report.html and junit.xml."""
-    record_written(out_dir, report_files(f["id"] for f in merged.report["findings"]))
+    its input, then report.json, the issue texts, report.md, report.html and junit.xml. Returns
+    what could not be written, and why (a full disk): the rest is written all the same."""
+    unwritten: list[str] = []
+    attempt(unwritten, ".fxfuzz-files", lambda: record_written(out_dir, report_files(f["id"] for f in merged.report["findings"])))
     for f in merged.report["findings"]:
         if f["repro"]:
-            source, target = merged.repro_sources[f["id"]], os.path.join(out_dir, f["repro"])
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            shutil.copyfile(source, target)
-            if os.path.isfile(source.removesuffix(".py") + ".json"):
-                shutil.copyfile(source.removesuffix(".py") + ".json", target.removesuffix(".py") + ".json")
-    write_documents(merged.report, out_dir)
+            folder, repro = merged.repro_sources[f["id"]]
+            for ext in (".py", ".json"):
+                source = repro.removesuffix(".py") + ext
+                # Checked again as it is copied: only files inside the input folder are.
+                if inside_problem(folder, source) is None:
+                    target = os.path.join(out_dir, f["repro"].removesuffix(".py") + ext)
+                    attempt(unwritten, os.path.relpath(target, out_dir), lambda s=source, t=target: _copy(os.path.join(folder, s), t))
+    return unwritten + write_documents(merged.report, out_dir)
+
+
+def _copy(source: str, target: str) -> None:
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    shutil.copyfile(os.path.realpath(source), target)

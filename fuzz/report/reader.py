@@ -1,0 +1,242 @@
+"""Reading a report folder written by ``fxfuzz run`` or ``fxfuzz merge`` as untrusted input.
+
+Shard report folders reach a merge as CI artifacts that anyone able to change a job's files
+may have edited, so nothing in them is taken on trust: report.json is read only from inside
+its folder and only up to ``MAX_FILE_BYTES``, nested no deeper than ``MAX_DEPTH``, every field
+the merge or the renderers use is checked for its type and bounds, and a finding's repro is
+taken only from where fxfuzz writes it (``repros/<bucket>.py`` of that folder, a regular file,
+not a link out of it). A report that fails a check is a ReportError (one line, exit status 2);
+a repro that fails one is dropped with a note in ``repro_errors``, its bucket still counted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import reprlib
+import stat
+from collections.abc import Callable
+from typing import Any
+
+from fxfuzz.core.errors import ReportError
+from fxfuzz.core.known import is_bucket_id
+from fxfuzz.repro.files import repro_stem
+
+# Far above any real report (a 45-minute nightly shard writes well under 1 MiB) and any real
+# repro, far below what a merge could not hold in memory.
+MAX_FILE_BYTES = 64 << 20
+# A report nests about six deep (coverage -> files -> row -> missing_branches -> pair); a
+# finding's details a few more.
+MAX_DEPTH = 32
+# Entries in any one list (findings, timeline samples, coverage rows and their lines).
+MAX_ITEMS = 100_000
+# Counts and seconds: 2**53 is where a float stops holding every integer (rates divide them).
+MAX_COUNT = 2**53
+MAX_SECONDS = 1e9
+
+Check = Callable[[Any], bool]
+
+
+def _int(v: Any) -> bool:
+    # bool is an int to isinstance: a count of True is no count.
+    return isinstance(v, int) and not isinstance(v, bool) and -MAX_COUNT <= v <= MAX_COUNT
+
+
+def _count(v: Any) -> bool:
+    return _int(v) and v >= 0
+
+
+def _number(v: Any) -> bool:
+    return _count(v) or (isinstance(v, float) and math.isfinite(v) and 0 <= v <= MAX_COUNT)
+
+
+def _seconds(v: Any) -> bool:
+    return _number(v) and v <= MAX_SECONDS
+
+
+def _str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _bool(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _dict(v: Any) -> bool:
+    return isinstance(v, dict)
+
+
+def _optional(check: Check) -> Check:
+    return lambda v: v is None or check(v)
+
+
+def _either(*checks: Check) -> Check:
+    return lambda v: any(c(v) for c in checks)
+
+
+def _list(check: Check) -> Check:
+    return lambda v: isinstance(v, list) and len(v) <= MAX_ITEMS and all(check(x) for x in v)
+
+
+def _pair(first: Check, second: Check) -> Check:
+    return lambda v: isinstance(v, list) and len(v) == 2 and first(v[0]) and second(v[1])
+
+
+def _values(check: Check) -> Check:
+    return lambda v: isinstance(v, dict) and all(check(x) for x in v.values())
+
+
+def _fields(required: dict[str, Check], optional: dict[str, Check] | None = None) -> Check:
+    """An object with every ``required`` field and any of the ``optional`` ones, each passing its
+    check; other fields are not looked at."""
+    optional = optional or {}
+
+    def check(v: Any) -> bool:
+        return (
+            isinstance(v, dict)
+            and all(k in v and c(v[k]) for k, c in required.items())
+            and all(c(v[k]) for k, c in optional.items() if k in v)
+        )
+
+    return check
+
+
+_SEED = _either(_optional(_int), _list(_optional(_int)))  # a merged report's seeds are a list
+_RATIO = _fields({"covered": _optional(_count), "total": _count, "percent": _optional(_number)})
+_COVERAGE_FILE = _fields(
+    {"module": _str, "path": _str, "scope": _either(_str, _list(_str)), "lines": _RATIO, "branches": _RATIO, "missing_lines": _list(_count)},
+    {"missing_branches": _optional(_list(_pair(_int, _int)))},
+)
+_COVERAGE = _either(
+    _fields({"enabled": lambda v: v is False}),
+    _fields({"enabled": lambda v: v is True, "error": _str}),
+    _fields({"enabled": lambda v: v is True, "files": _list(_COVERAGE_FILE), "lines": _RATIO, "branches": _RATIO}),
+)
+# The workers_detail fields a merge adds up or concatenates; the others keep a common value.
+_WORKERS_DETAIL = _fields(
+    {},
+    {"restarts": _count, "unserializable_examples": _count, "excused_deaths": _count, "errors": _list(_str),
+     "unrepeated_deaths": _list(_str), "notes": _list(_str)},
+)  # fmt: skip
+_MERGED_FROM = _fields({"path": _str, "shard": _optional(_str), "seed": _SEED, "examples": _count})
+
+# Every field the merge and the renderers read: those every report.json has, and those it may
+# lack (a report written before they were recorded).
+REQUIRED: dict[str, Check] = {
+    "schema": _count, "tool": _str, "version": _str, "torch_version": _str, "pass": _str, "domain": _str,
+    "examples": _count, "duration_s": _seconds, "stopped_by": _str, "findings": lambda v: isinstance(v, list) and len(v) <= MAX_ITEMS,
+    "stats": lambda v: _values(_number)(v) and len(v) <= MAX_ITEMS,
+}  # fmt: skip
+OPTIONAL: dict[str, Check] = {
+    "python_version": _str, "ops": _list(_str), "level": _str, "device": _str, "command": _str, "started": _str,
+    "seed": _SEED, "workers": _count, "shard": _optional(_str), "incomplete": _optional(_str),
+    "repro_errors": _list(_str), "timeline": _list(_pair(_seconds, _count)), "coverage": _COVERAGE,
+    "workers_detail": _optional(_WORKERS_DETAIL), "merged_from": _list(_MERGED_FROM),
+}  # fmt: skip
+FINDING: dict[str, Check] = {
+    "id": is_bucket_id, "oracle": _str, "kind": _str, "message": _str, "details": _dict, "count": _count,
+    "known": _bool, "known_reason": _optional(_str), "repro": _optional(_str), "graph_nodes": _optional(_count),
+    "graph_hash": _optional(_str), "ambient_grad": _optional(_bool), "graph_code": _optional(_str),
+}  # fmt: skip
+FINDING_OPTIONAL: dict[str, Check] = {"domain": _optional(_str)}
+
+
+def read_report(folder: str) -> dict[str, Any]:
+    """``folder``'s report.json, checked for every field a merge reads. A finding whose repro
+    is missing from the folder, or is anything but fxfuzz's ``repros/<bucket>.py`` there, keeps
+    its counts, loses its repro and gets a note in ``repro_errors``."""
+    path = os.path.join(folder, "report.json")
+    problem = inside_problem(folder, "report.json")
+    if problem == "is missing":
+        raise ReportError(f"{folder}: no report.json (not a report folder written by fxfuzz run)")
+    if problem:
+        raise ReportError(f"{path} {problem}")
+    report = _parse(path)
+    if not isinstance(report, dict) or report.get("tool") != "fxfuzz":
+        raise ReportError(f"{path}: not an fxfuzz report")
+    _check_fields(path, report, REQUIRED, OPTIONAL)
+    for f in report["findings"]:
+        if not isinstance(f, dict):
+            raise ReportError(f"{path}: a finding is not an object")
+        _check_fields(f"{path}: finding {reprlib.repr(f.get('id', '?'))}", f, FINDING, FINDING_OPTIONAL)
+        problem = f["repro"] and _repro_problem(folder, f["id"], f["repro"])
+        if problem:
+            report.setdefault("repro_errors", []).append(f"no repro for {f['id']}: {problem}")
+            f["repro"] = None
+    return report
+
+
+def _parse(path: str) -> Any:
+    def refuse_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a number JSON allows")
+
+    def finite(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise ValueError(f"{reprlib.repr(text)} is out of a float's range")
+        return value
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise ReportError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB: not a report fxfuzz wrote")
+        report = json.loads(data, parse_constant=refuse_constant, parse_float=finite)
+    except RecursionError:
+        raise ReportError(f"{path}: nested deeper than {MAX_DEPTH} levels") from None
+    except (OSError, ValueError) as e:  # ValueError: bad JSON, bad UTF-8, an integer of too many digits
+        raise ReportError(f"{path}: not readable as JSON: {e}") from None
+    if _depth(report) > MAX_DEPTH:
+        raise ReportError(f"{path}: nested deeper than {MAX_DEPTH} levels")
+    return report
+
+
+def _depth(value: Any) -> int:
+    """How deep ``value`` nests (a scalar is 0), without recursing, stopping past MAX_DEPTH."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d + 1)
+            if deepest > MAX_DEPTH:
+                break
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def _check_fields(where: str, data: dict[str, Any], required: dict[str, Check], optional: dict[str, Check]) -> None:
+    for key, check in required.items():
+        if key not in data or not check(data[key]):
+            raise ReportError(f"{where}: missing or malformed field {key!r}")
+    for key, check in optional.items():
+        if key in data and not check(data[key]):
+            raise ReportError(f"{where}: malformed field {key!r}")
+
+
+def _repro_problem(folder: str, bucket: str, repro: str) -> str | None:
+    """Why ``repro`` (a finding's field) is not a repro this merge may read, or None."""
+    expected = f"repros/{repro_stem(bucket)}.py"
+    if repro != expected:
+        return f"its repro {reprlib.repr(repro)} is not {expected}, where fxfuzz writes it: refused"
+    problem = inside_problem(folder, repro)
+    return problem and f"{repro} {problem} (in {folder})"
+
+
+def inside_problem(folder: str, relative: str) -> str | None:
+    """Why ``folder/relative`` is not a regular file of at most MAX_FILE_BYTES inside
+    ``folder`` (links resolved), or None when it is one. ``relative`` is fxfuzz's own
+    ``report.json`` or ``repros/...`` name, never a report's text."""
+    root = os.path.realpath(folder)
+    real = os.path.realpath(os.path.join(root, relative))
+    if os.path.commonpath([root, real]) != root:
+        return "is a link out of its folder"
+    try:
+        st = os.stat(real)
+    except OSError:
+        return "is missing"
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
+        return "is not a regular file"
+    if st.st_size > MAX_FILE_BYTES:
+        return f"is larger than {MAX_FILE_BYTES >> 20} MiB"
+    return None
