@@ -194,7 +194,8 @@ def _failure(name: str, e: OSError) -> str:
 def _write_atomic(path: str, text: str) -> None:
     tmp = path + ".tmp"
     try:
-        with open(tmp, "w") as fh:
+        # Quoted exception text may hold what UTF-8 cannot (a lone surrogate): kept, escaped.
+        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
         os.replace(tmp, path)  # never leave a half-written file behind
     except OSError:
@@ -260,7 +261,7 @@ def _issue_text(report: dict[str, Any], report_dir: str, finding: dict[str, Any]
     os.makedirs(os.path.join(report_dir, "issues"), exist_ok=True)
     source = None
     if finding["repro"]:
-        with open(os.path.join(report_dir, finding["repro"])) as fh:
+        with open(os.path.join(report_dir, finding["repro"]), encoding="utf-8", errors="replace") as fh:
             source = fh.read()
     return render_issue(report, finding, source)
 

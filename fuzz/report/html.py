@@ -78,6 +78,11 @@ def _ranges(lines: list[int]) -> str:
     return ", ".join(out)
 
 
+def _e(value: Any) -> str:
+    """Any value a report holds as HTML text: a merged report's fields come from shard files."""
+    return escape(str(value))
+
+
 def _finding(f: dict[str, Any]) -> str:
     status = f'<span class=known>known{": " + escape(f["known_reason"]) if f["known_reason"] else ""}</span>' if f["known"] else "<span class=new>new</span>"
     repro = f'<a href="{escape(f["repro"])}">{escape(f["repro"])}</a>' if f["repro"] else "none (no example saved)"
@@ -86,8 +91,8 @@ def _finding(f: dict[str, Any]) -> str:
     return (
         f'<h3 id="{escape(f["id"])}"><code>{escape(f["id"])}</code> — {status}</h3>'
         f"<p>{escape(f['message'])}</p>"
-        f"<p>{f['oracle']}/{escape(f['kind'])}, seen {f['count']}×, minimized to {f['graph_nodes']} compute nodes, "
-        f"ambient grad {f['ambient_grad']}, graph hash <code>{f['graph_hash']}</code>. Repro: {repro}.{issue}</p>{code}"
+        f"<p>{_e(f['oracle'])}/{_e(f['kind'])}, seen {_e(f['count'])}×, minimized to {_e(f['graph_nodes'])} compute nodes, "
+        f"ambient grad {_e(f['ambient_grad'])}, graph hash <code>{_e(f['graph_hash'])}</code>. Repro: {repro}.{issue}</p>{code}"
     )
 
 
@@ -104,21 +109,21 @@ def render_html(report: dict[str, Any]) -> str:
             [
                 f'<a href="#{escape(f["id"])}"><code>{escape(f["id"])}</code></a>',
                 escape(f"{f['oracle']}/{f['kind']}"),
-                f["count"],
-                f["graph_nodes"],
+                _e(f["count"]),
+                _e(f["graph_nodes"]),
                 "known" if f["known"] else "<span class=new>new</span>",
             ]
             for f in findings
         ],
         {2, 3},
     )
-    stats = _table(["feature", "count"], [[escape(k), v] for k, v in report["stats"].items()], {1})
+    stats = _table(["feature", "count"], [[_e(k), _e(v)] for k, v in report["stats"].items()], {1})
     facts = (
-        f"<p>Pass <code>{escape(report['pass'])}</code>, torch {escape(report['torch_version'])}, "
-        f"fxfuzz {escape(report['version'])}, domain {escape(report['domain'])}, seed {report['seed']}, "
-        f"{report['workers']} worker(s), started {escape(str(report.get('started', '')))}.<br>"
+        f"<p>Pass <code>{_e(report['pass'])}</code>, torch {_e(report['torch_version'])}, "
+        f"fxfuzz {_e(report['version'])}, domain {_e(report['domain'])}, seed {_e(report['seed'])}, "
+        f"{_e(report['workers'])} worker(s), started {_e(report.get('started', ''))}.<br>"
         f"{report['examples']} examples in {report['duration_s']:.1f} s ({report['examples_per_s']}/s), "
-        f"stopped by {escape(report['stopped_by'])}; {report['new_findings']} new and "
+        f"stopped by {_e(report['stopped_by'])}; {report['new_findings']} new and "
         f"{len(findings) - report['new_findings']} known finding bucket(s).</p>"
     )
     return (

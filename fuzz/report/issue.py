@@ -4,10 +4,10 @@ versions, the minimized repro inline, how to run it, expected and actual behavio
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from fxfuzz.core.passes import import_spec
+from fxfuzz.report.markdown import cell, code, fenced, text
 from fxfuzz.repro.files import repro_stem
 
 # What each oracle requires of a pass (docs/oracles.md), as the "expected" of an issue.
@@ -65,15 +65,8 @@ def issue_path(bucket: str) -> str:
     return f"issues/{repro_stem(bucket)}.md"
 
 
-def _fenced(text: str, lang: str = "") -> str:
-    # A fence longer than any run of backticks in the text, so the text cannot close it.
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
-
-
-def _one_line(text: str, width: int = 120) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
+def _one_line(message: str, width: int = 120) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else ""
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
@@ -85,17 +78,17 @@ def render_issue(report: dict[str, Any], finding: dict[str, Any], repro_source: 
     # is only the mode checked first.
     grad = finding["details"].get("ambient_grad", finding.get("ambient_grad"))
     facts = [
-        ("pass", f"`{pass_spec}`" + (f" (`{target}`)" if target != pass_spec else "")),
-        *([("baseline pass", f"`{report['baseline']}`")] if "baseline" in report else []),
-        ("torch", report["torch_version"]),
-        ("Python", report.get("python_version", "not recorded")),
-        ("device", report.get("device", "cpu")),
+        ("pass", cell(code(pass_spec)) + (f" ({cell(code(target))})" if target != pass_spec else "")),
+        *([("baseline pass", cell(code(report["baseline"])))] if "baseline" in report else []),
+        ("torch", text(report["torch_version"])),
+        ("Python", text(report.get("python_version", "not recorded"))),
+        ("device", text(report.get("device", "cpu"))),
         *([("ambient grad mode", "enabled" if grad else "disabled")] if grad is not None else []),
-        ("found by", f"fxfuzz {report['version']}, {report['examples']} examples, seen {finding['count']} time(s)"),
-        ("bucket", f"`{finding['id']}`"),
+        ("found by", f"fxfuzz {text(report['version'])}, {report['examples']} examples, seen {finding['count']} time(s)"),
+        ("bucket", cell(code(finding["id"]))),
     ]
     lines = [
-        f"# {pass_spec}: {finding['oracle']}/{finding['kind']}: {_one_line(finding['message'])}",
+        f"# {text(pass_spec)}: {text(finding['oracle'])}/{text(finding['kind'])}: {text(_one_line(finding['message']))}",
         "",
         "| | |",
         "| --- | --- |",
@@ -105,12 +98,12 @@ def render_issue(report: dict[str, Any], finding: dict[str, Any], repro_source: 
         "",
     ]
     if finding.get("graph_code"):
-        lines += [f"The minimized graph ({finding['graph_nodes']} compute nodes):", "", _fenced(finding["graph_code"], "python"), ""]
+        lines += [f"The minimized graph ({finding['graph_nodes']} compute nodes):", "", fenced(finding["graph_code"], "python"), ""]
     if repro_source is not None:
         lines += [
             "<details><summary>Standalone repro script (needs only torch)</summary>",
             "",
-            _fenced(repro_source, "python"),
+            fenced(repro_source, "python"),
             "",
             "</details>",
             "",
@@ -130,20 +123,20 @@ def render_issue(report: dict[str, Any], finding: dict[str, Any], repro_source: 
         "",
         "## Actual behaviour",
         "",
-        _fenced(finding["message"], "text"),
+        fenced(finding["message"], "text"),
     ]
     if finding.get("details"):
-        lines += ["", "Details:", "", _fenced(json.dumps(finding["details"], indent=2, default=str), "json")]
+        lines += ["", "Details:", "", fenced(json.dumps(finding["details"], indent=2, default=str), "json")]
     return "\n".join(lines) + "\n"
 
 
 def _how_to_run(finding: dict[str, Any]) -> list[str]:
     name = finding["repro"].rsplit("/", 1)[-1]
     return [
-        f"Save the script as `{name}` and run `python {name}`: it needs only torch, prints each "
+        f"Save the script as {code(name)} and run {code('python ' + name)}: it needs only torch, prints each "
         "failing check and exits non-zero while the bug is there (1 for a failing check), 0 once "
         "it is fixed.",
         "",
-        f"With fxfuzz installed, in the report folder: `fxfuzz repro {finding['repro']}` (the full "
+        f"With fxfuzz installed, in the report folder: {code('fxfuzz repro ' + finding['repro'])} (the full "
         "oracles, in a child process; `--pass SPEC` checks a fix).",
     ]

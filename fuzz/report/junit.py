@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from typing import Any
+
+# Characters XML 1.0 cannot hold even escaped (most control characters): an exception message
+# may carry them, and one would leave the whole file unreadable to CI.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _x(value: Any) -> str:
+    """Any value a report holds as XML text (ElementTree escapes markup, not these)."""
+    return _NOT_XML.sub("\ufffd", str(value))
 
 
 def render_junit(report: dict[str, Any]) -> str:
@@ -13,27 +23,27 @@ def render_junit(report: dict[str, Any]) -> str:
     incomplete = report.get("incomplete")
     suite = ET.Element(
         "testsuite",
-        name=f"fxfuzz {report['pass']}",
+        name=_x(f"fxfuzz {report['pass']}"),
         tests=str(len(findings) + 1),
         failures=str(report["new_findings"]),
         errors=str(int(bool(incomplete))),
         skipped=str(len(findings) - report["new_findings"]),
         time=str(report["duration_s"]),
-        timestamp=str(report.get("started", "")),
+        timestamp=_x(report.get("started", "")),
     )
     campaign = ET.SubElement(suite, "testcase", classname="fxfuzz.campaign", name="campaign", time=str(report["duration_s"]))
-    ET.SubElement(campaign, "system-out").text = (
+    ET.SubElement(campaign, "system-out").text = _x(
         f"{report['examples']} examples, {report['examples_per_s']}/s, stopped by {report['stopped_by']}"
     )
     if incomplete:
-        ET.SubElement(campaign, "error", message=incomplete, type="fxfuzz/incomplete").text = incomplete
+        ET.SubElement(campaign, "error", message=_x(incomplete), type="fxfuzz/incomplete").text = _x(incomplete)
     for f in findings:
-        case = ET.SubElement(suite, "testcase", classname=f"fxfuzz.{f['oracle']}", name=f["id"], time="0")
+        case = ET.SubElement(suite, "testcase", classname=_x(f"fxfuzz.{f['oracle']}"), name=_x(f["id"]), time="0")
         body = f"{f['message']}\nseen {f['count']} time(s); repro: {f['repro'] or 'none'}\n\n{f['graph_code'] or ''}"
         if f["known"]:
-            ET.SubElement(case, "skipped", message=f"known finding: {f['known_reason'] or f['message']}")
+            ET.SubElement(case, "skipped", message=_x(f"known finding: {f['known_reason'] or f['message']}"))
         else:
-            ET.SubElement(case, "failure", message=f["message"], type=f"{f['oracle']}/{f['kind']}").text = body
+            ET.SubElement(case, "failure", message=_x(f["message"]), type=_x(f"{f['oracle']}/{f['kind']}")).text = _x(body)
     suites = ET.Element("testsuites")
     suites.append(suite)
     ET.indent(suites)

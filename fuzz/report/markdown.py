@@ -1,16 +1,51 @@
-"""report.md: what a person reads on a pull request (sized for a comment)."""
+"""report.md: what a person reads on a pull request (sized for a comment).
+
+Every text a report quotes (messages and exceptions of the pass under test, fields of a merged
+shard report) is escaped: it renders as the characters it holds, never as markdown or HTML.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+# What could make quoted text markup: code spans, emphasis, links and images, HTML tags and
+# entities, table cells' pipes, and the backslash that escapes them. Underscores stay as they
+# are, for the raw text's sake: inside a word (value_mismatch) they are no markup, elsewhere
+# they can only italicize.
+_MARKUP = re.compile(r"([\\`*\[\]<>|&])")
 
 
 def percent(r: dict[str, Any]) -> str:
     return "n/a" if r.get("percent") is None else f"{r['percent']}% ({r['covered']}/{r['total']})"
 
 
-def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def text(value: Any) -> str:
+    """``value`` as one line of markdown that renders as the characters it holds: markup
+    characters backslash-escaped, line breaks as spaces (also safe in a table cell)."""
+    return _MARKUP.sub(r"\\\1", " ".join(str(value).split()))
+
+
+def code(value: Any) -> str:
+    """``value`` as one inline code span, delimited by more backticks than it holds in a row
+    (in a table cell, pass it through ``cell``)."""
+    line = " ".join(str(value).split())
+    ticks = "`" * (max((len(m) for m in re.findall(r"`+", line)), default=0) + 1)
+    return f"{ticks} {line} {ticks}" if "`" in line else f"{ticks}{line}{ticks}"
+
+
+def cell(span: str) -> str:
+    """A ``code`` span as a table cell: a table splits its cells at pipes before it reads code
+    spans, so those inside one are escaped too (``text`` escapes its own)."""
+    return span.replace("|", "\\|")
+
+
+def fenced(value: str, lang: str = "") -> str:
+    """``value`` as a fenced code block longer than any run of backticks in it, so it cannot
+    close the block."""
+    longest = max((len(m) for m in re.findall(r"`+", value)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{value.rstrip()}\n{fence}"
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -19,13 +54,13 @@ def render_markdown(report: dict[str, Any]) -> str:
     known = len(report["findings"]) - new
     verdict = f"**{new} new finding(s)**" if new else "**no new findings**"
     if report.get("incomplete"):  # red, and first: no finding count makes this run green
-        verdict = f"❌ **{report['incomplete']}**" + (f", {new} new finding(s)" if new else "")
+        verdict = f"❌ **{text(report['incomplete'])}**" + (f", {new} new finding(s)" if new else "")
     lines = [
-        f"## fxfuzz: {verdict} against `{report['pass']}`",
+        f"## fxfuzz: {verdict} against {code(report['pass'])}",
         "",
         f"{report['examples']} examples in {report['duration_s']:.0f}s ({report['examples_per_s']}/s) "
-        f"on {report['workers']} worker(s), domain `{report['domain']}`, seed {report['seed']}, "
-        f"torch {report['torch_version']}, stopped by {report['stopped_by']}."
+        f"on {report['workers']} worker(s), domain {code(report['domain'])}, seed {text(report['seed'])}, "
+        f"torch {text(report['torch_version'])}, stopped by {text(report['stopped_by'])}."
         + (f" {known} known finding(s) still seen." if known else ""),
         "",
     ]
@@ -36,11 +71,11 @@ def render_markdown(report: dict[str, Any]) -> str:
         ]
         for f in report["findings"]:
             nodes = f["graph_nodes"] if f["graph_nodes"] is not None else "–"
-            repro = f"`{f['repro']}`" if f["repro"] else "–"
+            repro = code(f["repro"]) if f["repro"] else "–"
             status = "yes" if f["known"] else "**new**" + (f" ([issue]({f['issue']}))" if f.get("issue") else "")
             lines.append(
-                f"| `{f['id']}` | {f['oracle']}/{f['kind']} | {f['count']} | {nodes} "
-                f"| {status} | {_cell(f['message'])} | {repro} |"
+                f"| {cell(code(f['id']))} | {text(f['oracle'])}/{text(f['kind'])} | {f['count']} | {nodes} "
+                f"| {status} | {text(f['message'])} | {cell(repro)} |"
             )
         lines.append("")
         first = next((f for f in report["findings"] if not f["known"] and f["graph_code"]), None)
@@ -48,9 +83,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines += [
                 f"<details><summary>Minimized graph of <code>{first['id']}</code></summary>",
                 "",
-                "```python",
-                first["graph_code"],
-                "```",
+                fenced(first["graph_code"], "python"),
                 "</details>",
                 "",
             ]

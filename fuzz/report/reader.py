@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import reprlib
 import stat
 from collections.abc import Callable
@@ -36,6 +37,8 @@ MAX_COUNT = 2**53
 MAX_SECONDS = 1e9
 
 Check = Callable[[Any], bool]
+# Paired surrogates decode to one character; any left is alone.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _int(v: Any) -> bool:
@@ -187,22 +190,26 @@ def _parse(path: str) -> Any:
         raise ReportError(f"{path}: nested deeper than {MAX_DEPTH} levels") from None
     except (OSError, ValueError) as e:  # ValueError: bad JSON, bad UTF-8, an integer of too many digits
         raise ReportError(f"{path}: not readable as JSON: {e}") from None
-    if _depth(report) > MAX_DEPTH:
-        raise ReportError(f"{path}: nested deeper than {MAX_DEPTH} levels")
+    _check_tree(path, report)
     return report
 
 
-def _depth(value: Any) -> int:
-    """How deep ``value`` nests (a scalar is 0), without recursing, stopping past MAX_DEPTH."""
-    deepest, stack = 0, [(value, 0)]
+def _check_tree(path: str, value: Any) -> None:
+    """Refuse ``value`` nested deeper than MAX_DEPTH, or holding a string no file can: a lone
+    surrogate (``"\\ud800"`` in JSON) fails every write and print of it. Walked without
+    recursion."""
+    stack = [(value, 0)]
     while stack:
-        v, d = stack.pop()
-        if isinstance(v, (dict, list)):
-            deepest = max(deepest, d + 1)
-            if deepest > MAX_DEPTH:
-                break
-            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return deepest
+        v, depth = stack.pop()
+        if isinstance(v, str):
+            if _SURROGATE.search(v):
+                raise ReportError(f"{path}: a string holds a lone UTF-16 surrogate: {reprlib.repr(v)}")
+        elif isinstance(v, (dict, list)):
+            if depth == MAX_DEPTH:
+                raise ReportError(f"{path}: nested deeper than {MAX_DEPTH} levels")
+            stack.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
+            if isinstance(v, dict):
+                stack.extend((k, depth + 1) for k in v)
 
 
 def _check_fields(where: str, data: dict[str, Any], required: dict[str, Check], optional: dict[str, Check]) -> None:
