@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import redis
 from fxfuzz.core.errors import UsageError
@@ -24,7 +25,8 @@ from hypothesis.database import (
 from hypothesis.extra.redis import RedisExampleDatabase
 
 SHARED_ARTIFACT = "fxfuzz-db"
-REDIS_PREFIX = "redis://"
+# rediss:// is Redis over TLS (redis-py's SSLConnection; ssl_* query parameters set it up).
+REDIS_PREFIXES = ("redis://", "rediss://")
 GITHUB_PREFIX = "github:"
 # Seconds a Redis call may block: a campaign must not stall on a dead server.
 REDIS_TIMEOUT_S = 5.0
@@ -33,7 +35,7 @@ REDIS_TIMEOUT_S = 5.0
 @dataclass(frozen=True)
 class DatabaseSpec:
     """Where examples live: ``local`` (a directory, always written first) and ``shared``
-    (``redis://host:port/db`` URLs, read and written; ``github:OWNER/REPO``, read only)."""
+    (``redis://`` and ``rediss://`` URLs, read and written; ``github:OWNER/REPO``, read only)."""
 
     local: str
     shared: tuple[str, ...] = ()
@@ -45,7 +47,7 @@ def parse_databases(values: Sequence[str], default_local: str) -> DatabaseSpec:
     local: str | None = None
     shared: list[str] = []
     for value in values:
-        if value.startswith(REDIS_PREFIX):
+        if value.startswith(REDIS_PREFIXES):
             redis_client(value)  # a malformed URL fails here, in one line
             shared.append(value)
         elif value.startswith(GITHUB_PREFIX):
@@ -53,7 +55,7 @@ def parse_databases(values: Sequence[str], default_local: str) -> DatabaseSpec:
                 raise UsageError(f"--db {value}: expected github:OWNER/REPO")
             shared.append(value)
         elif "://" in value:
-            raise UsageError(f"--db {value}: not a directory, redis://host:port/db or github:OWNER/REPO")
+            raise UsageError(f"--db {redact(value)}: not a directory, redis://host:port/db, rediss://host:port/db or github:OWNER/REPO")
         elif local is not None and local != value:
             raise UsageError(f"--db names two directories ({local}, {value}): give one local directory")
         else:
@@ -62,26 +64,53 @@ def parse_databases(values: Sequence[str], default_local: str) -> DatabaseSpec:
 
 
 def redact(url: str) -> str:
-    """``url`` without its password, for reports and messages."""
-    return re.sub(r"//[^@/]*@", "//", url)
+    """``url`` with its password (``user:PASSWORD@`` or ``?password=``, as redis-py reads
+    them) replaced by ``***``, for reports and messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not even a URL: nothing of it is shown
+        return url.partition(":")[0] + ":(malformed URL)"
+    # The last @ ends the user part, as for urllib and redis-py: a password may hold an @.
+    user, at, host = parts.netloc.rpartition("@")
+    if at and ":" in user:
+        user = user.partition(":")[0] + ":***"
+    query = "&".join(
+        f"{k}={'***' if unquote(k).lower() == 'password' else v}" if eq else k
+        for k, eq, v in (item.partition("=") for item in parts.query.split("&") if parts.query)
+    )
+    return parts._replace(netloc=user + at + host, query=query).geturl()
+
+
+def _password(url: str) -> str | None:
+    try:
+        return redis.connection.parse_url(url).get("password")
+    except ValueError:
+        return None
+
+
+def _scrubbed(url: str, e: BaseException) -> str:
+    """``e``'s message without ``url``'s password, should the error quote it."""
+    message, password = str(e), _password(url)
+    return message.replace(password, "***") if password else message
 
 
 def redis_client(url: str) -> redis.Redis:
     """A Redis client for ``url`` with short timeouts; UsageError if the URL is malformed."""
     try:
         return redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S)
-    except ValueError as e:
-        raise UsageError(f"--db {redact(url)}: {e}") from None
+    except (ValueError, TypeError) as e:  # TypeError: an ssl_* parameter redis-py does not take
+        raise UsageError(f"--db {redact(url)}: {_scrubbed(url, e)}") from None
 
 
 def check_reachable(spec: DatabaseSpec) -> None:
-    """Ping every Redis database before a campaign starts: an unreachable one is bad input."""
+    """Ping every Redis database before a campaign starts: an unreachable one, or one that
+    refuses the password, is bad input."""
     for url in spec.shared:
-        if url.startswith(REDIS_PREFIX):
+        if url.startswith(REDIS_PREFIXES):
             try:
                 redis_client(url).ping()
-            except (redis.RedisError, OSError) as e:
-                raise UsageError(f"--db {redact(url)}: unreachable: {e}") from None
+            except (redis.RedisError, OSError, ValueError) as e:  # ValueError: an ssl_* value TLS refuses
+                raise UsageError(f"--db {redact(url)}: unreachable: {_scrubbed(url, e)}") from None
 
 
 class FallibleDatabase(ExampleDatabase):
@@ -118,7 +147,7 @@ class FallibleDatabase(ExampleDatabase):
         return self._call(lambda k: list(self.db.fetch(k)), key) or []
 
 def _shared(url: str, on_lost: Callable[[str], None]) -> ExampleDatabase:
-    if url.startswith(REDIS_PREFIX):
+    if url.startswith(REDIS_PREFIXES):
         return FallibleDatabase(RedisExampleDatabase(redis_client(url)), redact(url), (redis.RedisError, OSError), on_lost)
     owner, _, repo = url[len(GITHUB_PREFIX) :].partition("/")
     # Hypothesis's artifact database already turns its own download failures into warnings.

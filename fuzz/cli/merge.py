@@ -7,7 +7,7 @@ import sys
 
 from fxfuzz.cli.run import EXIT_TESTED_NOTHING, unwritten_status
 from fxfuzz.cli.setup import report_folder
-from fxfuzz.cli.summary import print_summary
+from fxfuzz.cli.summary import print_summary, terminal_line
 from fxfuzz.report.folder import default_report_dir
 from fxfuzz.report.merge import load_inputs, merge_reports, missing_shards, write_merged
 
@@ -29,6 +29,6 @@ def command(args: argparse.Namespace) -> int:
     if status is not None:
         return status
     if report["incomplete"]:
-        print(f"fxfuzz: error: {report['incomplete']}", file=sys.stderr)
+        print(f"fxfuzz: error: {terminal_line(report['incomplete'])}", file=sys.stderr)
         return EXIT_TESTED_NOTHING
     return 1 if report["new_findings"] else 0

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from fxfuzz.report.markdown import percent
+
+# Control characters (escape sequences among them) in quoted text would drive the terminal.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def terminal_line(text: Any) -> str:
+    """Quoted text (a pass's exception, a field of a merged shard report) as one printable line."""
+    return _CONTROL.sub("?", " ".join(str(text).split()))
 
 
 def print_summary(report: dict[str, Any], report_dir: str, unwritten: Sequence[str] = ()) -> None:
@@ -13,22 +22,22 @@ def print_summary(report: dict[str, Any], report_dir: str, unwritten: Sequence[s
     where the report went, unless some of it could not be written (``unwritten``)."""
     print(
         f"fxfuzz: {report['examples']} examples in {report['duration_s']:.1f}s "
-        f"({report['examples_per_s']:.1f}/s, {report['workers']} worker(s)), stopped by {report['stopped_by']}"
+        f"({report['examples_per_s']:.1f}/s, {report['workers']} worker(s)), stopped by {terminal_line(report['stopped_by'])}"
     )
     if not report["findings"]:
         print("fxfuzz: no findings")
     for f in report["findings"]:
         size = f"minimized to {f['graph_nodes']} nodes" if f["graph_nodes"] is not None else "no example saved"
-        print(f"  {f['id']}{' (known)' if f['known'] else ''}: {f['count']}x, {size}: {f['message']}")
+        print(f"  {f['id']}{' (known)' if f['known'] else ''}: {f['count']}x, {size}: {terminal_line(f['message'])}")
         if f["repro"]:
             print(f"    repro: {report_dir}/{f['repro']}")
     for death in (report.get("workers_detail") or {}).get("unrepeated_deaths", []):
-        print(f"fxfuzz: restarted a worker, not a finding: {death}")
+        print(f"fxfuzz: restarted a worker, not a finding: {terminal_line(death)}")
     cov = report.get("coverage", {})
     if cov.get("enabled") and "lines" in cov:
         print(f"fxfuzz: coverage of the pass: lines {percent(cov['lines'])}, branches {percent(cov['branches'])}")
     for error in report.get("repro_errors", []):
-        print(f"fxfuzz: {error}")
+        print(f"fxfuzz: {terminal_line(error)}")
     if not unwritten:
         print(f"fxfuzz: report written to {report_dir}/report.json (.md, .html, junit.xml)")
 

@@ -12,7 +12,7 @@ from fxfuzz.core.errors import UsageError
 # ``fxfuzz merge`` can list the missing ones of a split at once.
 MAX_SHARDS = 1024
 # Digits bounded before int(): a split is read from hand-edited report files too.
-_SPLIT = re.compile(r"([0-9]{1,9})/([0-9]{1,9})")
+_SPLIT = re.compile(r"([0-9]{1,30})/([0-9]{1,30})")
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -1,0 +1,384 @@
+"""``fxfuzz merge`` takes shard report folders as untrusted input: it reads only inside them,
+checks every field it uses, bounds what it reads and the shard split, and escapes what it
+quotes. Bad input is one line and exit status 2, never a traceback, a hang or exit 1.
+
+One real report folder (a tiny campaign of a pass whose exception message is hostile markdown)
+is built once; the fuzz tests at the end mutate it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+from fxfuzz.cli.main import main
+from fxfuzz.core.errors import FxfuzzError, ReportError
+from fxfuzz.report import reader
+from fxfuzz.report.merge import load_inputs, merge_reports, write_merged
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+# A message that would be markup everywhere it is quoted: a code span, a table pipe, an HTML
+# tag, a link, emphasis, an entity and a second line.
+HOSTILE = "`x` | <img src=x onerror=alert(1)> [link](http://evil.example) **bold** &amp; end"
+PASS = f'''
+def crasher(gm, sig):
+    raise ValueError({HOSTILE!r} + "\\n# heading on a second line")
+'''
+SECRET = "the secret contents of a file outside every input folder"
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    """A report folder of a real 3-example campaign (one new bucket, with its repro), and
+    the folder's report."""
+    root = tmp_path_factory.mktemp("real")
+    (root / "crasher.py").write_text(PASS)
+    out = root / "report"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fxfuzz", "run", "--pass", f"{root / 'crasher.py'}:crasher", "--max-examples", "3",
+         "--workers", "1", "--no-db", "--max-shrink-s", "0", "--shard", "1/2", "--report-dir", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    return out, json.loads((out / "report.json").read_text())
+
+
+def _folder(tmp_path, real, name="shard", **changes):
+    """A copy of the real report folder, its report.json changed by ``changes``."""
+    folder = tmp_path / name
+    shutil.copytree(real[0], folder)
+    report = {**copy.deepcopy(real[1]), **changes}
+    (folder / "report.json").write_text(json.dumps(report))
+    return folder
+
+
+def _secret(tmp_path):
+    secret = tmp_path / "outside" / "secret.py"
+    secret.parent.mkdir(exist_ok=True)
+    secret.write_text(SECRET)
+    return secret
+
+
+def _no_secret_in(folder):
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), path
+
+
+# ------------------------------------------------------------------ reading only inside
+
+
+@pytest.mark.parametrize("repro", ["{secret}", "../outside/secret.py", "repros/../../outside/secret.py", "repros/other.py", ""])
+def test_a_repro_field_naming_another_file_is_refused_with_a_note(tmp_path, real, repro, capsys):
+    secret = _secret(tmp_path)
+    (row,) = real[1]["findings"]
+    folder = _folder(tmp_path, real, findings=[{**row, "repro": repro.format(secret=secret)}])
+    (folder / "repros" / "other.py").write_text("print('another file of the folder')")
+    out = tmp_path / "out"
+    assert main(["merge", str(folder), "--report-dir", str(out)]) == 1  # the bucket still counts
+    merged = json.loads((out / "report.json").read_text())
+    (finding,) = merged["findings"]
+    assert finding["repro"] is None and not (out / "repros").exists()
+    if repro:  # "" is no repro at all: nothing to say
+        assert any("is not repros/" in e and "refused" in e for e in merged["repro_errors"]), merged["repro_errors"]
+    _no_secret_in(out)
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("link", ["file", "folder", "json"])
+def test_a_repro_that_links_out_of_its_folder_is_never_copied(tmp_path, real, link):
+    secret = _secret(tmp_path)
+    folder = _folder(tmp_path, real)
+    (row,) = real[1]["findings"]
+    py = folder / row["repro"]
+    if link == "file":
+        py.unlink()
+        py.symlink_to(secret)
+    elif link == "folder":  # repros/ itself a link to a folder that holds a file of that name
+        shutil.copy(secret, secret.parent / py.name)
+        shutil.rmtree(folder / "repros")
+        (folder / "repros").symlink_to(secret.parent)
+    else:  # the .py is the folder's own; its .json sibling links out
+        py.with_suffix(".json").unlink()
+        py.with_suffix(".json").symlink_to(secret)
+    out = tmp_path / "out"
+    assert main(["merge", str(folder), "--report-dir", str(out)]) == 1
+    merged = json.loads((out / "report.json").read_text())
+    if link == "json":
+        assert merged["findings"][0]["repro"] == row["repro"] and not (out / row["repro"]).with_suffix(".json").exists()
+    else:
+        assert merged["findings"][0]["repro"] is None
+        assert any("is a link out of its folder" in e for e in merged["repro_errors"])
+    _no_secret_in(out)
+
+
+def test_a_repro_that_is_a_fifo_is_skipped_without_blocking(tmp_path, real):
+    folder = _folder(tmp_path, real)
+    (row,) = real[1]["findings"]
+    (folder / row["repro"]).unlink()
+    os.mkfifo(folder / row["repro"])
+    start = time.monotonic()
+    assert main(["merge", str(folder), "--report-dir", str(tmp_path / "out")]) == 1
+    assert time.monotonic() - start < 30
+    merged = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert any("is not a regular file" in e for e in merged["repro_errors"])
+
+
+def test_a_report_json_that_links_out_of_its_folder_is_refused(tmp_path, real, refused):
+    folder = _folder(tmp_path, real)
+    outside = tmp_path / "outside.json"
+    outside.write_text((folder / "report.json").read_text())
+    (folder / "report.json").unlink()
+    (folder / "report.json").symlink_to(outside)
+    assert "report.json is a link out of its folder" in refused(["merge", str(folder), "--report-dir", str(tmp_path / "out")])
+
+
+# ------------------------------------------------------------------ every field checked
+
+MALFORMED = [
+    ("stats", {"op:sin": "3"}), ("stats", {"op:sin": -1}), ("stats", [1]),
+    ("timeline", [[1.0]]), ("timeline", "x"), ("timeline", [[1.0, -1]]), ("timeline", [["a", 1]]),
+    ("workers", -1), ("workers", "2"), ("workers", True),
+    ("workers_detail", {"restarts": "x"}), ("workers_detail", {"errors": [1]}), ("workers_detail", [1]),
+    ("workers_detail", {"notes": "x"}), ("workers_detail", {"unrepeated_deaths": None}),
+    ("coverage", {"enabled": True}), ("coverage", {"enabled": "yes"}), ("coverage", [1]),
+    ("coverage", {"enabled": True, "files": [{}], "lines": {"covered": 1, "total": 1, "percent": 1.0},
+                  "branches": {"covered": 1, "total": 1, "percent": 1.0}}),
+    ("merged_from", [{"path": 1, "shard": None, "seed": 0, "examples": 1}]), ("merged_from", "x"), ("merged_from", [{}]),
+    ("findings", [1]), ("findings", {"a": 1}), ("examples", 2**60), ("examples", 1.5), ("duration_s", -1),
+    ("seed", "zero"), ("seed", {"a": 1}), ("shard", 5), ("incomplete", 3), ("repro_errors", [1]),
+    ("ops", "x"), ("started", 5), ("python_version", 3), ("schema", "2"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("key, value", MALFORMED)
+def test_a_malformed_field_is_one_line_and_exit_2(tmp_path, real, key, value, refused):
+    folder = _folder(tmp_path, real, **{key: value})
+    line = refused(["merge", str(folder), "--report-dir", str(tmp_path / "out")])
+    assert f"field {key!r}" in line or "a finding is not an object" in line, line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("id", "../../etc/passwd"), pytest.param("id", "x" * 300, id="id-too-long"), ("id", 3), ("count", -2), ("details", [1]), ("known", "no"),
+     ("graph_nodes", 2.5), ("message", None), ("repro", 7), ("domain", 3)],
+)  # fmt: skip
+def test_a_malformed_finding_is_one_line_and_exit_2(tmp_path, real, key, value, refused):
+    (row,) = real[1]["findings"]
+    folder = _folder(tmp_path, real, findings=[{**row, key: value}])
+    assert f"malformed field {key!r}" in refused(["merge", str(folder), "--report-dir", str(tmp_path / "out")])
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        pytest.param('{"a": ' * 100_000 + "1" + "}" * 100_000, "nested deeper", id="past-the-parsers-recursion"),
+        pytest.param("[" * 40 + "]" * 40, "nested deeper", id="40-deep"),
+        pytest.param('{"tool": "fxfuzz", "examples": 1' + "0" * 5000 + "}", "not readable as JSON", id="5001-digits"),
+        ('{"tool": "fxfuzz", "duration_s": NaN}', "not readable as JSON"),
+        ('{"tool": "fxfuzz", "duration_s": Infinity}', "not readable as JSON"),
+        ('{"tool": "fxfuzz", "duration_s": 1e999}', "not readable as JSON"),
+        ('{"tool": "fxfuzz", "pass": "\\ud800"}', "lone UTF-16 surrogate"),
+        ("\xff\xfe", "not readable as JSON"),
+    ],
+)
+def test_absurd_json_is_refused_in_one_line(tmp_path, text, needle, refused):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "report.json").write_text(text, encoding="latin-1" if text.startswith("\xff") else "utf-8")
+    assert needle in refused(["merge", str(tmp_path / "in"), "--report-dir", str(tmp_path / "out")])
+
+
+def test_deep_details_are_refused(tmp_path, real, refused):
+    (row,) = real[1]["findings"]
+    deep: dict = {}
+    for _ in range(reader.MAX_DEPTH):
+        deep = {"d": deep}
+    folder = _folder(tmp_path, real, findings=[{**row, "details": deep}])
+    assert "nested deeper than 32 levels" in refused(["merge", str(folder), "--report-dir", str(tmp_path / "out")])
+
+
+def test_files_and_lists_are_bounded(tmp_path, real, refused, monkeypatch):
+    folder = _folder(tmp_path, real, timeline=[[0.0, 0]] * 5001)
+    monkeypatch.setattr(reader, "MAX_ITEMS", 5000)
+    assert "malformed field 'timeline'" in refused(["merge", str(folder), "--report-dir", str(tmp_path / "out")])
+    monkeypatch.setattr(reader, "MAX_FILE_BYTES", 100)
+    assert "larger than" in refused(["merge", str(folder), "--report-dir", str(tmp_path / "out")])
+    # A repro over the bound is dropped with a note; its bucket still counts.
+    folder = _folder(tmp_path, real, "big-repro")
+    monkeypatch.setattr(reader, "MAX_FILE_BYTES", (folder / "report.json").stat().st_size)
+    (row,) = real[1]["findings"]
+    (folder / row["repro"]).write_text("#" * (folder / "report.json").stat().st_size + "\n")
+    assert main(["merge", str(folder), "--report-dir", str(tmp_path / "out")]) == 1
+    assert any("is larger than" in e for e in json.loads((tmp_path / "out" / "report.json").read_text())["repro_errors"])
+
+
+# ------------------------------------------------------------------ the shard split
+
+
+@pytest.mark.parametrize("split", ["1/100000000000", "1/1025", "1/" + "9" * 5000, "²/3"])
+def test_run_refuses_absurd_splits(split, refused):
+    assert "--shard" in refused(["run", "--shard", split])
+
+
+def test_the_largest_split_is_taken():
+    from fxfuzz.cli.args import shard
+
+    assert shard("1024/1024") == (1024, 1024)
+
+
+def test_merge_refuses_absurd_splits_at_once(tmp_path, real, refused):
+    folder = _folder(tmp_path, real, shard="1/100000000000")
+    start = time.monotonic()
+    line = refused(["merge", str(folder), "--report-dir", str(tmp_path / "out")])
+    assert "malformed shard '1/100000000000'" in line and "more than fxfuzz takes (1024)" in line
+    # A merged input listing the same shard 100,000 times: refused without a quadratic count.
+    entries = [{"path": "p", "shard": "1/1024", "seed": 0, "examples": 1}] * reader.MAX_ITEMS
+    folder = _folder(tmp_path, real, "many", merged_from=entries)
+    assert "shard 1/1024 is given twice" in refused(["merge", str(folder), "--report-dir", str(tmp_path / "out")])
+    assert time.monotonic() - start < 20
+
+
+def test_merge_names_the_missing_shards_of_the_largest_split(tmp_path, real, capsys):
+    folder = _folder(tmp_path, real, shard="3/1024")
+    assert main(["merge", str(folder), "--report-dir", str(tmp_path / "out")]) == 1
+    missing = capsys.readouterr().err.split("no report from shard(s) ")[1].split(", ")
+    assert len(missing) == 1023 and "3/1024" not in missing
+
+
+# ------------------------------------------------------------------ what is quoted is escaped
+
+
+def test_a_real_reports_documents_escape_the_hostile_message(real):
+    folder, report = real
+    (row,) = report["findings"]
+    assert HOSTILE in row["message"]  # the data keeps the message as it was
+    md = (folder / "report.md").read_text()
+    (line,) = [x for x in md.splitlines() if x.startswith(f"| `{row['id']}`")]
+    # Seven cells, whatever pipes the message holds; no raw tag, link or code span from it.
+    assert line.replace("\\|", "").count("|") == 8
+    assert "\\<img src=x onerror=alert(1)\\>" in md and "\\[link\\](http" in md and "\\`x\\`" in md
+    unescaped = md.replace("\\<", "").replace("\\]", "")
+    assert "<img" not in unescaped and "](http://evil" not in unescaped
+    issue = (folder / row["issue"]).read_text()
+    title = issue.splitlines()[0]
+    assert "\\<img" in title and "\\[link\\]" in title and "<img" not in title.replace("\\<img", "")
+    html = (folder / "report.html").read_text()
+    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    ET.parse(folder / "junit.xml")
+
+
+def test_hostile_fields_of_a_shard_report_are_escaped_in_the_merged_documents(tmp_path, real, capsys):
+    (row,) = real[1]["findings"]
+    hostile = {"pass": "p` <b>x</b> | y", "torch_version": "<script>1</script>", "stopped_by": "**a**|b",
+               "incomplete": "\x1b[31m <u>red</u> | `x`\n# h"}  # fmt: skip
+    folder = _folder(tmp_path, real, **hostile, findings=[{**row, "kind": "<b>k</b>|x", "oracle": "o`o"}])
+    out = tmp_path / "out"
+    assert main(["merge", str(folder), "--report-dir", str(out)]) == 3  # incomplete input: incomplete merge
+    (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
+    assert line.endswith("?[31m <u>red</u> | `x` # h")  # one line, the escape sequence defused
+    md = (out / "report.md").read_text()
+    assert "`` p` <b>x</b> | y ``" in md  # a code span longer than the backticks inside: no tag there
+    md = md.replace("`` p` <b>x</b> | y ``", "")
+    assert "<b>" not in md and "<script>" not in md and "<u>" not in md and "\n# h" not in md
+    html = (out / "report.html").read_text()
+    assert "<b>" not in html and "<script>" not in html and "<u>" not in html
+    ET.parse(out / "junit.xml")  # the escape character is replaced: still XML
+    issue = (out / "issues" / f"{row['id']}.md").read_text()
+    assert "<script>" not in issue and "| torch | \\<script\\>1\\</script\\> |" in issue
+
+
+# ------------------------------------------------------------------ fuzzing the loader
+
+HOSTILE_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20), st.sampled_from(["/etc/passwd", "../x", "repros/../../x.py", "1/100000000000", "\\ud800"]),
+    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+)  # fmt: skip
+
+
+@st.composite
+def mutated(draw, report):
+    """``report`` with one to three values somewhere in it replaced, keys dropped or added."""
+    report = copy.deepcopy(report)
+    for _ in range(draw(st.integers(1, 3))):
+        node = report
+        while True:
+            keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+            if not keys:
+                break
+            key = draw(st.sampled_from(keys))
+            child = node[key]
+            if isinstance(child, (dict, list)) and child and draw(st.booleans()):
+                node = child
+                continue
+            action = draw(st.sampled_from(["replace", "drop", "add"]))
+            if action == "drop" and isinstance(node, dict):
+                del node[key]
+            elif action == "add" and isinstance(node, dict):
+                node[draw(st.text(max_size=8))] = draw(HOSTILE_VALUES)
+            else:
+                node[key] = draw(HOSTILE_VALUES)
+            break
+    return report
+
+
+def _merge_in_process(folders, out):
+    """``fxfuzz merge`` in this process: its exit status and stderr."""
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        status = main(["merge", *map(str, folders), "--report-dir", str(out)])
+    return status, err.getvalue()
+
+
+_FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+@_FUZZ
+@given(data=st.data())
+def test_mutated_real_reports_merge_or_are_refused_in_one_line(tmp_path_factory, real, data):
+    tmp = tmp_path_factory.mktemp("fuzz")
+    other = _folder(tmp, real, "other", shard="2/2")
+    report = data.draw(mutated(real[1]))
+    folder = tmp / "mutated"
+    shutil.copytree(real[0], folder)
+    (folder / "report.json").write_text(json.dumps(report))
+    status, err = _merge_in_process([folder, other], tmp / "out")
+    if status == 2:
+        assert len(err.strip().splitlines()) == 1 and err.startswith("fxfuzz: error: "), err
+    else:
+        assert status in (0, 1, 3) and "Traceback" not in err, err
+        merged = json.loads((tmp / "out" / "report.json").read_text())
+        for f in merged["findings"]:  # every repro copied is the inputs' own
+            if f["repro"]:
+                assert (tmp / "out" / f["repro"]).read_bytes() == (real[0] / f["repro"]).read_bytes()
+
+
+@_FUZZ
+@given(data=st.data())
+def test_damaged_report_files_merge_or_are_refused(tmp_path_factory, real, data):
+    """Bytes cut, dropped or overwritten anywhere in a real report.json: the loader answers
+    with a report or one ReportError."""
+    text = (real[0] / "report.json").read_bytes()
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, min(len(text), start + 40)))
+    damaged = text[:start] + data.draw(st.binary(max_size=8)) + text[end:]
+    folder = tmp_path_factory.mktemp("damaged")
+    (folder / "report.json").write_bytes(damaged)
+    try:
+        inputs = load_inputs([str(folder)], str(folder / "out"))
+        merged = merge_reports(inputs)
+    except FxfuzzError as e:
+        assert isinstance(e, ReportError) and "\n" not in str(e)
+        return
+    assert write_merged(merged, str(folder / "out")) == []
