@@ -42,7 +42,10 @@ def report_folder(path: str) -> str:
 def worker_logs(report_dir: str, workers: int) -> str:
     """The report folder's ``logs/`` for ``workers`` worker slots, their logs listed as fxfuzz's."""
     logs = os.path.join(report_dir, "logs")
-    record_written(report_dir, [os.path.relpath(worker_log(logs, i), report_dir) for i in range(workers)])
+    try:
+        record_written(report_dir, [os.path.relpath(worker_log(logs, i), report_dir) for i in range(workers)])
+    except OSError as e:  # a full disk before any work: bad input, not a run that lost its report
+        raise UsageError(f"--report-dir: cannot write into {report_dir}: {e.strerror or e}") from None
     return logs
 
 
