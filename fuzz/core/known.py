@@ -61,7 +61,7 @@ def load_known(path: str) -> dict[str, str]:
         if not is_bucket_id(bid):
             raise KnownFileError(f"{path}:{lineno}: not a bucket id: {reprlib.repr(bid)}")
         known[bid] = reason[0] if reason else ""
-        _check_count(path, known)
+    _check_count(path, known)
     return known
 
 
@@ -91,7 +91,7 @@ def _from_json(path: str, text: str) -> dict[str, str]:
         if not (reason is None or isinstance(reason, str) and len(reason) <= MAX_LINE):
             raise KnownFileError(f"{path}: the reason of {bid} is not a string of at most {MAX_LINE} characters")
         known[bid] = reason or ""
-        _check_count(path, known)
+    _check_count(path, known)
     return known
 
 
