@@ -8,7 +8,7 @@
 # sub-folder per artifact, or, when a single artifact matched, that artifact's files
 # themselves. A shard folder without report.json (its campaign never got to write one) is
 # left out with a warning. Exit status is fxfuzz merge's: 0 no new finding, 1 new findings,
-# 2 folders that cannot be merged, 3 nothing tested. report.md is appended to the job
+# 2 folders that cannot be merged, 3 nothing tested, 4 the merged folder not written in full. report.md is appended to the job
 # summary when GITHUB_STEP_SUMMARY is set.
 set -uo pipefail
 reports=$1 out=$2

@@ -1,8 +1,9 @@
 """The ``fxfuzz`` command line: the only layer that prints to the terminal or exits.
 
 Exit status: 0 nothing new found, 1 new findings (or regressions, or surviving mutants),
-2 bad input (one line on stderr), 3 a campaign that did not test what it was asked to, 128 +
-the signal for a run stopped early with nothing found. Each sub-command's module is imported
+2 bad input (one line on stderr), 3 a campaign that did not test what it was asked to, 4 a
+report folder that could not be written in full, 128 + the signal for a run stopped early with
+nothing found. Each sub-command's module is imported
 only when it runs, so ``fxfuzz --help`` imports no torch.
 """
 
