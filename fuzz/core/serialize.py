@@ -11,6 +11,7 @@ whatever they add.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import operator
 from typing import Any
@@ -20,7 +21,7 @@ import torch
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.op_sources import define, op_sources, registered_namespace
-from fxfuzz.core.rebuild import enum, fake_mode, meta_val, rebuild_graph_module, set_attr, size_at, tensor
+from fxfuzz.core.rebuild import SizeExpressionError, enum, fake_mode, meta_val, rebuild_graph_module, set_attr, size_at, tensor
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export import graph_signature as gs
@@ -35,6 +36,18 @@ MAX_JSON_ITEMS = 2_000_000  # values in the JSON document
 MAX_GRAPH_DEPTH = 16  # graphs nested in graphs
 MAX_ELEMENTS = 2**24  # elements of an input tensor, a traced tensor or a list of sizes
 MAX_STRING = 10_000  # characters of a name, a target or a spec
+MAX_CASE_BYTES = 64 * 2**20  # a saved case or repro, as JSON
+
+
+def json_data(raw: bytes | str) -> Any:
+    """The JSON value in ``raw`` (a saved case, a database entry), read only if at most
+    ``MAX_CASE_BYTES`` long; SerializeError for anything else."""
+    if len(raw) > MAX_CASE_BYTES:
+        raise SerializeError(f"a saved case of {len(raw)} bytes, more than {MAX_CASE_BYTES >> 20} MiB")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise SerializeError(f"not valid JSON: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}") from None
 # ---------------------------------------------------------------------------- targets
 
 
@@ -105,7 +118,7 @@ def resolve_target(name: Any) -> Any:
     if name in _PYTHON_TARGETS:
         return _PYTHON_TARGETS[name]
     ns, sep, rest = name.partition("::")
-    if not sep or name in _REFUSED_OPS or (ns == "higher_order" and rest not in HIGHER_ORDER_OPS):
+    if not sep or name.rpartition(".")[0] in _REFUSED_OPS or (ns == "higher_order" and rest not in HIGHER_ORDER_OPS):
         raise _refused(name)
     if ns == "higher_order":
         op = torch._ops._higher_order_ops.get(rest)
@@ -409,6 +422,9 @@ def decode_graph_module(d: Any, fake: FakeTensorMode, depth: int = 0) -> fx.Grap
         if spec.get("val") is not None:
             node.meta["val"] = meta_val(fake, spec["val"])
             if isinstance(node.meta["val"], torch.Tensor):
+                # The oracles make real tensors from traced metas (inputs at other sizes): bounded too.
+                if math.prod(n.node.hint if isinstance(n, torch.SymInt) else n for n in node.meta["val"].shape) > MAX_ELEMENTS:
+                    raise SerializeError(f"node {name!r} has a traced tensor of more than {MAX_ELEMENTS} elements")
                 node.meta["tensor_meta"] = _extract_tensor_metadata(node.meta["val"])
         nodes[node.name] = node
     if "pytree" in d:
@@ -602,6 +618,8 @@ def case_from_dict(d: Any) -> GraphCase:
         return case
     except SerializeError:
         raise
+    except SizeExpressionError as e:  # Python where a size belongs, or a bomb: never evaluated
+        raise UntrustedError(f"size expression refused: {e}") from None
     except Exception as e:  # anything else the data made torch or fx raise: malformed, in one line
         raise SerializeError(f"malformed case: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}") from None
 
