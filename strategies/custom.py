@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from fxfuzz.core import custom_ops  # noqa: F401  (registers the fxfuzz:: operators)
 from fxfuzz.core.errors import FxfuzzError, UsageError
-from fxfuzz.core.op_sources import record_source
+from fxfuzz.core.op_sources import is_source_spec, load_sources, record_source
 from fxfuzz.core.passes import resolve_attr
 from fxfuzz.strategies.ops import FLOAT_DTYPES, Extra, Fits, OpSpec, broadcastable, fits_into
 
@@ -169,10 +169,14 @@ def register_op(op: Any, **constraints: Any) -> OpSpec:
 
 def register_ops(specs: Iterable[str], option: str) -> list[OpSpec]:
     """Register each spec of a command-line ``option`` (``--op``, ``--fxfuzz-op``) in the op
-    table, all or none: UsageError naming the option for the first that cannot be had."""
+    table, all or none: UsageError naming the option for the first that cannot be had. A value
+    naming a source rather than an operator (``pkg.module``, ``file.py``) is loaded instead
+    (``load_sources``): its operators then exist, for saved cases that call them."""
+    specs = list(specs)
+    load_sources([s for s in specs if is_source_spec(s)], option)
     added: list[OpSpec] = []
     try:
-        for spec in specs:
+        for spec in (s for s in specs if not is_source_spec(s)):
             added.append(register_op(spec))
     except FxfuzzError as e:
         for entry in added:

@@ -260,11 +260,13 @@ def test_register_op_adds_a_users_operator_to_the_cases_and_their_repros(tmp_pat
     finding = {"oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}}
     path = tmp_path / "user.json"
     path.write_text(json.dumps(repro_document("user", finding, data, "set_grad")))
-    # A fresh process defines the operator from the case's own record (the module, found
-    # from the current directory as every fxfuzz process looks for it).
+    # A fresh process defines the operator once the user names the source the case records
+    # (the module, found from the current directory as every fxfuzz process looks for it);
+    # the case's own record is information, never imported (tests/test_trust_cases.py).
     run = subprocess.run(
-        [sys.executable, "-m", "fxfuzz", "repro", str(path)], capture_output=True, text=True, cwd=TESTS, timeout=300
-    )
+        [sys.executable, "-m", "fxfuzz", "repro", str(path), "--op", data["custom_ops"]["userops::scale"]],
+        capture_output=True, text=True, cwd=TESTS, timeout=300,
+    )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
 
 

@@ -19,10 +19,10 @@ from typing import Any
 
 from fxfuzz.core.case import Example
 from fxfuzz.core.choices import DEFAULT_MAX_SHRINK_S
-from fxfuzz.core.errors import SerializeError
+from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.passes import Pass, PassFn
 from fxfuzz.core.reproducible import reproducible_draws
-from fxfuzz.core.serialize import case_from_dict, case_to_dict
+from fxfuzz.core.serialize import case_from_dict, case_to_dict, json_data
 from fxfuzz.oracles import Finding, verify
 from fxfuzz.oracles.stages import stages_forced
 from fxfuzz.strategies import graph_cases
@@ -79,6 +79,7 @@ class CampaignResult:
     buckets: dict[str, Bucket] = field(default_factory=dict)
     stats: Counter = field(default_factory=Counter)
     stopped_by: str = "max_examples"
+    notes: list[str] = field(default_factory=list)  # one line each, for the user (saved examples left out)
 
     @property
     def examples_per_s(self) -> float:
@@ -186,7 +187,7 @@ def _graph_case_dumps(case: Any) -> bytes | None:
 
 
 def _graph_case_loads(raw: bytes) -> Any:
-    return case_from_dict(json.loads(raw))
+    return case_from_dict(json_data(raw))
 
 
 GRAPH_CASES = Codec(_graph_case_dumps, _graph_case_loads)
@@ -214,14 +215,21 @@ class SavedFailures:
         self.by_bucket: dict[str, tuple[int, int, bytes]] = {}
 
     def saved(self) -> list[tuple[bytes, Any]]:
-        """The saved examples that still load, smallest first (compute nodes, then bytes); an
-        example written by another fxfuzz or torch version that no longer loads is deleted."""
+        """The saved examples that load, smallest first (compute nodes, then bytes). One that
+        asks for code this run does not trust, or does not load (written by another fxfuzz or
+        torch version, or malformed), is left out and kept in the database: counted in
+        ``skipped`` (``skipped_untrusted``, ``unloadable``) with a line in ``notes``."""
         loaded = []
+        self.skipped: Counter = Counter()
+        self.notes: list[str] = []
         for raw in self.db.fetch(self.key):
             try:
                 case = self.codec.loads(raw)
-            except Exception:
-                self.db.delete(self.key, raw)
+            except Exception as e:  # any exception: the entry is data written by anyone, never lost for it
+                kind = "skipped_untrusted" if isinstance(e, UntrustedError) else "unloadable"
+                self.skipped[kind] += 1
+                why = str(e).splitlines()[0][:500] if str(e) else type(e).__name__
+                self.notes.append(f"left a saved example in the database, not replayed ({kind}): {why}")
                 continue
             loaded.append(((case.compute_nodes(), len(raw), raw), case))
         return [(size[2], case) for size, case in sorted(loaded, key=lambda sc: sc[0])]
@@ -325,7 +333,11 @@ def run_campaign(
     for case in rerun:
         record(case, {bucket_id(f): f for f in check(case, pass_fn)})
 
-    for raw, case in store.saved() if store and replay_saved else []:
+    saved = store.saved() if store and replay_saved else []
+    if store and replay_saved:
+        result.stats.update(store.skipped)
+        result.notes.extend(store.notes)
+    for raw, case in saved:
         if result.examples >= max_examples or time.monotonic() >= deadline or (stop is not None and stop()):
             break
         result.stats["saved_replayed"] += 1

@@ -42,6 +42,7 @@ from fxfuzz.campaign.database import DatabaseSpec, open_database
 from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, SavedFailures, bucket_id, database_key
 from fxfuzz.core.choices import DEFAULT_MAX_SHRINK_S, DEFAULT_STAGE_SHARE
 from fxfuzz.core.errors import SerializeError
+from fxfuzz.core.op_sources import named_sources
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.serialize import case_from_dict, count_compute_nodes
 from fxfuzz.oracles import Finding
@@ -177,6 +178,7 @@ class Supervisor:
         cfg = {
             "pass": self.opts.pass_spec,
             "ops": self.ops,
+            "op_sources": named_sources(),
             "domain": self.opts.domain,
             "seed": worker_seed(self.opts.seed, self.opts.shard, index, generation),
             "max_examples": quota,

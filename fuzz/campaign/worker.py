@@ -57,12 +57,14 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
     from fxfuzz.campaign.database import DatabaseSpec, open_database
     from fxfuzz.campaign.engine import run_campaign, run_examples
+    from fxfuzz.core.op_sources import load_sources
     from fxfuzz.core.passes import load_pass
     from fxfuzz.core.serialize import case_from_dict
     from fxfuzz.oracles.stages import set_stage_share
     from fxfuzz.strategies.custom import register_first
 
     # Before the example to re-run is read: its operators then exist, defined by the spec.
+    load_sources(cfg["op_sources"])
     for specs in cfg["ops"]:
         register_first(specs)
     conn = Connection(fd)
@@ -128,6 +130,8 @@ def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
             rerun=rerun,
             max_shrink_s=cfg["max_shrink_s"],
         )
+    for text in result.notes:  # saved examples left out of the replay
+        note(text)
     if cov is not None:
         cov.stop()
         cov.save()

@@ -18,7 +18,7 @@ from fxfuzz.cli.setup import report_folder, worker_logs
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.report.folder import Extras, default_report_dir, utc_now, write_all
-from fxfuzz.repro.files import saved_cases
+from fxfuzz.repro.files import Corpus, saved_cases
 from fxfuzz.strategies.custom import register_ops
 
 
@@ -28,7 +28,8 @@ def command(a: argparse.Namespace) -> int:
     for spec in (a.candidate, a.baseline):
         load_pass(spec)  # a bad spec fails here, in one line, before any worker starts
     register_ops(a.ops, "--op")  # the workers register them too (the supervisor hands them over)
-    saved = saved_cases(a.corpus) if a.corpus else []
+    corpus = saved_cases(a.corpus) if a.corpus else Corpus([], [], [])
+    saved, notes = corpus.cases, corpus.untrusted + corpus.unloadable  # files left out stay where they are
     known = load_known(a.known) if a.known else {}
     report_dir = report_folder(a.report_dir or default_report_dir())
     budget_s, max_examples = campaign_limits(a.budget, a.max_examples)
@@ -45,6 +46,7 @@ def command(a: argparse.Namespace) -> int:
         progress.close()
         if signum is not None:
             result.campaign.stopped_by = "interrupted"
+        result.campaign.stats.update(skipped_untrusted=len(corpus.untrusted), unloadable=len(corpus.unloadable))
         for b in result.buckets.values():
             if b.case is not None:  # None: a worker died on a case it could not serialize
                 b.case = case_of(b)  # the repro replays under the grad mode that showed the regression
@@ -68,6 +70,7 @@ def command(a: argparse.Namespace) -> int:
             "errors": result.worker_errors,
             "example_timeout_s": a.example_timeout,
             "excused_deaths": result.excused_deaths,
+            "notes": notes,
         }
         # Part of the gate never ran: no regression found is not a pass, and the report says so.
         incomplete = f"the gate did not judge all its cases: {result.worker_errors[0]}" if result.worker_errors and signum is None else None
@@ -92,6 +95,8 @@ def command(a: argparse.Namespace) -> int:
     if status is not None:
         return status
     print(f"fxfuzz gate: report written to {os.path.join(report_dir, 'report.json')}")
+    for note in notes:
+        print(f"fxfuzz: note: {note}", file=sys.stderr)
     if new:
         return 1
     if signum is not None:

@@ -35,7 +35,8 @@ def _op_option(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="SPEC",
         help="add a custom operator to the generated graphs: pkg.module:attr or file.py:attr naming the operator "
-        "or an fxfuzz.strategies.op_spec(...) entry (repeatable; every worker process registers it)",
+        "or an fxfuzz.strategies.op_spec(...) entry; or load a source of custom operators, pkg.module or file.py, "
+        "so saved cases calling them load (repeatable; every worker process loads it)",
     )
 
 
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("path", help="repros/<bucket>.py or .json from a report folder")
     repro.add_argument("--pass", dest="pass_spec", default=None, help="replay against this pass instead of the recorded one")
     repro.add_argument("--example-timeout", type=positive_float, default=60.0, help="seconds before the pass counts as hung")
+    _op_option(repro)
     bench = sub.add_parser("bench", help="measure the pass, the harness loop per example and the worker speed-up")
     bench.add_argument("--json", action="store_true", help="end with one line of JSON holding every figure")
     bench.add_argument("--graphs", type=positive_int, default=200, help="cases in the seeded population (default 200)")

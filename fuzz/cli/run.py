@@ -171,6 +171,7 @@ def _levels(args: argparse.Namespace) -> int:
         )
         signum = stop.signum
         progress.close()
+        notes.extend(result.notes)
         if signum is not None:
             result.stopped_by = "interrupted"
         gaps = [f"the {name} level ran no example in its {share:.1f}s of the budget" for name, share in plan if not result.stats[f"level:{name}:examples"]]

@@ -137,20 +137,25 @@ def define_ops():
 define_ops()
 
 
+def load_source(source):
+    """Run the source of custom operators: import a module by name, or execute a .py file."""
+    if not source.endswith(".py"):
+        return importlib.import_module(source)
+    module_name = "fxfuzz_ops_" + source.rpartition("/")[2][:-3]
+    spec = importlib.util.spec_from_file_location(module_name, source)
+    if spec is None:
+        raise ImportError(f"no such file: {source}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def define_missing(sources):
-    """Import the source (a module name or a .py file) of each operator ``ns::name`` in
-    ``sources`` that this process does not have yet."""
+    """Load the source (a module name or a .py file) of each operator ``ns::name`` in
+    ``sources`` that this process does not have yet. Only standalone repros call it: they are
+    code their user chose to run; fxfuzz itself loads no source a saved case names."""
     for qualname, source in sources.items():
         ns, _, name = qualname.partition("::")
-        if hasattr(getattr(torch.ops, ns), name):
-            continue
-        if source.endswith(".py"):
-            module_name = "fxfuzz_ops_" + source.rpartition("/")[2][:-3]
-            spec = importlib.util.spec_from_file_location(module_name, source)
-            if spec is None:
-                raise ImportError(f"no such file: {source}")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[module_name] = module
-            spec.loader.exec_module(module)
-        else:
-            importlib.import_module(source)
+        if not hasattr(getattr(torch.ops, ns), name):
+            load_source(source)

@@ -28,3 +28,8 @@ class KnownFileError(FxfuzzError):
 
 class ReportError(FxfuzzError):
     """A report folder that cannot be read, or report folders that cannot be merged."""
+
+
+class UntrustedError(SerializeError):
+    """A saved case that asks for code this run does not trust (an operator source it did not
+    name, a call target outside the allowlist): it is not loaded, and is kept where it is."""

@@ -1,6 +1,8 @@
 """Builders the rebuilt graphs of saved cases call: torch only, because every standalone
 repro pastes this file's functions above its graph code (``fxfuzz.repro.files``)."""
 
+import ast
+
 import sympy
 import torch
 import torch.utils._sympy.functions
@@ -10,8 +12,106 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
-# What sympy.srepr of a size expression may name: sympy's own classes and torch's size functions.
-_SYMPY_NAMES = {**vars(sympy), **{k: v for k, v in vars(torch.utils._sympy.functions).items() if not k.startswith("_")}}
+# What the ``sympy.srepr`` of a size expression may call: the classes size expressions are made
+# of, sympy's and torch's. Read by ``parse_size``, which evaluates no Python: a saved case is data.
+_SIZE_CLASSES = {
+    c.__name__: c
+    for c in (
+        sympy.Integer, sympy.Rational, sympy.Symbol, sympy.Add, sympy.Mul, sympy.Pow,
+        torch.utils._sympy.functions.FloorDiv, torch.utils._sympy.functions.CeilDiv,
+        torch.utils._sympy.functions.ModularIndexing, torch.utils._sympy.functions.CleanDiv,
+        torch.utils._sympy.functions.PythonMod, torch.utils._sympy.functions.Max, torch.utils._sympy.functions.Min,
+        torch.utils._sympy.functions.PowByNatural, torch.utils._sympy.functions.Mod,
+    )
+}
+_SYMBOL_ASSUMPTIONS = {"integer", "positive", "nonnegative"}
+# Bounds on a size expression, checked before anything is built: sizes of real graphs are a
+# few dozen characters, a handful of terms, numbers far below these.
+MAX_SIZE_CHARS, MAX_SIZE_NODES, MAX_SIZE_DEPTH, MAX_SIZE_BITS, MAX_EXPONENT = 2000, 200, 16, 128, 64
+
+
+# The names a saved dtype, layout or memory format may have: the objects torch itself holds.
+ENUMS = {
+    kind: {name: v for name, v in vars(torch).items() if isinstance(v, cls)}
+    for kind, cls in (("dtype", torch.dtype), ("layout", torch.layout), ("memory_format", torch.memory_format))
+}
+MAX_DIMS = 64
+
+
+def enum(kind, name):
+    """The dtype, layout or memory format named ``name`` (``float32``); ValueError for any other name."""
+    if not isinstance(name, str) or name not in ENUMS[kind]:
+        raise ValueError(f"not a torch {kind}: {str(name)[:80]!r}")
+    return ENUMS[kind][name]
+
+
+class SizeExpressionError(ValueError):
+    """A size expression that is not one of the forms ``parse_size`` reads."""
+
+
+def parse_size(text):
+    """The sympy expression ``sympy.srepr`` wrote as ``text``, built from its syntax tree: only
+    calls of ``_SIZE_CLASSES`` with integer, rational and symbol literals, within the bounds
+    above (a power's exponent included), so nothing runs and nothing grows without limit."""
+    if not isinstance(text, str) or len(text) > MAX_SIZE_CHARS:
+        raise SizeExpressionError(f"a size expression is a string of at most {MAX_SIZE_CHARS} characters")
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        raise SizeExpressionError(f"unreadable size expression {text[:80]!r}") from None
+    if sum(1 for _ in ast.walk(tree)) > MAX_SIZE_NODES:
+        raise SizeExpressionError(f"size expression of more than {MAX_SIZE_NODES} syntax nodes")
+    return _size_node(tree, 0)
+
+
+def _literal(node):
+    """An int or str constant (a negated int too), else SizeExpressionError."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_literal(node.operand)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, str, bool):
+        if type(node.value) is int and node.value.bit_length() > MAX_SIZE_BITS:
+            raise SizeExpressionError(f"a number of more than {MAX_SIZE_BITS} bits in a size expression")
+        return node.value
+    raise SizeExpressionError(f"unexpected {type(node).__name__} in a size expression")
+
+
+def _bounded(expr):
+    for atom in expr.atoms(sympy.Rational):
+        if max(int(atom.p).bit_length(), int(atom.q).bit_length()) > MAX_SIZE_BITS:
+            raise SizeExpressionError(f"a size expression whose numbers exceed {MAX_SIZE_BITS} bits")
+    return expr
+
+
+def _size_node(node, depth):
+    if depth > MAX_SIZE_DEPTH:
+        raise SizeExpressionError(f"size expression nested deeper than {MAX_SIZE_DEPTH}")
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _SIZE_CLASSES):
+        what = ast.unparse(node.func if isinstance(node, ast.Call) else node)[:60]
+        raise SizeExpressionError(f"{what!r} is not allowed in a size expression (allowed: {', '.join(sorted(_SIZE_CLASSES))})")
+    cls = _SIZE_CLASSES[node.func.id]
+    if cls is sympy.Symbol:
+        if len(node.args) != 1 or any(k.arg not in _SYMBOL_ASSUMPTIONS or _literal(k.value) is not True for k in node.keywords):
+            raise SizeExpressionError("a size symbol is Symbol('name', integer=True, positive=True)")
+        name = _literal(node.args[0])
+        if not (isinstance(name, str) and name.isidentifier() and len(name) <= 32):
+            raise SizeExpressionError(f"bad size symbol name {name!r}")
+        return sympy.Symbol(name, **{k.arg: True for k in node.keywords})
+    if node.keywords:
+        raise SizeExpressionError(f"keyword arguments to {node.func.id} in a size expression")
+    if cls in (sympy.Integer, sympy.Rational):
+        numbers = [_literal(a) for a in node.args]
+        if not 1 <= len(numbers) <= 2 or any(type(n) is not int for n in numbers) or (len(numbers) == 2 and numbers[1] == 0):
+            raise SizeExpressionError(f"{node.func.id} takes integer literals")
+        return cls(*numbers)
+    args = [_size_node(a, depth + 1) for a in node.args]
+    if not args or len(args) > MAX_SIZE_NODES:
+        raise SizeExpressionError(f"{node.func.id} without arguments in a size expression")
+    if cls in (sympy.Pow, torch.utils._sympy.functions.PowByNatural):
+        if len(args) != 2 or not (args[1].is_Integer and abs(int(args[1])) <= MAX_EXPONENT):
+            raise SizeExpressionError(f"a power in a size expression takes an integer exponent of at most {MAX_EXPONENT}")
+        if args[0].is_Number and max(int(sympy.numer(args[0])).bit_length(), int(sympy.denom(args[0])).bit_length()) * abs(int(args[1])) > MAX_SIZE_BITS:
+            raise SizeExpressionError(f"a power in a size expression exceeding {MAX_SIZE_BITS} bits")
+    return _bounded(cls(*args))
 
 
 def fake_mode(symbols=None):
@@ -32,7 +132,7 @@ def size(fake, x):
     if not isinstance(x, dict):
         return x
     env = fake.shape_env
-    expr = sympy.sympify(x["sym"], locals=_SYMPY_NAMES)
+    expr = parse_size(x["sym"])
     return env.create_symintnode(expr, hint=int(expr.xreplace(env.backed_var_to_val)))
 
 
@@ -40,9 +140,11 @@ def meta_val(fake, spec):
     """Re-create ``meta['val']`` (a fake tensor, a SymInt, a container of them, or a plain value)."""
     (key, x), = spec.items()
     if key == "tensor":
+        if len(x["shape"]) > MAX_DIMS or len(x["stride"]) != len(x["shape"]):
+            raise ValueError(f"a tensor meta of {len(x['shape'])} dims and {len(x['stride'])} strides")
         shape, stride = [size(fake, n) for n in x["shape"]], [size(fake, n) for n in x["stride"]]
         with fake:
-            t = torch.empty_strided(shape, stride, dtype=getattr(torch, x["dtype"]), device=x["device"])
+            t = torch.empty_strided(shape, stride, dtype=enum("dtype", x["dtype"]), device=torch.device(x["device"]))
         return t.requires_grad_(True) if x["requires_grad"] else t
     if key == "symint":
         return size(fake, x)

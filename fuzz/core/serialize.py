@@ -11,16 +11,17 @@ whatever they add.
 from __future__ import annotations
 
 import dataclasses
-import importlib
+import json
 import math
+import operator
 from typing import Any
 
 import sympy
 import torch
 from fxfuzz.core.case import GraphCase
-from fxfuzz.core.errors import SerializeError
-from fxfuzz.core.op_sources import define, op_sources
-from fxfuzz.core.rebuild import fake_mode, meta_val, rebuild_graph_module, set_attr, tensor
+from fxfuzz.core.errors import SerializeError, UntrustedError
+from fxfuzz.core.op_sources import define, op_sources, registered_namespace
+from fxfuzz.core.rebuild import SizeExpressionError, enum, fake_mode, meta_val, rebuild_graph_module, set_attr, size_at, tensor
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export import graph_signature as gs
@@ -28,9 +29,25 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 FORMAT = "fxfuzz-case/1"
 
+# Bounds on a saved case, checked before anything is built from it: every generated case is far
+# inside them, and a hostile one cannot make the loader recurse, allocate or loop without limit.
+MAX_JSON_DEPTH = 100  # nesting of the JSON document
+MAX_JSON_ITEMS = 2_000_000  # values in the JSON document
+MAX_GRAPH_DEPTH = 16  # graphs nested in graphs
+MAX_ELEMENTS = 2**24  # elements of an input tensor, a traced tensor or a list of sizes
+MAX_STRING = 10_000  # characters of a name, a target or a spec
+MAX_CASE_BYTES = 64 * 2**20  # a saved case or repro, as JSON
 
 
-
+def json_data(raw: bytes | str) -> Any:
+    """The JSON value in ``raw`` (a saved case, a database entry), read only if at most
+    ``MAX_CASE_BYTES`` long; SerializeError for anything else."""
+    if len(raw) > MAX_CASE_BYTES:
+        raise SerializeError(f"a saved case of {len(raw)} bytes, more than {MAX_CASE_BYTES >> 20} MiB")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise SerializeError(f"not valid JSON: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}") from None
 # ---------------------------------------------------------------------------- targets
 
 
@@ -51,27 +68,76 @@ def target_name(target: Any) -> str:
     return f"{module}.{qualname}"
 
 
-def resolve_target(name: str) -> Any:
-    """The callable a stored target name refers to (inverse of ``target_name``)."""
-    if "::" in name:
-        ns, rest = name.split("::", 1)
-        if ns == "higher_order":
-            return getattr(torch.ops.higher_order, rest)
-        op, _, overload = rest.rpartition(".")
-        return getattr(getattr(getattr(torch.ops, ns), op), overload)
-    parts = name.split(".")
-    for cut in range(len(parts) - 1, 0, -1):  # longest importable module prefix wins
-        try:
-            obj: Any = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        try:
-            for attr in parts[cut:]:
-                obj = getattr(obj, attr)
-            return obj
-        except AttributeError:
-            continue
-    raise SerializeError(f"unknown call target {name!r}")
+def _public_functions(module: Any, refused: set[str]) -> list[Any]:
+    return [f for n, f in vars(module).items() if not n.startswith("_") and n not in refused and callable(f) and not isinstance(f, type)]
+
+
+# Python callables a saved graph may call, by stored name: what export records for grad mode and
+# autocast regions, torch's symbolic-size functions and the operator module (less the helpers
+# that build or call arbitrary callables). Found by serializing generated cases and captures.
+_PYTHON_TARGETS = {
+    target_name(f): f
+    for f in (
+        torch._C._set_grad_enabled,
+        torch.amp.autocast_mode._enter_autocast,
+        torch.amp.autocast_mode._exit_autocast,
+        *(getattr(torch, n) for n in ("sym_max", "sym_min", "sym_not", "sym_float", "sym_int", "sym_ite", "sym_sum") if hasattr(torch, n)),
+        *_public_functions(operator, {"call", "attrgetter", "itemgetter", "methodcaller"}),
+    )
+}
+# Higher-order operators of export graphs; not those that run compiled or foreign code.
+HIGHER_ORDER_OPS = frozenset(
+    {
+        "cond", "map_impl", "while_loop", "while_loop_stack_output", "scan", "associative_scan",
+        "wrap_with_set_grad_enabled", "wrap_with_autocast", "auto_functionalized", "auto_functionalized_v2",
+        "with_effects", "invoke_subgraph", "out_dtype", "wrap", "tag_activation_checkpoint", "hints_wrapper",
+        "_export_tracepoint", "flex_attention", "flex_attention_backward",
+    }
+)  # fmt: skip
+# Operators of allowed namespaces that reach outside the process (aten::from_file reads any file).
+_REFUSED_OPS = frozenset({"aten::from_file"})
+_ALLOWED = (
+    "torch operators of the namespaces registered in this process, export's higher-order ops, operator.*, "
+    "and the grad-mode, autocast and symbolic-size calls export records"
+)
+
+
+def _refused(name: str) -> UntrustedError:
+    return UntrustedError(
+        f"call target {name[:200]!r} is not one fxfuzz resolves from a saved case (allowed: {_ALLOWED}); "
+        "to allow a custom operator, name the source that defines it with --op SOURCE"
+    )
+
+
+def resolve_target(name: Any) -> Any:
+    """The callable a stored target name refers to (inverse of ``target_name``), looked up only
+    among the allowed targets: a saved case never makes fxfuzz import or reach anything else.
+    UntrustedError for a name outside them, SerializeError for an operator this torch lacks."""
+    if not isinstance(name, str) or len(name) > MAX_STRING:
+        raise SerializeError(f"a call target is a string of at most {MAX_STRING} characters")
+    if name in _PYTHON_TARGETS:
+        return _PYTHON_TARGETS[name]
+    ns, sep, rest = name.partition("::")
+    if not sep or name.rpartition(".")[0] in _REFUSED_OPS or (ns == "higher_order" and rest not in HIGHER_ORDER_OPS):
+        raise _refused(name)
+    if ns == "higher_order":
+        op = torch._ops._higher_order_ops.get(rest)
+        if not isinstance(op, torch._ops.HigherOrderOperator):
+            raise SerializeError(f"this torch has no higher-order op {rest!r}")
+        return op
+    op_name, _, overload = rest.rpartition(".")
+    if not (ns.isidentifier() and op_name.isidentifier() and overload.isidentifier()) or overload.startswith("_"):
+        raise _refused(name)
+    if not registered_namespace(ns):
+        raise _refused(name)
+    try:
+        packet = getattr(getattr(torch.ops, ns), op_name)
+        op = getattr(packet, overload) if isinstance(packet, torch._ops.OpOverloadPacket) else None
+    except (AttributeError, RuntimeError):
+        op = None
+    if not isinstance(op, torch._ops.OpOverload):
+        raise SerializeError(f"this torch has no operator {name!r}")
+    return op
 
 
 # ---------------------------------------------------------------------------- values
@@ -107,32 +173,50 @@ def encode_arg(a: Any) -> Any:
     raise SerializeError(f"cannot serialize argument of type {type(a).__name__}: {a!r}")
 
 
+def _short_str(v: Any, what: str, limit: int = 64) -> str:
+    if not isinstance(v, str) or len(v) > limit:
+        raise SerializeError(f"{what} is a string of at most {limit} characters")
+    return v
+
+
 def decode_arg(a: Any, nodes: dict[str, fx.Node]) -> Any:
     """Inverse of ``encode_arg``; ``nodes`` maps names to the nodes already rebuilt."""
     if isinstance(a, list):
         return [decode_arg(x, nodes) for x in a]
     if not isinstance(a, dict):
+        if a is not None and not isinstance(a, (bool, int, float, str)):
+            raise SerializeError(f"malformed argument of type {type(a).__name__}")
         return a
     if len(a) != 1:
-        raise SerializeError(f"malformed argument {a!r}")
+        raise SerializeError(f"malformed argument {str(a)[:200]}")
     (key, v), = a.items()
     if key == "node":
-        if v not in nodes:
-            raise SerializeError(f"argument refers to unknown node {v!r}")
+        if not isinstance(v, str) or v not in nodes:
+            raise SerializeError(f"argument refers to unknown node {str(v)[:200]!r}")
         return nodes[v]
     decoders = {
-        "float": float,
-        "tuple": lambda v: tuple(decode_arg(x, nodes) for x in v),
-        "dict": lambda v: {decode_arg(k, nodes): decode_arg(x, nodes) for k, x in v},
-        "device": torch.device,
-        "slice": lambda v: slice(*(decode_arg(x, nodes) for x in v)),
+        "float": lambda v: float(_short_str(v, "a float")),
+        "tuple": lambda v: tuple(decode_arg(x, nodes) for x in _items(v, "a tuple")),
+        "dict": lambda v: {decode_arg(k, nodes): decode_arg(x, nodes) for k, x in (_pair(kx) for kx in _items(v, "a dict"))},
+        "device": lambda v: torch.device(_short_str(v, "a device")),
+        "slice": lambda v: slice(*(decode_arg(x, nodes) for x in _items(v, "a slice", 3, 3))),
         "ellipsis": lambda v: Ellipsis,
         "callable": resolve_target,
-        **{key_: (lambda v: getattr(torch, v)) for key_ in _ENUMS.values()},
+        **{kind: (lambda v, kind=kind: enum(kind, v)) for kind in _ENUMS.values()},
     }
     if key not in decoders:
-        raise SerializeError(f"unknown argument encoding {key!r}")
+        raise SerializeError(f"unknown argument encoding {str(key)[:80]!r}")
     return decoders[key](v)
+
+
+def _items(v: Any, what: str, least: int = 0, most: int = MAX_ELEMENTS) -> list[Any]:
+    if not isinstance(v, list) or not least <= len(v) <= most:
+        raise SerializeError(f"{what} is stored as a list of {least} to {most} items")
+    return v
+
+
+def _pair(kx: Any) -> list[Any]:
+    return _items(kx, "a dict item", 2, 2)
 
 
 def encode_size(n: Any) -> Any:
@@ -180,11 +264,26 @@ def encode_tensor(t: Any) -> Any:
     }
 
 
-def decode_tensor(d: dict[str, Any]) -> Any:
-    """The tensor ``encode_tensor`` wrote: values, dtype, shape and requires_grad."""
+def decode_tensor(d: Any) -> Any:
+    """The tensor ``encode_tensor`` wrote: values, dtype, shape and requires_grad; its shape
+    bounded and matching its values before any tensor is made."""
+    if not isinstance(d, dict):
+        raise SerializeError("a stored tensor is an object")
     if "value" in d:
         return decode_arg(d["value"], {})
-    return tensor([decode_arg(x, {}) for x in d["values"]], getattr(torch, d["dtype"]), d["shape"], d["requires_grad"])
+    shape, values = _items(d["shape"], "a tensor's shape", 0, 64), _items(d["values"], "a tensor's values")
+    if not all(type(n) is int and 0 <= n <= MAX_ELEMENTS for n in shape) or math.prod(shape) != len(values):
+        raise SerializeError(f"a tensor of shape {str(shape)[:100]} holding {len(values)} values")
+    values = [decode_arg(x, {}) for x in values]
+    if not all(isinstance(x, (bool, int, float)) for x in values):
+        raise SerializeError("a tensor's values are numbers")
+    return tensor(values, enum("dtype", d["dtype"]), shape, _flag(d["requires_grad"]))
+
+
+def _flag(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise SerializeError(f"expected true or false, got {str(v)[:80]}")
+    return v
 
 
 # ---------------------------------------------------------------------------- graphs
@@ -238,40 +337,103 @@ def encode_graph_module(gm: fx.GraphModule) -> dict[str, Any]:
     return out
 
 
-def decode_graph_module(d: dict[str, Any], fake: FakeTensorMode) -> fx.GraphModule:
+# The node kinds fxfuzz saves; call_method and call_module, whose targets fx pastes into the
+# code it generates, never occur in what export hands a pass.
+NODE_OPS = ("placeholder", "get_attr", "call_function", "output")
+
+
+def _attr_path(target: Any) -> str:
+    """A get_attr or submodule target: dotted identifiers, none of them special (``__x__``)."""
+    if not isinstance(target, str) or len(target) > 1000 or not all(p.isidentifier() and not p.startswith("__") for p in target.split(".")):
+        raise SerializeError(f"bad attribute path {str(target)[:200]!r}")
+    return target
+
+
+def _identifier(v: Any, what: str) -> str:
+    if not isinstance(v, str) or not v.isidentifier() or len(v) > 1000:
+        raise SerializeError(f"{what} {str(v)[:200]!r} is not a Python identifier")
+    return v
+
+
+def _bounded_sizes(values: Any) -> None:
+    """Lists of ints in a node's arguments (shapes, repeat counts) stay below ``MAX_ELEMENTS``
+    elements, so a saved graph cannot ask an op for a giant allocation."""
+    if isinstance(values, (list, tuple)):
+        ints = [v for v in values if type(v) is int]
+        if ints and len(ints) == len(values) and math.prod(max(v, 1) for v in ints) > MAX_ELEMENTS:
+            raise SerializeError(f"a node argument of sizes {str(list(values))[:100]} exceeds {MAX_ELEMENTS} elements")
+        for v in values:
+            _bounded_sizes(v)
+    elif isinstance(values, dict):
+        for v in values.values():
+            _bounded_sizes(v)
+
+
+def _treespec(spec: Any) -> Any:
+    """A pytree spec of the calling convention: tuples, lists and dicts keyed by identifiers
+    (fx pastes the keys into the code it generates)."""
+    from torch.utils._pytree import treespec_loads
+
+    loaded = treespec_loads(_short_str(spec, "a pytree spec", MAX_STRING))
+    pending = [loaded]
+    while pending:
+        node = pending.pop()
+        if node.type not in (None, tuple, list, dict) and not node.is_leaf():
+            raise SerializeError(f"a pytree spec of type {node.type.__name__}")
+        if node.type is dict:
+            for key in node.context:
+                _identifier(key, "a pytree dict key")
+        pending.extend(node.children())
+    return loaded
+
+
+def decode_graph_module(d: Any, fake: FakeTensorMode, depth: int = 0) -> fx.GraphModule:
     """Rebuild a GraphModule with its nested modules, tensor attributes and node metas
     (``val`` as fakes of ``fake``)."""
+    if depth > MAX_GRAPH_DEPTH:
+        raise SerializeError(f"graphs nested deeper than {MAX_GRAPH_DEPTH}")
     root = torch.nn.Module()
     for target, sub in d.get("submodules", {}).items():
-        set_attr(root, target, decode_graph_module(sub, fake))
+        set_attr(root, _attr_path(target), decode_graph_module(sub, fake, depth + 1))
     for target, t in d.get("tensors", {}).items():
-        set_attr(root, target, decode_tensor(t))
+        set_attr(root, _attr_path(target), decode_tensor(t))
     graph = fx.Graph()
     nodes: dict[str, fx.Node] = {}
     for spec in d["nodes"]:
         op = spec["op"]
-        target = spec["target"] if op in ("placeholder", "get_attr", "call_method", "call_module", "output") else resolve_target(spec["target"])
+        if op not in NODE_OPS:
+            raise SerializeError(f"node op {str(op)[:80]!r} is not one of {', '.join(NODE_OPS)}")
+        targets = {"placeholder": _identifier, "get_attr": lambda t, _: _attr_path(t), "call_function": lambda t, _: resolve_target(t)}
+        target = targets[op](spec["target"], "a placeholder") if op in targets else "output"
         args, kwargs = decode_arg(spec["args"], nodes), decode_arg(spec["kwargs"], nodes)
-        name = None if op == "output" else spec["name"]
+        if not isinstance(args, tuple) or not isinstance(kwargs, dict):
+            raise SerializeError("a node's args are a tuple and its kwargs a dict")
+        for key in kwargs:
+            _identifier(key, "a keyword argument")
+        _bounded_sizes(args)
+        _bounded_sizes(kwargs)
+        name = None if op == "output" else _short_str(spec["name"], "a node name", 1000)
         node = graph.create_node(op, target, args, kwargs, name=name)
         if name is not None and node.name != name:
             raise SerializeError(f"node name {name!r} is not reproducible (got {node.name!r})")
         if "module_stack" in spec:
-            node.meta["nn_module_stack"] = {k: tuple(v) for k, v in spec["module_stack"].items()}
+            stack = {str(k): tuple(_short_str(x, "a module stack entry", 1000) for x in _items(v, "a module stack entry", 2, 2)) for k, v in spec["module_stack"].items()}
+            node.meta["nn_module_stack"] = stack
         if spec.get("val") is not None:
             node.meta["val"] = meta_val(fake, spec["val"])
             if isinstance(node.meta["val"], torch.Tensor):
+                # The oracles make real tensors from traced metas (inputs at other sizes): bounded too.
+                if math.prod(n.node.hint if isinstance(n, torch.SymInt) else n for n in node.meta["val"].shape) > MAX_ELEMENTS:
+                    raise SerializeError(f"node {name!r} has a traced tensor of more than {MAX_ELEMENTS} elements")
                 node.meta["tensor_meta"] = _extract_tensor_metadata(node.meta["val"])
         nodes[node.name] = node
     if "pytree" in d:
-        from torch.utils._pytree import treespec_loads
-
         p = d["pytree"]
         graph._codegen = fx.graph._PyTreeCodeGen(
             fx.graph._PyTreeInfo(
-                p["orig_args"],
-                treespec_loads(p["in_spec"]) if p["in_spec"] else None,
-                treespec_loads(p["out_spec"]) if p["out_spec"] else None,
+                [_identifier(a, "a pytree argument") for a in _items(p["orig_args"], "pytree arguments", 0, 10_000)],
+                _treespec(p["in_spec"]) if p["in_spec"] else None,
+                _treespec(p["out_spec"]) if p["out_spec"] else None,
             )
         )
     return rebuild_graph_module(root, graph)
@@ -285,10 +447,17 @@ def _encode_argument(a: Any) -> dict[str, Any]:
     return {"type": type(a).__name__, **fields}
 
 
-def _decode_argument(d: dict[str, Any]) -> Any:
-    cls = getattr(gs, d["type"], None)
-    if cls is None or not dataclasses.is_dataclass(cls):
-        raise SerializeError(f"unknown signature argument type {d['type']!r}")
+# The argument kinds of an export signature a saved case may hold.
+SIGNATURE_ARGUMENTS = {
+    c.__name__: c
+    for c in (gs.TensorArgument, gs.SymIntArgument, gs.SymFloatArgument, gs.SymBoolArgument, gs.ConstantArgument, gs.TokenArgument)
+}
+
+
+def _decode_argument(d: Any) -> Any:
+    cls = SIGNATURE_ARGUMENTS.get(d["type"]) if isinstance(d, dict) and isinstance(d.get("type"), str) else None
+    if cls is None:
+        raise SerializeError(f"unknown signature argument type {str(d.get('type') if isinstance(d, dict) else d)[:80]!r} (expected one of {', '.join(SIGNATURE_ARGUMENTS)})")
     return cls(**{k: decode_arg(v, {}) for k, v in d.items() if k != "type"})
 
 
@@ -305,13 +474,16 @@ def encode_signature(sig: gs.ExportGraphSignature) -> dict[str, Any]:
 
 def decode_signature(d: dict[str, Any]) -> gs.ExportGraphSignature:
     """The ExportGraphSignature ``encode_signature`` wrote."""
+    def text(v: Any) -> str | None:
+        return None if v is None else _short_str(v, "a signature target", 1000)
+
     return gs.ExportGraphSignature(
         input_specs=[
-            gs.InputSpec(gs.InputKind[s["kind"]], _decode_argument(s["arg"]), s["target"], s["persistent"])
+            gs.InputSpec(gs.InputKind[s["kind"]], _decode_argument(s["arg"]), text(s["target"]), s["persistent"] if s["persistent"] is None else _flag(s["persistent"]))
             for s in d["inputs"]
         ],
         output_specs=[
-            gs.OutputSpec(gs.OutputKind[s["kind"]], _decode_argument(s["arg"]), s["target"]) for s in d["outputs"]
+            gs.OutputSpec(gs.OutputKind[s["kind"]], _decode_argument(s["arg"]), text(s["target"])) for s in d["outputs"]
         ],
     )
 
@@ -367,26 +539,89 @@ def case_to_dict(case: GraphCase) -> dict[str, Any]:
     }
 
 
+def check_json_bounds(d: Any) -> None:
+    """SerializeError unless the JSON value ``d`` nests at most ``MAX_JSON_DEPTH`` deep and holds
+    at most ``MAX_JSON_ITEMS`` values; walked without recursion, before any decoding recurses."""
+    pending, count = [(d, 0)], 0
+    while pending:
+        v, depth = pending.pop()
+        count += 1
+        if depth > MAX_JSON_DEPTH or count > MAX_JSON_ITEMS:
+            raise SerializeError(f"a case nested deeper than {MAX_JSON_DEPTH} or holding more than {MAX_JSON_ITEMS} values")
+        if isinstance(v, dict):
+            pending.extend((x, depth + 1) for x in v.values())
+        elif isinstance(v, list):
+            pending.extend((x, depth + 1) for x in v)
+
+
+def _symbols(d: Any) -> dict[str, dict[str, Any]]:
+    """The "symbols" table: identifier -> {"hint", "min", "max"} with sizes ordered and bounded."""
+    if not isinstance(d, dict) or len(d) > 1000:
+        raise SerializeError('"symbols" is a table of at most 1000 size symbols')
+    for name, s in d.items():
+        _identifier(name, "a size symbol")
+        low, hint, high = s["min"], s["hint"], s["max"]
+        if not (type(low) is int and type(hint) is int and (high is None or type(high) is int)):
+            raise SerializeError(f"size symbol {name}: hint, min and max are integers")
+        if not 0 <= low <= hint <= (MAX_ELEMENTS if high is None else min(high, 2**62)) or hint > MAX_ELEMENTS:
+            raise SerializeError(f"size symbol {name}: hint {hint} outside [{low}, {high}] or above {MAX_ELEMENTS}")
+    return d
+
+
+def _sizes(d: Any, symbols: dict[str, dict[str, Any]]) -> tuple[dict[str, int], ...]:
+    """The "sizes" list: each a value for every size symbol, within its range."""
+    out = []
+    for s in _items(d, '"sizes"', 0, 100):
+        if not isinstance(s, dict) or s.keys() != symbols.keys():
+            raise SerializeError('each of "sizes" gives a value to every size symbol')
+        for k, v in s.items():
+            high = symbols[k]["max"]
+            if type(v) is not int or not symbols[k]["min"] <= v <= min(MAX_ELEMENTS, high if high is not None else MAX_ELEMENTS):
+                raise SerializeError(f"size {k}={str(v)[:40]} outside the symbol's range")
+        out.append(dict(s))
+    return tuple(out)
+
+
+def _check_input_sizes(gm: fx.GraphModule, sizes: tuple[dict[str, int], ...]) -> None:
+    """Inputs are re-made at each of ``sizes`` (``inputs_at``): none may exceed ``MAX_ELEMENTS``."""
+    for ph in (n for n in gm.graph.nodes if n.op == "placeholder"):
+        val = ph.meta.get("val")
+        for at in sizes if isinstance(val, torch.Tensor) else ():
+            if math.prod(size_at(n, at) for n in val.shape) > MAX_ELEMENTS:
+                raise SerializeError(f"input {ph.name} at sizes {at} exceeds {MAX_ELEMENTS} elements")
+
+
 def case_from_dict(d: Any) -> GraphCase:
-    """Rebuild a GraphCase; raises SerializeError on anything malformed."""
+    """Rebuild a GraphCase from untrusted data: SerializeError on anything malformed or out of
+    bounds, UntrustedError (a SerializeError) on anything that asks for code this run does
+    not trust; nothing in ``d`` is imported, evaluated or called."""
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise SerializeError(f"not an fxfuzz case (expected \"format\": \"{FORMAT}\")")
+    check_json_bounds(d)
     try:
         define(d.get("custom_ops", {}))
-        fake = fake_mode(d.get("symbols"))
-        return GraphCase(
+        symbols = _symbols(d.get("symbols") or {})
+        fake = fake_mode(symbols)
+        features = d.get("features", {})
+        if not isinstance(features, dict) or not all(isinstance(v, (int, float, str, bool)) for v in features.values()):
+            raise SerializeError('"features" is a table of numbers, strings and flags')
+        case = GraphCase(
             gm=decode_graph_module(d["graph"], fake),
             signature=decode_signature(d["signature"]),
-            inputs=tuple(decode_tensor(t) for t in d["inputs"]),
-            ambient_grad=bool(d["ambient_grad"]),
-            domain=str(d.get("domain", "export")),
-            features=dict(d.get("features", {})),
-            sizes=tuple({str(k): int(v) for k, v in s.items()} for s in d.get("sizes", [])),
+            inputs=tuple(decode_tensor(t) for t in _items(d["inputs"], '"inputs"', 0, 10_000)),
+            ambient_grad=_flag(d["ambient_grad"]),
+            domain=_short_str(d.get("domain", "export"), '"domain"'),
+            features=dict(features),
+            sizes=_sizes(d.get("sizes", []), symbols),
         )
+        _check_input_sizes(case.gm, case.sizes)
+        return case
     except SerializeError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
-        raise SerializeError(f"malformed case: {type(e).__name__}: {e}") from None
+    except SizeExpressionError as e:  # Python where a size belongs, or a bomb: never evaluated
+        raise UntrustedError(f"size expression refused: {e}") from None
+    except Exception as e:  # anything else the data made torch or fx raise: malformed, in one line
+        raise SerializeError(f"malformed case: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}") from None
 
 
 def count_compute_nodes(graph: dict[str, Any]) -> int:

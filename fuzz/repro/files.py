@@ -23,10 +23,10 @@ from typing import Any
 from fxfuzz.core import custom_ops, rebuild
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import DEVICES
-from fxfuzz.core.errors import SerializeError
-from fxfuzz.core.passes import PIPE, import_spec, load_pass
+from fxfuzz.core.errors import SerializeError, UntrustedError
+from fxfuzz.core.passes import PIPE, REGISTRY, import_spec, load_pass
 from fxfuzz.core.program import CLASS_NAME, Program, module_source, pasted_source
-from fxfuzz.core.serialize import case_from_dict, target_name
+from fxfuzz.core.serialize import MAX_CASE_BYTES, case_from_dict, json_data, target_name
 from fxfuzz.oracles import program_runtime
 from fxfuzz.repro import standalone_check
 
@@ -262,22 +262,55 @@ class Repro:
     device: str = "cpu"
 
 
+def read_json(path: str) -> Any:
+    """The JSON document in ``path`` (``json_data``): SerializeError, one line, for a missing,
+    oversized, unreadable or malformed file."""
+    try:
+        if os.path.getsize(path) > MAX_CASE_BYTES:
+            raise SerializeError(f"{path} is larger than {MAX_CASE_BYTES >> 20} MiB: not a repro fxfuzz reads")
+        with open(path, "rb") as fh:
+            return json_data(fh.read())
+    except OSError as e:
+        raise SerializeError(f"{path} cannot be read: {e}") from None
+    except SerializeError as e:
+        raise SerializeError(f"{path}: {e}") from None
+
+
 def load_repro(path: str) -> Repro:
-    """The repro in a .json or .py file; SerializeError if malformed."""
+    """The repro in a .json or .py file; SerializeError if malformed, UntrustedError if it asks
+    for code this run does not trust. The pass it names is information only (``trusted_pass``)."""
     if not os.path.isfile(path):
         raise SerializeError(f"no such file: {path}")
     if path.endswith(".json"):
-        try:
-            with open(path) as fh:
-                doc = json.load(fh)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise SerializeError(f"{path} is not valid JSON: {e}") from None
+        doc = read_json(path)
         if not isinstance(doc, dict) or not {"case", "pass", "finding"} <= doc.keys():
             raise SerializeError(f"{path} is not an fxfuzz repro (needs case, pass and finding)")
-        return Repro(case_from_dict(doc["case"]), doc["pass"], doc["finding"], _device(path, doc.get("device", "cpu")))
+        finding, spec = doc["finding"], doc["pass"]
+        if not isinstance(finding, dict) or not isinstance(finding.get("message", ""), str):
+            raise SerializeError(f'{path}: "finding" is an object with a "message" string')
+        if not isinstance(spec, str) or len(spec) > 10_000:
+            raise SerializeError(f'{path}: "pass" is a pass spec (a string)')
+        device = _device(path, doc.get("device", "cpu"))
+        try:
+            case = case_from_dict(doc["case"])
+        except SerializeError as e:
+            raise type(e)(f"{path}: {e}") from None
+        return Repro(case, spec, finding, device)
     if path.endswith(".py"):
         return _load_py(path)
     raise SerializeError(f"{path}: expected a repro .py or .json")
+
+
+def trusted_pass(spec: str, path: str) -> str:
+    """``spec``, the pass the repro ``path`` records, if it is a registered name (or a pipeline
+    of them): fxfuzz imports no code a .json names, so any other pass must be given with
+    ``--pass``. A .py repro is a program its user chose to run, its pass spec included."""
+    if path.endswith(".py") or all(part in REGISTRY for part in spec.split(PIPE)):
+        return spec
+    raise UntrustedError(
+        f"{path} was found against pass {spec[:300]!r}, which is not a registered pass, and fxfuzz does not "
+        f"import a pass a repro names: to replay against it, give it with --pass {spec[:300]}"
+    )
 
 
 def recorded_pass(path: str) -> tuple[str, str]:
@@ -328,17 +361,33 @@ def _load_py(path: str) -> Repro:
     return Repro(case, spec_, {"message": getattr(module, "EXPECTED", "")}, _device(path, getattr(module, "DEVICE", "cpu")))
 
 
-def saved_cases(corpus_dir: str) -> list[tuple[str, GraphCase]]:
+@dataclass
+class Corpus:
+    """The cases of a corpus folder that load, by path, and a note for each file left out:
+    ``untrusted`` ones ask for code this run does not trust, ``unloadable`` ones are malformed
+    or were written for another torch. Files left out stay where they are."""
+
+    cases: list[tuple[str, GraphCase]]
+    untrusted: list[str]
+    unloadable: list[str]
+
+
+def saved_cases(corpus_dir: str) -> Corpus:
     """The case of every repro ``*.json`` under ``corpus_dir`` (repros written by ``fxfuzz run``
-    or ``fxfuzz gate``), sorted by path; raises SerializeError naming a malformed file."""
+    or ``fxfuzz gate``), sorted by path; SerializeError only for a missing folder."""
     if not os.path.isdir(corpus_dir):
         raise SerializeError(f"corpus directory not found: {corpus_dir}")
-    cases = []
+    corpus = Corpus([], [], [])
     for root, _, files in sorted(os.walk(corpus_dir)):
         for name in sorted(f for f in files if f.endswith(".json")):
             path = os.path.join(root, name)
-            cases.append((os.path.relpath(path, corpus_dir), load_repro(path).case))
-    return cases
+            try:
+                corpus.cases.append((os.path.relpath(path, corpus_dir), load_repro(path).case))
+            except UntrustedError as e:
+                corpus.untrusted.append(f"skipped corpus file (kept): {e}")
+            except SerializeError as e:
+                corpus.unloadable.append(f"skipped corpus file (kept): {e}")
+    return corpus
 
 
 def write_program_repro(directory: str, bucket: str, message: str, program: Program) -> str:
