@@ -118,11 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     merge = sub.add_parser("merge", help="merge the report folders of a campaign's shards into one report")
     merge.add_argument("folders", nargs="+", metavar="DIR", help="report folders written by fxfuzz run")
     merge.add_argument("--report-dir", default=None, help="where to write the merged report (default: reports/<UTC time>/)")
+    passes = sub.add_parser("passes", help="list the registered passes with their contract, domain and sources")
+    passes.add_argument("--json", action="store_true", help="print them as a JSON list")
     return parser
 
 
 # sub-command -> module of fxfuzz.cli whose ``command(args)`` runs it
-COMMANDS = {"run": "run", "repro": "repro", "gate": "gate", "mutate": "mutate", "bench": "bench", "merge": "merge"}
+COMMANDS = {"run": "run", "repro": "repro", "gate": "gate", "mutate": "mutate", "bench": "bench", "merge": "merge", "passes": "passes"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fxfuzz.core import contract
 from fxfuzz.core.contract import AUTOCAST, NONE, SET_GRAD, PassContract, union
 from fxfuzz.core.errors import PassSpecError
+from fxfuzz.core.shapes import adapt, shape_of
 
 PassFn = Callable[[Any, Any], tuple[Any, Any]]
 
@@ -51,6 +52,8 @@ class Registered:
     contract: PassContract
     export_stage: int | None = None
     sources: tuple[Source, ...] = ()
+    # The input space (fxfuzz.core.choices.DOMAINS) whose graphs the pass is fuzzed on.
+    domain: str = "export"
 
     @property
     def module(self) -> str:
@@ -98,6 +101,30 @@ def _pipeline_row(name: str, parts: Sequence[Registered]) -> Registered:
     )
 
 
+
+
+def _contract(name: str) -> PassContract:
+    """The contract of that name in fxfuzz.core.contract, else one that promises nothing beyond
+    meaning (until ``meaning`` and ``refines`` exist there)."""
+    return getattr(contract, name.upper(), None) or PassContract(name)
+
+
+_CATALOGUE = "fxfuzz.core.catalogue"
+_EXPORT_PROGRAM = Source("torch.export.exported_program", mutate=False)
+# torch's own FX passes: each called as torch calls it (fxfuzz.core.catalogue says how), under
+# the contract its job calls for: ``refines`` for those that remove or merge computations.
+_TORCH_ROWS = (
+    Registered("cse", f"{_CATALOGUE}:cse", _contract("refines"), sources=(Source("torch.fx.passes.dialect.common.cse_pass", mutate=False),)),
+    Registered("dce", f"{_CATALOGUE}:eliminate_dead_code", _contract("refines"), sources=(Source("torch.fx.graph", ("Graph",), mutate=False),)),
+    Registered("aot_cse", "torch._functorch.compile_utils:fx_graph_cse", _contract("refines"), sources=(Source("torch._functorch.compile_utils", ("fx_graph_cse",)),)),
+    Registered("split_const_subgraphs", f"{_CATALOGUE}:split_const_subgraphs", _contract("refines"), sources=(Source("torch.fx.experimental.const_fold", mutate=False),)),
+    Registered("lift_constants", f"{_CATALOGUE}:lift_constants", _contract("meaning"), sources=(Source("torch._export.passes.lift_constants_pass", ("lift_constants_pass",), mutate=False),)),
+    Registered("remove_effect_tokens", f"{_CATALOGUE}:remove_effect_tokens", _contract("refines"), sources=(Source("torch.export._remove_effect_tokens_pass", mutate=False), _EXPORT_PROGRAM)),
+    Registered("constant_folding", f"{_CATALOGUE}:constant_fold", _contract("refines"), sources=(Source("torch._export.passes.constant_folding", mutate=False),)),
+    Registered("move_to_device", f"{_CATALOGUE}:move_to_cpu", _contract("meaning"), sources=(Source("torch.export.passes", mutate=False), _EXPORT_PROGRAM)),
+    Registered("remove_noop_ops", "torch._inductor.fx_passes.post_grad:remove_noop_ops", _contract("refines"), sources=(Source("torch._inductor.fx_passes.post_grad", ("remove_noop_ops",)),)),
+)  # fmt: skip
+
 REGISTRY: dict[str, Registered] = {
     r.name: r
     for r in (
@@ -105,6 +132,7 @@ REGISTRY: dict[str, Registered] = {
         # What torch.export itself runs on a pre-dispatch graph, in its order.
         _pipeline_row("export", EXPORT_STAGES),
         Registered("identity", "fxfuzz.core.passes:identity_pass", NONE),
+        *_TORCH_ROWS,
     )
 }
 
@@ -122,6 +150,9 @@ class Pass:
     contract: PassContract
     target: str = ""
     parts: tuple[Pass, ...] = ()  # a pipeline's passes, in the order they run
+    # False for a pass never handed the signature (fxfuzz.core.shapes): it gets one carried
+    # by position, and cannot be held to names it never saw.
+    takes_signature: bool = True
 
     def __call__(self, gm: Any, graph_signature: Any) -> tuple[Any, Any]:
         return self.fn(gm, graph_signature)
@@ -233,18 +264,10 @@ def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> P
         raise PassSpecError(
             f"unknown pass {spec!r}: expected one of {', '.join(REGISTRY)}, pkg.module:callable or file.py:callable"
         )
-    fn = resolve_attr(target, "pass")
-    if not callable(fn):
-        raise PassSpecError(f"{target} is a {type(fn).__name__}, not a callable")
-    try:
-        inspect.signature(fn).bind(None, None)
-    except TypeError:
-        raise PassSpecError(f"{target} does not take (gm, graph_signature)") from None
-    except ValueError:
-        pass  # builtins without an introspectable signature: trust them
+    shape, fn = shape_of(resolve_attr(target, "pass"), target)
     if spec in REGISTRY:
         contract = REGISTRY[spec].contract
-    return Pass(spec, fn, contract or contract_of(fn), target)
+    return Pass(spec, adapt(shape, fn), contract or contract_of(fn), target, takes_signature=shape.takes_signature)
 
 
 def _load_pipeline(spec: str, names: list[str], contract: PassContract | None) -> Pass:
@@ -263,4 +286,5 @@ def _load_pipeline(spec: str, names: list[str], contract: PassContract | None) -
         union([p.contract for p in parts]),
         PIPE.join(p.target for p in parts),
         tuple(parts),
+        all(p.takes_signature for p in parts),
     )
