@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from fxfuzz.core.contract import NONE
 from torch import fx
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 from torch.fx.passes.infra.pass_manager import PassManager, pass_result_wrapper
@@ -13,24 +14,26 @@ def module_identity(gm):
 
 
 def in_place(gm) -> None:
-    gm.graph.eliminate_dead_code()
+    for node in gm.graph.nodes:
+        node.meta["visited"] = True
 
 
 def copies_module(gm):
     """A different GraphModule: the same graph copied, with the old module's attributes."""
-    graph = fx.Graph()
-    graph.output(graph.graph_copy(gm.graph, {}))
-    return fx.GraphModule(gm, graph)
+    return fx.GraphModule(gm, graph_copy(gm.graph))
 
 
 def graph_copy(graph: fx.Graph) -> fx.Graph:
+    """A new Graph with the same nodes and calling convention."""
     new = fx.Graph()
+    new._codegen = graph._codegen
     new.output(new.graph_copy(graph, {}))
     return new
 
 
 def graph_in_place(graph: "fx.Graph") -> None:
-    graph.eliminate_dead_code()
+    for node in graph.nodes:
+        node.meta["visited"] = True
 
 
 def renames_nodes(gm):
@@ -38,6 +41,41 @@ def renames_nodes(gm):
     for node in gm.graph.nodes:
         if node.op != "output":
             node.name = gm.graph._graph_namespace.create_name(f"renamed_{node.name}", None)
+    return gm
+
+
+def _toggles(gm):
+    return [n for n in gm.graph.nodes if n.target is torch._C._set_grad_enabled]
+
+
+def drops_toggles(gm):
+    """Broken: every grad toggle erased, so the whole graph runs in the ambient mode."""
+    for node in _toggles(gm):
+        gm.graph.erase_node(node)
+    return gm
+
+
+def hoists_across_toggle(gm):
+    """Broken: each call right after a toggle moved in front of it (to the other grad mode)."""
+    for toggle in _toggles(gm):
+        after = toggle.next
+        if after.op == "call_function" and toggle not in after.all_input_nodes:
+            toggle.prepend(after)
+    return gm
+
+
+def merges_across_toggles(gm):
+    """Broken: calls equal in target and arguments merged, whatever grad mode each ran in."""
+    seen = {}
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is torch._C._set_grad_enabled:
+            continue
+        key = (node.target, node.args, tuple(node.kwargs.items()))
+        if key in seen:
+            node.replace_all_uses_with(seen[key])
+            gm.graph.erase_node(node)
+        else:
+            seen[key] = node
     return gm
 
 
@@ -62,7 +100,7 @@ class Unchanged(PassBase):
 
 class InPlaceBase(PassBase):
     def call(self, graph_module):
-        graph_module.graph.eliminate_dead_code()
+        in_place(graph_module)
 
 
 class NeedsArgs(PassBase):
@@ -78,7 +116,23 @@ class Fails(PassBase):
         raise RuntimeError("broken on purpose")
 
 
+class Gone(PassBase):
+    """Broken: returns a PassResult holding what is no GraphModule."""
+
+    def call(self, graph_module):
+        return PassResult(None, True)
+
+
+class NotAPass:
+    def __call__(self, gm):
+        return gm
+
+
 UNCHANGED = Unchanged()
 MANAGER = PassManager([Unchanged(), pass_result_wrapper(module_identity)])
 FAILING_MANAGER = PassManager([Unchanged(), Fails()])
 TENSOR = torch.ones(1)
+
+# The identity-like passes promise nothing beyond meaning (not the set-grad contract).
+for _identity in (module_identity, in_place, copies_module, graph_copy, graph_in_place, renames_nodes, Unchanged, InPlaceBase):
+    _identity.fxfuzz_contract = NONE
