@@ -8,6 +8,7 @@ ExportedProgram, a map of constants, a device. Each adapter is one of the shapes
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -64,8 +65,7 @@ def remove_effect_tokens(gm: fx.GraphModule, graph_signature: ExportGraphSignatu
     """torch.export's ``_remove_effect_tokens`` on the ExportedProgram of the graph."""
     from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
 
-    program = _remove_effect_tokens(_program(gm, graph_signature))
-    return program.graph_module, program.graph_signature
+    return _on_program(_remove_effect_tokens, gm, graph_signature)
 
 
 def move_to_cpu(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
@@ -73,8 +73,7 @@ def move_to_cpu(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tu
     it must change nothing the graph does."""
     from torch.export.passes import move_to_device_pass
 
-    program = move_to_device_pass(_program(gm, graph_signature), "cpu")
-    return program.graph_module, program.graph_signature
+    return _on_program(lambda program: move_to_device_pass(program, "cpu"), gm, graph_signature)
 
 
 def _attr(gm: fx.GraphModule, target: Any) -> Any:
@@ -82,6 +81,18 @@ def _attr(gm: fx.GraphModule, target: Any) -> Any:
     for part in str(target).split("."):
         obj = getattr(obj, part, None)
     return obj
+
+
+def _on_program(run: Any, gm: fx.GraphModule, sig: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+    """``run`` on the ExportedProgram of ``gm``; its graph module and signature. The program
+    keeps the pytree calling convention in its call graph, its graph flat (the constructor
+    resets the codegen): the result gets ``gm``'s codegen back, as ``ExportedProgram.module()``
+    would put it."""
+    codegen = copy.deepcopy(gm.graph._codegen)
+    program = run(_program(gm, sig))
+    program.graph_module.graph._codegen = codegen
+    program.graph_module.recompile()
+    return program.graph_module, program.graph_signature
 
 
 def _program(gm: fx.GraphModule, sig: ExportGraphSignature) -> Any:

@@ -113,14 +113,16 @@ _CATALOGUE = "fxfuzz.core.catalogue"
 _EXPORT_PROGRAM = Source("torch.export.exported_program", mutate=False)
 # torch's own FX passes: each called as torch calls it (fxfuzz.core.catalogue says how), under
 # the contract its job calls for: ``refines`` for those that remove or merge computations.
+# Constant folding and lifting act on tensors read by get_attr, which only the adversarial
+# domain draws: those rows draw from both.
 _TORCH_ROWS = (
     Registered("cse", f"{_CATALOGUE}:cse", _contract("refines"), sources=(Source("torch.fx.passes.dialect.common.cse_pass", mutate=False),)),
     Registered("dce", f"{_CATALOGUE}:eliminate_dead_code", _contract("refines"), sources=(Source("torch.fx.graph", ("Graph",), mutate=False),)),
     Registered("aot_cse", "torch._functorch.compile_utils:fx_graph_cse", _contract("refines"), sources=(Source("torch._functorch.compile_utils", ("fx_graph_cse",)),)),
-    Registered("split_const_subgraphs", f"{_CATALOGUE}:split_const_subgraphs", _contract("refines"), sources=(Source("torch.fx.experimental.const_fold", mutate=False),)),
-    Registered("lift_constants", f"{_CATALOGUE}:lift_constants", _contract("meaning"), sources=(Source("torch._export.passes.lift_constants_pass", ("lift_constants_pass",), mutate=False),)),
+    Registered("split_const_subgraphs", f"{_CATALOGUE}:split_const_subgraphs", _contract("refines"), sources=(Source("torch.fx.experimental.const_fold", mutate=False),), domain="both"),
+    Registered("lift_constants", f"{_CATALOGUE}:lift_constants", _contract("meaning"), sources=(Source("torch._export.passes.lift_constants_pass", ("lift_constants_pass",), mutate=False),), domain="both"),
     Registered("remove_effect_tokens", f"{_CATALOGUE}:remove_effect_tokens", _contract("refines"), sources=(Source("torch.export._remove_effect_tokens_pass", mutate=False), _EXPORT_PROGRAM)),
-    Registered("constant_folding", f"{_CATALOGUE}:constant_fold", _contract("refines"), sources=(Source("torch._export.passes.constant_folding", mutate=False),)),
+    Registered("constant_folding", f"{_CATALOGUE}:constant_fold", _contract("refines"), sources=(Source("torch._export.passes.constant_folding", mutate=False),), domain="both"),
     Registered("move_to_device", f"{_CATALOGUE}:move_to_cpu", _contract("meaning"), sources=(Source("torch.export.passes", mutate=False), _EXPORT_PROGRAM)),
     Registered("remove_noop_ops", "torch._inductor.fx_passes.post_grad:remove_noop_ops", _contract("refines"), sources=(Source("torch._inductor.fx_passes.post_grad", ("remove_noop_ops",)),)),
 )  # fmt: skip
