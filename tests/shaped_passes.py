@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from fxfuzz.core.contract import NONE
+from fxfuzz.core.passes import REGISTRY
 from torch import fx
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 from torch.fx.passes.infra.pass_manager import PassManager, pass_result_wrapper
@@ -133,6 +133,6 @@ MANAGER = PassManager([Unchanged(), pass_result_wrapper(module_identity)])
 FAILING_MANAGER = PassManager([Unchanged(), Fails()])
 TENSOR = torch.ones(1)
 
-# The identity-like passes promise nothing beyond meaning (not the set-grad contract).
+# The identity-like passes promise what the registered identity does (not the set-grad contract).
 for _identity in (module_identity, in_place, copies_module, graph_copy, graph_in_place, renames_nodes, Unchanged, InPlaceBase):
-    _identity.fxfuzz_contract = NONE
+    _identity.fxfuzz_contract = REGISTRY["identity"].contract

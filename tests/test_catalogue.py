@@ -11,7 +11,6 @@ import pytest
 import torch
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import DOMAIN_CHOICES
-from fxfuzz.core.contract import NONE
 from fxfuzz.core.passes import _TORCH_ROWS, REGISTRY, load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.strategies.builder import GraphBuilder
@@ -19,6 +18,8 @@ from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
 from torch.export.graph_signature import InputKind
 
 aten = torch.ops.aten
+# What the identity promises: meaning alone, so each pass is judged on what it does.
+CONTRACT = REGISTRY["identity"].contract
 CATALOGUE = [r.name for r in _TORCH_ROWS]
 # A finding that says fxfuzz could not run or judge the pass: an adapter's fault, never torch's.
 HARNESS_FAULTS = {"bad_return", "check_impossible", "signature_missing"}
@@ -55,7 +56,7 @@ def test_each_row_loads_with_its_contract_domain_and_sources(name):
     "make", [hm.no_grad_region_case, hm.view_output_case, hm.buffer_update_case, hm.pytree_case, redundant_case], ids=lambda f: f.__name__
 )
 def test_each_pass_runs_through_verify_without_a_harness_fault(name, make):
-    findings = verify(make(), load_pass(name), NONE)
+    findings = verify(make(), load_pass(name), CONTRACT)
     assert not [f for f in findings if f.kind in HARNESS_FAULTS]
 
 
@@ -83,7 +84,7 @@ def test_each_pass_does_its_job(name, gone):
 @pytest.mark.parametrize("name", ["remove_effect_tokens", "move_to_device"])
 def test_passes_on_an_exported_program_keep_the_calling_convention(name):
     """ExportedProgram flattens its graph's codegen; the adapter puts the original's back."""
-    assert verify(hm.pytree_case(), load_pass(name), NONE) == []
+    assert verify(hm.pytree_case(), load_pass(name), CONTRACT) == []
 
 
 @pytest.mark.parametrize("name", CATALOGUE)
@@ -96,7 +97,7 @@ def test_set_grad_then_each_pass_loads_as_a_pipeline(name):
 @pytest.mark.parametrize("name", [r.name for r in _TORCH_ROWS if any(s.mutate for s in r.sources)])
 def test_mutable_rows_load_their_fresh_copy_in_its_shape(name):
     assert enumerate_mutants(name)
-    assert verify(redundant_case(), load_pass_variant(name), NONE) == verify(redundant_case(), load_pass(name), NONE)
+    assert verify(redundant_case(), load_pass_variant(name), CONTRACT) == verify(redundant_case(), load_pass(name), CONTRACT)
 
 
 def test_passes_lists_every_row(capsys):

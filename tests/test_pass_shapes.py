@@ -10,8 +10,7 @@ import pytest
 import shaped_passes as sp
 import torch
 from fxfuzz.core.case import GraphCase
-from fxfuzz.core.contract import NONE
-from fxfuzz.core.passes import load_pass
+from fxfuzz.core.passes import REGISTRY, load_pass
 from fxfuzz.core.shapes import Shape, by_position, shape_of
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import graph_cases
@@ -19,6 +18,8 @@ from fxfuzz.strategies.builder import GraphBuilder
 from hypothesis import given, settings
 from torch.export.graph_signature import InputKind
 
+# What the identity promises: meaning alone.
+CONTRACT = REGISTRY["identity"].contract
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPED = os.path.join(HERE, "shaped_passes.py")
 
@@ -41,7 +42,7 @@ def spec(name):
 
 @pytest.mark.parametrize("name, shape", IDENTITY_LIKE.items())
 def test_each_shape_is_detected_and_marked_signature_blind(name, shape):
-    assert shape_of(getattr(sp, name), name)[0] is shape
+    assert shape_of(getattr(sp, name))[0] is shape
     assert load_pass(spec(name)).takes_signature is False
     assert load_pass("identity").takes_signature is True
 
@@ -50,8 +51,8 @@ def test_torch_passes_are_detected_by_their_own_signatures():
     from torch._functorch.compile_utils import fx_graph_cse
     from torch.fx.passes.dialect.common.cse_pass import CSEPass
 
-    assert shape_of(fx_graph_cse, "fx_graph_cse")[0] is Shape.GRAPH  # annotated fx.Graph
-    shape, built = shape_of(CSEPass, "CSEPass")
+    assert shape_of(fx_graph_cse)[0] is Shape.GRAPH  # annotated fx.Graph
+    shape, built = shape_of(CSEPass)
     assert shape is Shape.PASS_BASE and isinstance(built, CSEPass)  # built with no arguments
 
 
@@ -62,12 +63,12 @@ IDENTITIES = [load_pass(spec(name)) for name in IDENTITY_LIKE]
 @given(graph_cases())
 def test_identity_like_passes_of_every_shape_are_clean_on_drawn_cases(case):
     for p in IDENTITIES:
-        assert verify(case, p, NONE) == [], p.spec
+        assert verify(case, p, CONTRACT) == [], p.spec
 
 
 @pytest.mark.parametrize("name", IDENTITY_LIKE)
 def test_identity_like_passes_keep_a_pytree_calling_convention(name):
-    assert verify(hm.pytree_case(), load_pass(spec(name)), NONE) == []
+    assert verify(hm.pytree_case(), load_pass(spec(name)), CONTRACT) == []
 
 
 def same_call_both_sides_case():
@@ -94,8 +95,8 @@ def test_broken_gm_to_gm_passes_are_found(broken, make):
     """Dropping a toggle, moving an op across one and merging equal calls across one: each
     changes what a region computes with grad, found though the pass never saw a signature;
     the same case is clean under the identity."""
-    assert verify(make(), load_pass(spec("module_identity")), NONE) == []
-    assert "equivalence" in {f.oracle for f in verify(make(), load_pass(spec(broken)), NONE)}
+    assert verify(make(), load_pass(spec("module_identity")), CONTRACT) == []
+    assert "equivalence" in {f.oracle for f in verify(make(), load_pass(spec(broken)), CONTRACT)}
 
 
 def test_signature_is_carried_to_the_result_by_position():
@@ -118,7 +119,7 @@ def test_a_count_the_pass_broke_is_not_carried_away():
     work = case.copy()
     gm, sig = load_pass(spec("drops_last_output"))(work.gm, work.signature)
     assert len(sig.output_specs) == 3 and sig.output_specs[2] == case.signature.output_specs[2]
-    kinds = {f.kind for f in verify(hm.view_output_case(), load_pass(spec("drops_last_output")), NONE)}
+    kinds = {f.kind for f in verify(hm.view_output_case(), load_pass(spec("drops_last_output")), CONTRACT)}
     assert "output_count_mismatch" in kinds
 
 
@@ -132,7 +133,7 @@ def test_a_failing_pass_base_is_named_and_bucketed_by_its_own_frame():
     with pytest.raises(RuntimeError, match="broken on purpose") as raised:
         load_pass(spec("Fails"))(case.gm, case.signature)
     assert "in pass Fails" in raised.value.__notes__
-    (f,) = verify(hm.no_grad_region_case(), load_pass(spec("Fails")), NONE)
+    (f,) = verify(hm.no_grad_region_case(), load_pass(spec("Fails")), CONTRACT)
     assert f.details["exception"] == "RuntimeError" and f.details["frame"].endswith(":call")
     assert "shaped_passes.py" in f.details["frame"]
 
@@ -145,12 +146,12 @@ def test_a_failing_pass_manager_names_the_pass_and_keeps_its_exception():
         load_pass(spec("FAILING_MANAGER"))(case.gm, case.signature)
     (note,) = raised.value.__notes__
     assert "'Fails' pass" in note and "Unchanged" in note
-    (f,) = verify(hm.no_grad_region_case(), load_pass(spec("FAILING_MANAGER")), NONE)
+    (f,) = verify(hm.no_grad_region_case(), load_pass(spec("FAILING_MANAGER")), CONTRACT)
     assert f.details["exception"] == "RuntimeError" and "shaped_passes.py" in f.details["frame"]
 
 
 def test_a_pass_result_without_a_module_is_a_bad_return():
-    (f,) = verify(hm.no_grad_region_case(), load_pass(spec("Gone")), NONE)
+    (f,) = verify(hm.no_grad_region_case(), load_pass(spec("Gone")), CONTRACT)
     assert (f.oracle, f.kind) == ("crash", "bad_return")
 
 
@@ -175,3 +176,31 @@ def test_run_takes_a_gm_to_gm_pass(tmp_path):
 
     argv = ["run", "--pass", spec("module_identity"), "--max-examples", "4", "--workers", "1", "--no-db"]
     assert main([*argv, "--report-dir", str(tmp_path)]) == 0
+
+
+GM_PASS = '''import torch
+
+
+def drop_toggles(gm):
+    for node in [n for n in gm.graph.nodes if n.target is torch._C._set_grad_enabled]:
+        gm.graph.erase_node(node)
+    return gm
+'''
+
+
+def test_a_repro_calls_a_gm_to_gm_pass_in_its_shape(tmp_path):
+    """The standalone repro (torch only) and ``fxfuzz repro`` both adapt the pass as the campaign did."""
+    from fxfuzz.core.serialize import case_to_dict
+    from fxfuzz.repro.files import repro_document, write_repro
+    from test_repro import _standalone
+
+    (tmp_path / "gmpass.py").write_text(GM_PASS)
+    target = f"{tmp_path / 'gmpass.py'}:drop_toggles"
+    case = hm.no_grad_region_case()
+    (first, *_) = verify(case, load_pass(target), CONTRACT)
+    py = write_repro(str(tmp_path / "repros"), repro_document("gm-pass", first.to_dict(), case_to_dict(case), target))
+    run = _standalone(py)
+    assert run.returncode == 1 and "FAIL" in run.stdout and "Traceback" not in run.stderr, run.stdout + run.stderr
+    from fxfuzz.cli.main import main
+
+    assert main(["repro", py]) == 1

@@ -1,8 +1,10 @@
 """The pass under test: one frozen value (spec, callable, contract), loaded from a spec.
 
 A spec is a registered name (one ``REGISTRY`` row each: import spec, contract, export stage,
-source files), ``pkg.module:callable``, ``path/to/file.py:callable``, or a pipeline
-``A+B+...`` of such specs, run in sequence (``export`` names the one torch.export runs).
+source files, domain), ``pkg.module:obj``, ``path/to/file.py:obj``, or a pipeline ``A+B+...``
+of such specs, run in sequence (``export`` names the one torch.export runs). ``obj`` is a pass
+of any shape torch.fx uses, adapted to ``(gm, signature) -> (gm, signature)``
+(``fxfuzz.core.shapes``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from fxfuzz.core import contract
 from fxfuzz.core.contract import AUTOCAST, NONE, SET_GRAD, PassContract, union
 from fxfuzz.core.errors import PassSpecError
-from fxfuzz.core.shapes import adapt, shape_of
+from fxfuzz.core.shapes import NoShape, adapt, shape_of
 
 PassFn = Callable[[Any, Any], tuple[Any, Any]]
 
@@ -141,7 +143,8 @@ REGISTRY: dict[str, Registered] = {
 
 @dataclass(frozen=True)
 class Pass:
-    """The pass under test: callable like the function it wraps, with its identity.
+    """The pass under test: callable as ``(gm, signature) -> (gm, signature)`` whatever the
+    shape of what it wraps, with its identity.
 
     ``spec`` is what the user named (a registered name or an import spec); ``target`` the
     import spec it resolved to; ``contract`` what the pass promises beyond meaning.
@@ -250,7 +253,7 @@ def resolve_attr(spec: str, what: str = "pass") -> Any:
 
 
 def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> Pass:
-    """The Pass that ``spec`` names.
+    """The Pass that ``spec`` names, in fxfuzz's form whatever its shape.
 
     Registered names carry their own contract; other specs get ``contract``, else the
     callable's ``fxfuzz_contract`` declaration, else set-grad. Raises PassSpecError with a
@@ -266,7 +269,10 @@ def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> P
         raise PassSpecError(
             f"unknown pass {spec!r}: expected one of {', '.join(REGISTRY)}, pkg.module:callable or file.py:callable"
         )
-    shape, fn = shape_of(resolve_attr(target, "pass"), target)
+    try:
+        shape, fn = shape_of(resolve_attr(target, "pass"))
+    except NoShape as e:
+        raise PassSpecError(f"{target} {e}") from None
     if spec in REGISTRY:
         contract = REGISTRY[spec].contract
     return Pass(spec, adapt(shape, fn), contract or contract_of(fn), target, takes_signature=shape.takes_signature)

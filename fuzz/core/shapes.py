@@ -5,9 +5,10 @@ graph`` (AOTAutograd's ``fx_graph_cse``), ``PassBase`` objects returning a ``Pas
 ``PassManager`` of those. ``shape_of`` tells which one an object is (docs/own-pass.md states the
 rules) and ``adapt`` wraps it. A pass that is never handed the export signature cannot keep its
 names, so its adapter carries the signature to the result by position (``by_position``).
-"""
 
-from __future__ import annotations
+Torch only, and no postponed annotations: every standalone repro pastes this file, so that it
+calls the pass as fxfuzz did (``fxfuzz.repro.files``).
+"""
 
 import dataclasses
 import enum
@@ -16,11 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fxfuzz.core.errors import PassSpecError
 from torch import fx
 from torch.export.graph_signature import ConstantArgument, ExportGraphSignature
 from torch.fx.passes.infra.pass_base import PassBase
 from torch.fx.passes.infra.pass_manager import PassManager
+
+
+class NoShape(ValueError):
+    """An object that is no pass of any shape, or could be one of two; the message completes
+    a sentence whose subject is the object's spec."""
 
 
 class Shape(enum.Enum):
@@ -54,40 +59,37 @@ def _is_graph(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, fx.Graph)
 
 
-def shape_of(obj: Any, target: str) -> tuple[Shape, Callable[..., Any]]:
-    """The shape of the pass ``obj`` that ``target`` names, and the callable to run (a
-    PassBase subclass built with no arguments). PassSpecError, one line, when it has none or
-    could have two."""
+def shape_of(obj: Any) -> tuple[Shape, Callable[..., Any]]:
+    """The shape of the pass ``obj``, and the callable to run (a PassBase subclass built with
+    no arguments); NoShape when it has none or could have two."""
     if isinstance(obj, PassManager):
         return Shape.PASS_MANAGER, obj
     if isinstance(obj, type):
         if not issubclass(obj, PassBase):
-            raise PassSpecError(f"{target} is a class but not a torch.fx PassBase; name a function or a pass object")
+            raise NoShape("is a class but not a torch.fx PassBase; name a function or a pass object")
         try:
             return Shape.PASS_BASE, obj()
         except Exception as e:
-            raise PassSpecError(f"{target} cannot be built with no arguments: {type(e).__name__}: {e}") from None
+            raise NoShape(f"cannot be built with no arguments: {type(e).__name__}: {e}") from None
     if isinstance(obj, PassBase):
         return Shape.PASS_BASE, obj
     if not callable(obj):
-        raise PassSpecError(f"{target} is a {type(obj).__name__}, not a callable")
+        raise NoShape(f"is a {type(obj).__name__}, not a callable")
     try:
         params = list(inspect.signature(obj).parameters.values())
     except (TypeError, ValueError):
-        raise PassSpecError(f"{target}: cannot read its parameters to tell its shape; wrap it in a def") from None
+        raise NoShape("has parameters Python cannot read, so its shape cannot be told; wrap it in a def") from None
     if any(p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty for p in params):
-        raise PassSpecError(f"{target} has a required keyword-only parameter; a pass is called positionally")
+        raise NoShape("has a required keyword-only parameter; a pass is called positionally")
     required, most = _positional(params)
     one, two = required <= 1 <= most, required <= 2 <= most
     if one and two:
-        raise PassSpecError(
-            f"{target} is ambiguous: it can be called with (gm) or (gm, graph_signature); make its parameters all required"
-        )
+        raise NoShape("is ambiguous: it can be called with (gm) or (gm, graph_signature); make its parameters all required")
     if two:
         return Shape.SIGNATURE, obj
     if one:
         return (Shape.GRAPH if params and _is_graph(params[0].annotation) else Shape.MODULE), obj
-    raise PassSpecError(f"{target} does not take (gm, graph_signature), (gm) or (graph)")
+    raise NoShape("does not take (gm, graph_signature), (gm) or (graph)")
 
 
 def by_position(sig: ExportGraphSignature, gm: fx.GraphModule) -> ExportGraphSignature:

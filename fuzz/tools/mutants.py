@@ -202,5 +202,5 @@ def load_pass_variant(pass_name: str = "set_grad", mutant: Mutant | SourceEdit |
                 where, name = originals[id(value)]
                 setattr(new, attr, getattr(fresh[where], name))
     # A pipeline runs each part's fresh copy, so a mutated shared helper reaches every part.
-    parts = tuple(adapt(*shape_of(getattr(fresh[row.module], row.attr), row.spec)) for row in REGISTRY[pass_name].parts)
+    parts = tuple(adapt(*shape_of(getattr(fresh[row.module], row.attr))) for row in REGISTRY[pass_name].parts)
     return parts[0] if len(parts) == 1 else Sequential(parts)
