@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fxfuzz.core.contract import AUTOCAST, NONE, SET_GRAD, PassContract, union
+from fxfuzz.core.contract import AUTOCAST, MEANING, SET_GRAD, PassContract, union
 from fxfuzz.core.errors import PassSpecError
 
 PassFn = Callable[[Any, Any], tuple[Any, Any]]
@@ -104,7 +104,7 @@ REGISTRY: dict[str, Registered] = {
         *_STAGE_ROWS,
         # What torch.export itself runs on a pre-dispatch graph, in its order.
         _pipeline_row("export", EXPORT_STAGES),
-        Registered("identity", "fxfuzz.core.passes:identity_pass", NONE),
+        Registered("identity", "fxfuzz.core.passes:identity_pass", MEANING),
     )
 }
 
@@ -114,7 +114,8 @@ class Pass:
     """The pass under test: callable like the function it wraps, with its identity.
 
     ``spec`` is what the user named (a registered name or an import spec); ``target`` the
-    import spec it resolved to; ``contract`` what the pass promises beyond meaning.
+    import spec it resolved to; ``contract`` what the pass promises, and ``contract_source``
+    where that came from (one of ``CONTRACT_SOURCES``), for the report to say.
     """
 
     spec: str
@@ -122,6 +123,7 @@ class Pass:
     contract: PassContract
     target: str = ""
     parts: tuple[Pass, ...] = ()  # a pipeline's passes, in the order they run
+    contract_source: str = "registered"
 
     def __call__(self, gm: Any, graph_signature: Any) -> tuple[Any, Any]:
         return self.fn(gm, graph_signature)
@@ -131,12 +133,24 @@ class Pass:
         return REGISTRY.get(self.spec)
 
 
+# Where a pass's contract came from: its registry row, the caller (``--contract``), the
+# callable's own ``fxfuzz_contract`` declaration, or the default for a pass fxfuzz does not know.
+CONTRACT_SOURCES = ("registered", "given", "declared", "default")
+
+
 def contract_of(pass_fn: Any) -> PassContract:
-    """A pass's contract: a Pass's own, a plain callable's ``fxfuzz_contract`` declaration, or
-    set-grad (a pass handed to fxfuzz is presumed to be a grad-mode pass)."""
+    """A pass's contract: a Pass's own, a sequence's parts' united, a plain callable's
+    ``fxfuzz_contract`` declaration, or ``meaning`` (a pass fxfuzz does not know promises its
+    observable behaviour, nothing more)."""
     if isinstance(pass_fn, Pass):
         return pass_fn.contract
-    return getattr(pass_fn, "fxfuzz_contract", SET_GRAD)
+    if isinstance(pass_fn, Sequential):
+        return union([contract_of(p) for p in pass_fn.passes])
+    return getattr(pass_fn, "fxfuzz_contract", MEANING)
+
+
+def _contract_source(fn: Any) -> str:
+    return "declared" if hasattr(fn, "fxfuzz_contract") else "default"
 
 
 @dataclass(frozen=True)
@@ -220,7 +234,7 @@ def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> P
     """The Pass that ``spec`` names.
 
     Registered names carry their own contract; other specs get ``contract``, else the
-    callable's ``fxfuzz_contract`` declaration, else set-grad. Raises PassSpecError with a
+    callable's ``fxfuzz_contract`` declaration, else ``meaning``. Raises PassSpecError with a
     one-line message for anything unusable.
     """
     if not spec or not isinstance(spec, str):
@@ -243,8 +257,10 @@ def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> P
     except ValueError:
         pass  # builtins without an introspectable signature: trust them
     if spec in REGISTRY:
-        contract = REGISTRY[spec].contract
-    return Pass(spec, fn, contract or contract_of(fn), target)
+        return Pass(spec, fn, REGISTRY[spec].contract, target)
+    if contract is not None:
+        return Pass(spec, fn, contract, target, contract_source="given")
+    return Pass(spec, fn, contract_of(fn), target, contract_source=_contract_source(fn))
 
 
 def _load_pipeline(spec: str, names: list[str], contract: PassContract | None) -> Pass:
@@ -263,4 +279,6 @@ def _load_pipeline(spec: str, names: list[str], contract: PassContract | None) -
         union([p.contract for p in parts]),
         PIPE.join(p.target for p in parts),
         tuple(parts),
+        # The least settled of its parts' sources: a default anywhere is what the report must say.
+        max((p.contract_source for p in parts), key=CONTRACT_SOURCES.index),
     )
