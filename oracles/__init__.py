@@ -17,6 +17,7 @@ from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.hop_checks import memoized_hop_checks
 from fxfuzz.oracles.timing import step
 from torch import fx
+from torch.export.graph_signature import ExportGraphSignature
 
 __all__ = ["DEVICES", "Finding", "ORACLES", "PassContract", "verify", "apply_pass", "input_labels"]
 
@@ -58,4 +59,8 @@ def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: st
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], fx.GraphModule)):
         return [Finding("crash", "bad_return", f"the pass returned {type(result).__name__}, not (GraphModule, signature)")]
     gm, sig = result
+    if sig is not None and not isinstance(sig, ExportGraphSignature):
+        # Checked here, not by each check: what the checks are handed is theirs to trust, and
+        # an error on it inside fxfuzz's code would read as fxfuzz's bug.
+        return [Finding("crash", "bad_return", f"the pass returned a {type(sig).__name__} as its signature, not an ExportGraphSignature")]
     return run_checks(Observed(case, pass_fn, gm, sig, contract, device))

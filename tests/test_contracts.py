@@ -13,9 +13,11 @@ from fxfuzz.core.contract import AUTOCAST, CONTRACTS, MEANING, REFINES, SET_GRAD
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
+from fxfuzz.report.markdown import render_markdown
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.builder import GraphBuilder
 from hypothesis import HealthCheck, Phase, given, seed, settings
+from test_report import _report
 from torch.export.graph_signature import InputKind
 
 aten = torch.ops.aten
@@ -300,3 +302,12 @@ def test_merged_outputs_that_now_share_storage_are_found(contract):
     one now changes the other, which users observe."""
     found = kinds(verify(outputs_of_equal_calls_case(), merges_equal_calls_everywhere, contract))
     assert "aliasing_mismatch" in found, found
+
+
+def test_the_report_says_when_fxfuzz_chose_the_contract():
+    report = _report([])
+    assert "contract" not in render_markdown(report)
+    report.update(contract="meaning", contract_source="default")
+    assert "Held to the `meaning` contract, the default for a pass fxfuzz does not know." in render_markdown(report)
+    report.update(contract="set_grad", contract_source="registered")
+    assert "Held to" not in render_markdown(report)

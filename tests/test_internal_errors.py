@@ -70,3 +70,8 @@ def test_the_cli_prints_the_traceback_and_one_line_and_exits_70(monkeypatch, cap
     err = capsys.readouterr().err
     assert "Traceback" in err and "KeyError: 'missing'" in err
     assert err.strip().splitlines()[-1].startswith("fxfuzz: internal error of fxfuzz in the planted check: KeyError")
+
+
+def test_a_signature_of_the_wrong_type_is_the_passs_bad_return_not_fxfuzzs_error():
+    [f] = verify(hm.no_grad_region_case(), lambda gm, sig: (gm, {"not": "a signature"}))
+    assert (f.oracle, f.kind) == ("crash", "bad_return") and "dict" in f.message
