@@ -132,12 +132,12 @@ def test_mutate_out_naming_a_directory_is_refused_before_any_mutant(tmp_path):
 
 
 MYPASS = """
-from fxfuzz.core.contract import NONE
+from fxfuzz.core.contract import MEANING
 
 def p(gm, sig):
     return gm, sig
 
-p.fxfuzz_contract = NONE
+p.fxfuzz_contract = MEANING
 """
 
 

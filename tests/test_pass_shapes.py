@@ -204,3 +204,20 @@ def test_a_repro_calls_a_gm_to_gm_pass_in_its_shape(tmp_path):
     from fxfuzz.cli.main import main
 
     assert main(["repro", py]) == 1
+
+
+def test_a_signature_blind_pass_is_not_held_to_names_it_never_saw():
+    """Renaming every node (user inputs too) is no finding for a gm -> gm pass under meaning;
+    the same renaming by a pass that took the signature and kept the old names is one."""
+    from fxfuzz.core.contract import MEANING
+
+    blind = load_pass(spec("renames_nodes"))
+    for make in (hm.no_grad_region_case, hm.view_output_case, hm.pytree_case):
+        assert verify(make(), blind, MEANING) == []
+
+    def renames_with_signature(gm, graph_signature):
+        gm, _ = blind(gm, graph_signature)
+        return gm, by_position(graph_signature, gm)
+
+    kinds = {f.kind for f in verify(hm.no_grad_region_case(), renames_with_signature, MEANING)}
+    assert kinds == {"user_inputs_renamed"}

@@ -1,8 +1,9 @@
 """The ``fxfuzz`` command line: the only layer that prints to the terminal or exits.
 
 Exit status: 0 nothing new found, 1 new findings (or regressions, or surviving mutants),
-2 bad input (one line on stderr), 3 a campaign that did not test what it was asked to, 128 +
-the signal for a run stopped early with nothing found. Each sub-command's module is imported
+2 bad input (one line on stderr), 3 a campaign that did not test what it was asked to, 70 an
+internal error of fxfuzz (its traceback, then one line), 128 + the signal for a run stopped
+early with nothing found. Each sub-command's module is imported
 only when it runs, so ``fxfuzz --help`` imports no torch.
 """
 
@@ -19,6 +20,7 @@ from fxfuzz.cli.interrupt import Abandoned, exit_status
 from fxfuzz.core.choices import DEFAULT_DB, DEFAULT_MAX_SHRINK_S, DEFAULT_STAGE_SHARE, DOMAIN_CHOICES, LEVELS
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, UsageError
+from fxfuzz.core.internal import EXIT_INTERNAL, InternalError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -137,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FxfuzzError as e:
         print(f"fxfuzz: error: {e}", file=sys.stderr)
         return 2
+    except InternalError as e:
+        print(e.details, end="", file=sys.stderr)
+        print(f"fxfuzz: {e} (a bug of fxfuzz, not a finding against the pass)", file=sys.stderr)
+        return EXIT_INTERNAL
     except Abandoned as e:
         print(f"fxfuzz: stopped by a second {signal.Signals(e.signum).name}: no report written", file=sys.stderr)
         return exit_status(e.signum)

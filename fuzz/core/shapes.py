@@ -155,6 +155,11 @@ class Blind:
     shape: Shape
     name: str
 
+    @property
+    def fxfuzz_contract(self) -> Any:
+        """The wrapped pass's contract declaration (AttributeError where it declares none)."""
+        return self.run.fxfuzz_contract  # type: ignore[attr-defined]
+
     def __call__(self, gm: Any, graph_signature: Any) -> tuple[Any, Any]:
         try:
             result = self.run(gm.graph if self.shape is Shape.GRAPH else gm)

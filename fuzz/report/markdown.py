@@ -26,7 +26,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"{report['examples']} examples in {report['duration_s']:.0f}s ({report['examples_per_s']}/s) "
         f"on {report['workers']} worker(s), domain `{report['domain']}`, seed {report['seed']}, "
         f"torch {report['torch_version']}, stopped by {report['stopped_by']}."
-        + (f" {known} known finding(s) still seen." if known else ""),
+        + (f" {known} known finding(s) still seen." if known else "")
+        + (
+            f" Held to the `{report['contract']}` contract, the default for a pass fxfuzz does not know."
+            if report.get("contract_source") == "default"
+            else ""
+        ),
         "",
     ]
     if report["findings"]:
