@@ -5,16 +5,14 @@ from __future__ import annotations
 import os
 import traceback
 
+from fxfuzz.core.internal import OWN_DIRS
 from fxfuzz.oracles.finding import Finding
-
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_OWN = tuple(os.path.join(_ROOT, pkg) + os.sep for pkg in ("fuzz", "strategies", "oracles"))
 
 
 def innermost_pass_frame(exc: BaseException) -> str:
     """``file:line:function`` of the innermost frame outside fxfuzz itself, with the path
     shortened to the part after site-packages, so buckets agree across machines."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not os.path.abspath(f.filename).startswith(_OWN)]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not os.path.abspath(f.filename).startswith(OWN_DIRS)]
     if not frames:
         return "<unknown>"
     f = frames[-1]

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from fxfuzz.core.internal import foreign
 from fxfuzz.oracles.execute import GlobalState
 from torch import fx
 
@@ -108,7 +109,7 @@ def _memoized(op: Any, gen_schema: Callable[..., Any]) -> Callable[..., Any]:
             try:
                 kept = memo[key] = (True, gen_schema(*args, **kwargs))
             except Exception as e:
-                kept = memo[key] = (False, e)
+                kept = memo[key] = (False, foreign(e))
         ok, verdict = kept
         if not ok:
             raise verdict.with_traceback(None)

@@ -88,10 +88,12 @@ def check_signature(
     sig: ExportGraphSignature | None,
     original: ExportGraphSignature,
     original_gm: fx.GraphModule | None = None,
+    names_promised: bool = True,
 ) -> list[Finding]:
     """Spec names equal placeholder/output node names in order; spec counts, input kinds,
     targets and persistence, output kinds, targets and constants, user input names and the
-    pytree calling convention are those of the original."""
+    pytree calling convention are those of the original. A pass never handed the signature
+    (``names_promised`` False: fxfuzz carried it by position) is not held to user input names."""
     if sig is None:
         return [Finding("signature", "signature_missing", "the pass returned no graph signature")]
     findings = _names_match_graph(gm, sig)
@@ -113,12 +115,13 @@ def check_signature(
         [(s.kind, s.target, _output_arg(s)) for s in original.output_specs],
         [(s.kind, s.target, _output_arg(s)) for s in sig.output_specs],
     )
-    findings += _unchanged(
-        "user_inputs_renamed",
-        "the names users pass inputs by",
-        [_spec_name(s) for s in original.input_specs if s.kind == InputKind.USER_INPUT],
-        [_spec_name(s) for s in sig.input_specs if s.kind == InputKind.USER_INPUT],
-    )
+    if names_promised:
+        findings += _unchanged(
+            "user_inputs_renamed",
+            "the names users pass inputs by",
+            [_spec_name(s) for s in original.input_specs if s.kind == InputKind.USER_INPUT],
+            [_spec_name(s) for s in sig.input_specs if s.kind == InputKind.USER_INPUT],
+        )
     if original_gm is not None:
         findings += _unchanged(
             "calling_convention_changed",

@@ -86,8 +86,9 @@ def _observe(stage: str, ep: ExportedProgram, users: Sequence[Any], ambient: boo
     return seen, None
 
 
-def _differences(stage: str, ref: dict[str, Any], got: dict[str, Any]) -> list[str]:
-    """How ``got`` (the result's module) differs from ``ref`` (the original's), as messages."""
+def _differences(stage: str, ref: dict[str, Any], got: dict[str, Any], grads_exact: bool = True) -> list[str]:
+    """How ``got`` (the result's module) differs from ``ref`` (the original's), as messages;
+    gradients within tolerance unless ``grads_exact`` (``fxfuzz.oracles.semantics.compare``)."""
     _, exact = STAGES[stage]
     if ref["structure"] != got["structure"] or len(ref["leaves"]) != len(got["leaves"]):
         return [f"outputs {ref['structure']} became {got['structure']}"]
@@ -105,7 +106,7 @@ def _differences(stage: str, ref: dict[str, Any], got: dict[str, Any]) -> list[s
             if (a is None) != (b is None):
                 messages.append(f"gradient of {k}: {'none' if a is None else 'one'} became {'none' if b is None else 'one'}")
             elif a is not None:
-                messages += [f"gradient of {f.message}" for f in compare_value(k, a, b) if f.kind != "requires_grad_mismatch"]
+                messages += [f"gradient of {f.message}" for f in compare_value(k, a, b, grads_exact) if f.kind != "requires_grad_mismatch"]
     return messages
 
 
@@ -117,6 +118,7 @@ def check_stages(
     inputs: Sequence[Any],
     ambient: bool,
     stages: Sequence[str] = tuple(STAGES),
+    grads_exact: bool = True,
 ) -> list[Finding]:
     """A finding for each of ``stages`` that raises on the result, or makes it behave unlike
     the same stage makes the original, where the stage works on the original."""
@@ -146,7 +148,7 @@ def check_stages(
                 )
             )
             continue
-        diffs = _differences(stage, ref, got)  # type: ignore[arg-type]
+        diffs = _differences(stage, ref, got, grads_exact)  # type: ignore[arg-type]
         if diffs:
             findings.append(
                 Finding(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fxfuzz.core.contract import SET_GRAD
 from fxfuzz.tools.mutants import SourceEdit, load_pass_variant
 
 _PASS = "torch._export.passes.replace_set_grad_with_hop_pass"
@@ -82,3 +83,4 @@ def historical(name: str) -> Any:
 # Module-level callables, so each is a ``file.py:callable`` spec for ``fxfuzz gate --candidate``.
 for _name in EDITS:
     globals()[_name] = lambda gm, sig, _n=_name: historical(_n)(gm, sig)
+    globals()[_name].fxfuzz_contract = SET_GRAD  # the set-grad pass, held to its contract

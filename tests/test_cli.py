@@ -69,7 +69,7 @@ def test_broken_pass_is_reported_with_exit_1(tmp_path):
         (["run", "--pass", "fxfuzz.core.passes:nothing_here"], "nothing_here"),
         (["run", "--pass", "fxfuzz.core.passes:REGISTRY"], "not a callable"),
         (["run", "--pass", "fxfuzz.core.passes:load_pass.__doc__"], "not a callable"),
-        (["run", "--pass", "fxfuzz.core.passes:import_spec"], "(gm, graph_signature)"),
+        (["run", "--pass", "fxfuzz.cli.args:auto_workers"], "(gm, graph_signature)"),
         (["run", "--pass", "/no/such/file.py:fn"], "not found"),
         (["run", "--pass", "bogus"], "unknown pass"),
         (["run", "--pass", "export+"], "empty part"),
@@ -132,12 +132,12 @@ def test_mutate_out_naming_a_directory_is_refused_before_any_mutant(tmp_path):
 
 
 MYPASS = """
-from fxfuzz.core.contract import NONE
+from fxfuzz.core.contract import MEANING
 
 def p(gm, sig):
     return gm, sig
 
-p.fxfuzz_contract = NONE
+p.fxfuzz_contract = MEANING
 """
 
 

@@ -7,7 +7,7 @@ import handmade as hm
 import pytest
 import torch
 from fxfuzz.campaign.engine import bucket_id
-from fxfuzz.core.contract import NONE
+from fxfuzz.core.contract import MEANING
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
@@ -112,7 +112,7 @@ def test_oracle_fires_on_broken_pass_under_grad(broken, make, expected):
 
 
 def test_grad_mode_leak_is_an_equivalence_finding():
-    findings = verify(hm.no_grad_region_case(True), bp.leaks_grad_mode, contract=NONE)
+    findings = verify(hm.no_grad_region_case(True), bp.leaks_grad_mode, contract=MEANING)
     assert kinds(findings) >= {("equivalence", "grad_mode_leak")}, findings
 
 
@@ -139,7 +139,7 @@ def test_crash_keeps_exception_type_and_frame():
 
 
 def test_identity_without_contract_is_clean_even_with_toggles():
-    assert verify(hm.no_grad_region_case(), bp.leaves_toggles, contract=NONE) == []
+    assert verify(hm.no_grad_region_case(), bp.leaves_toggles, contract=MEANING) == []
 
 
 @pytest.mark.parametrize("make", CASES, ids=lambda f: f.__name__)

@@ -126,12 +126,17 @@ def test_two_shards_share_failures_through_redis(tmp_path, redis_url):
 TWO_PHASE = '''
 import os
 
+from fxfuzz.core.contract import SET_GRAD
+
 FLAG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "phase2")
 
 def two_phase(gm, sig):
     if os.path.exists(FLAG):
         raise RuntimeError("planted crash, after the shared database went away")
     return gm, sig
+
+
+two_phase.fxfuzz_contract = SET_GRAD  # leaves the toggles: a leftover_call bucket at once
 '''
 
 

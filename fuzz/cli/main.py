@@ -2,8 +2,9 @@
 
 Exit status: 0 nothing new found, 1 new findings (or regressions, or surviving mutants),
 2 bad input (one line on stderr), 3 a campaign that did not test what it was asked to, 4 a
-report folder that could not be written in full, 128 + the signal for a run stopped early with
-nothing found. Each sub-command's module is imported
+report folder that could not be written in full, 70 an internal error of fxfuzz (its traceback,
+then one line), 128 + the signal for a run stopped early with nothing found. Each sub-command's
+module is imported
 only when it runs, so ``fxfuzz --help`` imports no torch.
 """
 
@@ -20,6 +21,7 @@ from fxfuzz.cli.interrupt import Abandoned, exit_status
 from fxfuzz.core.choices import DEFAULT_DB, DEFAULT_MAX_SHRINK_S, DEFAULT_STAGE_SHARE, DOMAIN_CHOICES, LEVELS
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, UsageError
+from fxfuzz.core.internal import EXIT_INTERNAL, InternalError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -121,11 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
     merge = sub.add_parser("merge", help="merge the report folders of a campaign's shards into one report")
     merge.add_argument("folders", nargs="+", metavar="DIR", help="report folders written by fxfuzz run")
     merge.add_argument("--report-dir", default=None, help="where to write the merged report (default: reports/<UTC time>/)")
+    passes = sub.add_parser("passes", help="list the registered passes with their contract, domain and sources")
+    passes.add_argument("--json", action="store_true", help="print them as a JSON list")
     return parser
 
 
 # sub-command -> module of fxfuzz.cli whose ``command(args)`` runs it
-COMMANDS = {"run": "run", "repro": "repro", "gate": "gate", "mutate": "mutate", "bench": "bench", "merge": "merge"}
+COMMANDS = {"run": "run", "repro": "repro", "gate": "gate", "mutate": "mutate", "bench": "bench", "merge": "merge", "passes": "passes"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -138,6 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FxfuzzError as e:
         print(f"fxfuzz: error: {e}", file=sys.stderr)
         return 2
+    except InternalError as e:
+        print(e.details, end="", file=sys.stderr)
+        print(f"fxfuzz: {e} (a bug of fxfuzz, not a finding against the pass)", file=sys.stderr)
+        return EXIT_INTERNAL
     except Abandoned as e:
         print(f"fxfuzz: stopped by a second {signal.Signals(e.signum).name}: no report written", file=sys.stderr)
         return exit_status(e.signum)

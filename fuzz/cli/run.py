@@ -100,6 +100,9 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
         )
         meta = {
             "pass": args.pass_spec,
+            # What the pass was held to, and whether fxfuzz chose that for a pass it does not know.
+            "contract": setup.pass_fn.contract.name,
+            "contract_source": setup.pass_fn.contract_source,
             "ops": args.ops,
             "domain": args.domain,
             "seed": args.seed,
@@ -178,6 +181,9 @@ def _levels(args: argparse.Namespace) -> int:
         incomplete = _incomplete(result, signum, "; ".join(gaps), gaps)
         meta = {
             "pass": args.pass_spec,
+            # What the pass was held to, and whether fxfuzz chose that for a pass it does not know.
+            "contract": setup.pass_fn.contract.name,
+            "contract_source": setup.pass_fn.contract_source,
             "ops": args.ops,
             "level": args.level,
             "domain": args.domain,

@@ -13,7 +13,7 @@ from fxfuzz.campaign.supervisor import worker_log
 from fxfuzz.core.choices import DEFAULT_DB
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.known import load_known
-from fxfuzz.core.passes import PassFn, load_pass
+from fxfuzz.core.passes import Pass, load_pass
 from fxfuzz.report.folder import clear_earlier_run, default_report_dir, record_written
 from fxfuzz.strategies.custom import register_ops
 
@@ -54,7 +54,7 @@ class CampaignSetup:
     """What ``fxfuzz run`` checked and resolved before any work: the pass, the known
     findings, the databases, the report folder and the limits."""
 
-    pass_fn: PassFn
+    pass_fn: Pass
     known: dict[str, str]
     database: DatabaseSpec | None  # None with --no-db
     report_dir: str

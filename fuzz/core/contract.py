@@ -1,4 +1,20 @@
-"""What a pass promises beyond preserving meaning, e.g. that no grad toggle survives it."""
+"""What a pass promises, which selects the checks that judge it (``fxfuzz.oracles.checks``).
+
+Every contract judges observable behaviour: outputs, aliasing, in-place effects, requires_grad
+and grad_fn presence, gradients of both orders, forward mode, what the result does downstream
+and the process state it leaves. Beyond that a contract says:
+
+- ``internals``: whether what users cannot observe is judged too (node and spec names,
+  submodules left unused, what is saved for backward, export's metadata checks, higher-order
+  ops added by a second application). A pass that promises a graph of a given form, as
+  export's own passes do, is held to it; an optimizing or user pass is not.
+- ``refines``: refinement in Alive2's sense. The result may raise where the original raised
+  and now succeed (it may save less for backward, so an in-place update between forward and
+  backward that made the original's backward refuse may now go through), never the other way
+  round; wherever the original succeeds, the result's observables are equal.
+- ``eliminates`` and ``hops``: call targets that must be gone from the output, and the
+  higher-order ops the pass introduces (each call checked for well-formedness).
+"""
 
 from __future__ import annotations
 
@@ -7,24 +23,29 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from fxfuzz.core.errors import UsageError
 
 
 @dataclass(frozen=True)
 class PassContract:
-    """``eliminates``: call targets that must not appear anywhere in the pass's output;
-    ``hops``: the higher-order ops the pass introduces (each call checked for well-formedness)."""
+    """What a pass promises (module docstring); ``name`` is how ``--contract`` spells it."""
 
     name: str
     eliminates: tuple[Any, ...] = ()
     hops: tuple[Any, ...] = ()
+    internals: bool = True
+    refines: bool = False
 
 
 def union(contracts: Sequence[PassContract]) -> PassContract:
-    """What a sequence of passes promises: everything any of them promises."""
+    """What a sequence of passes promises: everything any of them promises (a pipeline
+    refines only where each of its passes does)."""
     return PassContract(
         "+".join(c.name for c in contracts),
         tuple(dict.fromkeys(t for c in contracts for t in c.eliminates)),
         tuple(dict.fromkeys(h for c in contracts for h in c.hops)),
+        any(c.internals for c in contracts),
+        all(c.refines for c in contracts),
     )
 
 
@@ -33,9 +54,18 @@ def _autocast_targets() -> tuple[Any, ...]:
     return tuple(getattr(amp, n) for n in ("_enter_autocast", "_exit_autocast") if hasattr(amp, n))
 
 
+MEANING = PassContract("meaning", internals=False)
+REFINES = PassContract("refines", internals=False, refines=True)
 SET_GRAD = PassContract(
     "set_grad", (torch._C._set_grad_enabled,), (torch.ops.higher_order.wrap_with_set_grad_enabled,)
 )
 _AUTOCAST_HOP = getattr(torch.ops.higher_order, "wrap_with_autocast", None)
 AUTOCAST = PassContract("autocast", _autocast_targets(), (_AUTOCAST_HOP,) if _AUTOCAST_HOP is not None else ())
-NONE = PassContract("none")
+CONTRACTS = {c.name: c for c in (MEANING, REFINES, SET_GRAD, AUTOCAST)}
+
+
+def contract_by_name(name: str) -> PassContract:
+    """The contract ``--contract NAME`` names; UsageError with one line for any other name."""
+    if name not in CONTRACTS:
+        raise UsageError(f"unknown contract {name!r}: expected one of {', '.join(CONTRACTS)}")
+    return CONTRACTS[name]

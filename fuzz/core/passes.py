@@ -1,23 +1,25 @@
 """The pass under test: one frozen value (spec, callable, contract), loaded from a spec.
 
 A spec is a registered name (one ``REGISTRY`` row each: import spec, contract, export stage,
-source files), ``pkg.module:callable``, ``path/to/file.py:callable``, or a pipeline
-``A+B+...`` of such specs, run in sequence (``export`` names the one torch.export runs).
+source files, domain), ``pkg.module:obj``, ``path/to/file.py:obj``, or a pipeline ``A+B+...``
+of such specs, run in sequence (``export`` names the one torch.export runs). ``obj`` is a pass
+of any shape torch.fx uses, adapted to ``(gm, signature) -> (gm, signature)``
+(``fxfuzz.core.shapes``).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fxfuzz.core.contract import AUTOCAST, NONE, SET_GRAD, PassContract, union
+from fxfuzz.core.contract import AUTOCAST, MEANING, REFINES, SET_GRAD, PassContract, union
 from fxfuzz.core.errors import PassSpecError
+from fxfuzz.core.shapes import NoShape, adapt, shape_of
 
 PassFn = Callable[[Any, Any], tuple[Any, Any]]
 
@@ -51,6 +53,8 @@ class Registered:
     contract: PassContract
     export_stage: int | None = None
     sources: tuple[Source, ...] = ()
+    # The input space (fxfuzz.core.choices.DOMAINS) whose graphs the pass is fuzzed on.
+    domain: str = "export"
 
     @property
     def module(self) -> str:
@@ -98,23 +102,46 @@ def _pipeline_row(name: str, parts: Sequence[Registered]) -> Registered:
     )
 
 
+
+
+_CATALOGUE = "fxfuzz.core.catalogue"
+_EXPORT_PROGRAM = Source("torch.export.exported_program", mutate=False)
+# torch's own FX passes: each called as torch calls it (fxfuzz.core.catalogue says how), under
+# the contract its job calls for: ``refines`` for those that remove or merge computations.
+# Constant folding and lifting act on tensors read by get_attr, which only the adversarial
+# domain draws: those rows draw from both.
+_TORCH_ROWS = (
+    Registered("cse", f"{_CATALOGUE}:cse", REFINES, sources=(Source("torch.fx.passes.dialect.common.cse_pass", mutate=False),)),
+    Registered("dce", f"{_CATALOGUE}:eliminate_dead_code", REFINES, sources=(Source("torch.fx.graph", ("Graph",), mutate=False),)),
+    Registered("aot_cse", "torch._functorch.compile_utils:fx_graph_cse", REFINES, sources=(Source("torch._functorch.compile_utils", ("fx_graph_cse",)),)),
+    Registered("split_const_subgraphs", f"{_CATALOGUE}:split_const_subgraphs", REFINES, sources=(Source("torch.fx.experimental.const_fold", mutate=False),), domain="both"),
+    Registered("lift_constants", f"{_CATALOGUE}:lift_constants", MEANING, sources=(Source("torch._export.passes.lift_constants_pass", ("lift_constants_pass",), mutate=False),), domain="both"),
+    Registered("remove_effect_tokens", f"{_CATALOGUE}:remove_effect_tokens", REFINES, sources=(Source("torch.export._remove_effect_tokens_pass", mutate=False), _EXPORT_PROGRAM)),
+    Registered("constant_folding", f"{_CATALOGUE}:constant_fold", REFINES, sources=(Source("torch._export.passes.constant_folding", mutate=False),), domain="both"),
+    Registered("move_to_device", f"{_CATALOGUE}:move_to_cpu", MEANING, sources=(Source("torch.export.passes", mutate=False), _EXPORT_PROGRAM)),
+    Registered("remove_noop_ops", "torch._inductor.fx_passes.post_grad:remove_noop_ops", REFINES, sources=(Source("torch._inductor.fx_passes.post_grad", ("remove_noop_ops",)),)),
+)  # fmt: skip
+
 REGISTRY: dict[str, Registered] = {
     r.name: r
     for r in (
         *_STAGE_ROWS,
         # What torch.export itself runs on a pre-dispatch graph, in its order.
         _pipeline_row("export", EXPORT_STAGES),
-        Registered("identity", "fxfuzz.core.passes:identity_pass", NONE),
+        Registered("identity", "fxfuzz.core.passes:identity_pass", MEANING),
+        *_TORCH_ROWS,
     )
 }
 
 
 @dataclass(frozen=True)
 class Pass:
-    """The pass under test: callable like the function it wraps, with its identity.
+    """The pass under test: callable as ``(gm, signature) -> (gm, signature)`` whatever the
+    shape of what it wraps, with its identity.
 
     ``spec`` is what the user named (a registered name or an import spec); ``target`` the
-    import spec it resolved to; ``contract`` what the pass promises beyond meaning.
+    import spec it resolved to; ``contract`` what the pass promises, and ``contract_source``
+    where that came from (one of ``CONTRACT_SOURCES``), for the report to say.
     """
 
     spec: str
@@ -122,6 +149,10 @@ class Pass:
     contract: PassContract
     target: str = ""
     parts: tuple[Pass, ...] = ()  # a pipeline's passes, in the order they run
+    # False for a pass never handed the signature (fxfuzz.core.shapes): it gets one carried
+    # by position, and cannot be held to names it never saw.
+    takes_signature: bool = True
+    contract_source: str = "registered"
 
     def __call__(self, gm: Any, graph_signature: Any) -> tuple[Any, Any]:
         return self.fn(gm, graph_signature)
@@ -131,12 +162,24 @@ class Pass:
         return REGISTRY.get(self.spec)
 
 
+# Where a pass's contract came from: its registry row, the caller (``--contract``), the
+# callable's own ``fxfuzz_contract`` declaration, or the default for a pass fxfuzz does not know.
+CONTRACT_SOURCES = ("registered", "given", "declared", "default")
+
+
 def contract_of(pass_fn: Any) -> PassContract:
-    """A pass's contract: a Pass's own, a plain callable's ``fxfuzz_contract`` declaration, or
-    set-grad (a pass handed to fxfuzz is presumed to be a grad-mode pass)."""
+    """A pass's contract: a Pass's own, a sequence's parts' united, a plain callable's
+    ``fxfuzz_contract`` declaration, or ``meaning`` (a pass fxfuzz does not know promises its
+    observable behaviour, nothing more)."""
     if isinstance(pass_fn, Pass):
         return pass_fn.contract
-    return getattr(pass_fn, "fxfuzz_contract", SET_GRAD)
+    if isinstance(pass_fn, Sequential):
+        return union([contract_of(p) for p in pass_fn.passes])
+    return getattr(pass_fn, "fxfuzz_contract", MEANING)
+
+
+def _contract_source(fn: Any) -> str:
+    return "declared" if hasattr(fn, "fxfuzz_contract") else "default"
 
 
 @dataclass(frozen=True)
@@ -217,10 +260,10 @@ def resolve_attr(spec: str, what: str = "pass") -> Any:
 
 
 def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> Pass:
-    """The Pass that ``spec`` names.
+    """The Pass that ``spec`` names, in fxfuzz's form whatever its shape.
 
     Registered names carry their own contract; other specs get ``contract``, else the
-    callable's ``fxfuzz_contract`` declaration, else set-grad. Raises PassSpecError with a
+    callable's ``fxfuzz_contract`` declaration, else ``meaning``. Raises PassSpecError with a
     one-line message for anything unusable.
     """
     if not spec or not isinstance(spec, str):
@@ -233,18 +276,16 @@ def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> P
         raise PassSpecError(
             f"unknown pass {spec!r}: expected one of {', '.join(REGISTRY)}, pkg.module:callable or file.py:callable"
         )
-    fn = resolve_attr(target, "pass")
-    if not callable(fn):
-        raise PassSpecError(f"{target} is a {type(fn).__name__}, not a callable")
     try:
-        inspect.signature(fn).bind(None, None)
-    except TypeError:
-        raise PassSpecError(f"{target} does not take (gm, graph_signature)") from None
-    except ValueError:
-        pass  # builtins without an introspectable signature: trust them
+        shape, fn = shape_of(resolve_attr(target, "pass"))
+    except NoShape as e:
+        raise PassSpecError(f"{target} {e}") from None
+    pass_fn, takes = adapt(shape, fn), shape.takes_signature
     if spec in REGISTRY:
-        contract = REGISTRY[spec].contract
-    return Pass(spec, fn, contract or contract_of(fn), target)
+        return Pass(spec, pass_fn, REGISTRY[spec].contract, target, takes_signature=takes)
+    if contract is not None:
+        return Pass(spec, pass_fn, contract, target, takes_signature=takes, contract_source="given")
+    return Pass(spec, pass_fn, contract_of(fn), target, takes_signature=takes, contract_source=_contract_source(fn))
 
 
 def _load_pipeline(spec: str, names: list[str], contract: PassContract | None) -> Pass:
@@ -263,4 +304,7 @@ def _load_pipeline(spec: str, names: list[str], contract: PassContract | None) -
         union([p.contract for p in parts]),
         PIPE.join(p.target for p in parts),
         tuple(parts),
+        all(p.takes_signature for p in parts),
+        # The least settled of its parts' sources: a default anywhere is what the report must say.
+        max((p.contract_source for p in parts), key=CONTRACT_SOURCES.index),
     )

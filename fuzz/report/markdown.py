@@ -61,7 +61,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"{report['examples']} examples in {report['duration_s']:.0f}s ({report['examples_per_s']}/s) "
         f"on {report['workers']} worker(s), domain {code(report['domain'])}, seed {text(report['seed'])}, "
         f"torch {text(report['torch_version'])}, stopped by {text(report['stopped_by'])}."
-        + (f" {known} known finding(s) still seen." if known else ""),
+        + (f" {known} known finding(s) still seen." if known else "")
+        + (
+            f" Held to the {code(report['contract'])} contract, the default for a pass fxfuzz does not know."
+            if report.get("contract_source") == "default"
+            else ""
+        ),
         "",
     ]
     if report["findings"]:

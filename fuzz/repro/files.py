@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fxfuzz.core import custom_ops, rebuild
+from fxfuzz.core import custom_ops, rebuild, shapes
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import DEVICES
 from fxfuzz.core.errors import SerializeError, UntrustedError
@@ -169,7 +169,7 @@ def graph_repro_source(doc: dict[str, Any]) -> str:
     signature = _signature_source(case["signature"], src)
     inputs = "\n".join(f"        {src.tensor(t)}," for t in case["inputs"])
     eliminates = "[" + ", ".join(src.target(t) for t in doc["eliminates"]) + "]"
-    check = pasted_source(rebuild) + "\n\n" + pasted_source(standalone_check).split('\nif __name__ == "__main__":')[0]
+    check = pasted_source(rebuild) + "\n\n" + pasted_source(shapes) + "\n\n" + pasted_source(standalone_check).split('\nif __name__ == "__main__":')[0]
     if case.get("custom_ops"):
         # The custom operators the graph calls: fxfuzz's own pasted, a user's imported.
         check += f"\n\n{pasted_source(custom_ops)}\n\n\ndefine_missing({case['custom_ops']!r})"

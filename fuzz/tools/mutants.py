@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fxfuzz.core.passes import REGISTRY, Sequential
+from fxfuzz.core.shapes import adapt, shape_of
 
 
 def _targets(pass_name: str) -> dict[str, tuple[str, ...] | None]:
@@ -201,5 +202,8 @@ def load_pass_variant(pass_name: str = "set_grad", mutant: Mutant | SourceEdit |
                 where, name = originals[id(value)]
                 setattr(new, attr, getattr(fresh[where], name))
     # A pipeline runs each part's fresh copy, so a mutated shared helper reaches every part.
-    parts = tuple(getattr(fresh[row.module], row.attr) for row in REGISTRY[pass_name].parts)
+    raw = tuple(getattr(fresh[row.module], row.attr) for row in REGISTRY[pass_name].parts)
+    for part, row in zip(raw, REGISTRY[pass_name].parts):
+        part.fxfuzz_contract = row.contract  # a copy of a registered pass keeps its contract
+    parts = tuple(adapt(*shape_of(part)) for part in raw)
     return parts[0] if len(parts) == 1 else Sequential(parts)

@@ -1,0 +1,128 @@
+"""torch's own FX passes, each called the way torch calls it, for the registry's catalogue rows.
+
+A pass whose own signature is already a pass shape (``fx_graph_cse``, ``remove_noop_ops``) is
+registered directly; these adapters supply what the others need besides the graph: an
+ExportedProgram, a map of constants, a device. Each adapter is one of the shapes of
+``fxfuzz.core.shapes``. torch modules are imported on call: loading the registry imports none.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from torch import fx
+from torch.export.graph_signature import ExportGraphSignature, InputKind
+
+
+def eliminate_dead_code(graph: fx.Graph) -> None:
+    """``Graph.eliminate_dead_code()`` with torch's own impurity rule; its bool (whether anything
+    was removed) is not a result."""
+    graph.eliminate_dead_code()
+
+
+def cse(gm: fx.GraphModule) -> Any:
+    """torch.fx's dialect-agnostic ``CSEPass``, with the ops its docstring says a functional
+    dialect must ban (random and in-place ones: ``get_CSE_banned_ops``)."""
+    from torch.fx.passes.dialect.common.cse_pass import CSEPass, get_CSE_banned_ops
+
+    return CSEPass(get_CSE_banned_ops())(gm)
+
+
+def split_const_subgraphs(gm: fx.GraphModule) -> fx.GraphModule:
+    """``const_fold.split_const_subgraphs`` with its defaults: a FoldedGraphModule that computes
+    the constant part on its first call."""
+    from torch.fx.experimental.const_fold import split_const_subgraphs as split
+
+    return split(gm)
+
+
+def constant_fold(gm: fx.GraphModule) -> None:
+    """torch.export's ``constant_fold`` (``torch._export.passes.constant_folding``), in place,
+    with no constraint."""
+    from torch._export.passes.constant_folding import constant_fold as fold
+
+    fold(gm)
+
+
+def lift_constants(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+    """``lift_constants_pass(gm, graph_signature, constant_attrs)`` as torch.export calls it, with
+    ``constant_attrs`` mapping each tensor the graph reads by ``get_attr`` to its name (export
+    gathers them from the module's attributes, which are these). It changes both in place."""
+    from torch._export.passes.lift_constants_pass import ConstantAttrMap, lift_constants_pass
+
+    constants = ConstantAttrMap()
+    for node in gm.graph.find_nodes(op="get_attr"):
+        value = _attr(gm, node.target)
+        if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+            constants.add(value, node.target)
+    lift_constants_pass(gm, graph_signature, constants)
+    return gm, graph_signature
+
+
+def remove_effect_tokens(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+    """torch.export's ``_remove_effect_tokens`` on the ExportedProgram of the graph."""
+    from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
+
+    return _on_program(_remove_effect_tokens, gm, graph_signature)
+
+
+def move_to_cpu(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+    """torch.export's ``move_to_device_pass`` to ``"cpu"`` on the ExportedProgram of a CPU graph:
+    it must change nothing the graph does."""
+    from torch.export.passes import move_to_device_pass
+
+    return _on_program(lambda program: move_to_device_pass(program, "cpu"), gm, graph_signature)
+
+
+def _attr(gm: fx.GraphModule, target: Any) -> Any:
+    obj: Any = gm
+    for part in str(target).split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _on_program(run: Any, gm: fx.GraphModule, sig: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+    """``run`` on the ExportedProgram of ``gm``; its graph module and signature. The program
+    keeps the pytree calling convention in its call graph, its graph flat (the constructor
+    resets the codegen): the result gets ``gm``'s codegen back, as ``ExportedProgram.module()``
+    would put it."""
+    codegen = copy.deepcopy(gm.graph._codegen)
+    program = run(_program(gm, sig))
+    program.graph_module.graph._codegen = codegen
+    program.graph_module.recompile()
+    return program.graph_module, program.graph_signature
+
+
+def _program(gm: fx.GraphModule, sig: ExportGraphSignature) -> Any:
+    """The ExportedProgram of ``gm`` that these passes take. A pass sees only the graph: the
+    state dict holds empty stand-ins for the lifted parameters and buffers (the graph reads
+    them as inputs, so their values never reach it), and the constructor's verifier is
+    torch.export's training-IR one, which accepts pre-dispatch graphs."""
+    import torch.utils._pytree as pytree
+    from torch._export.verifier import TrainingIRVerifier
+    from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
+
+    state: dict[str, Any] = {}
+    constants: dict[str, Any] = {}
+    for spec in sig.input_specs:
+        if spec.kind == InputKind.PARAMETER:
+            state[spec.target] = torch.nn.Parameter(torch.empty(0))
+        elif spec.kind == InputKind.BUFFER and spec.persistent:
+            state[spec.target] = torch.empty(0)
+        elif spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            constants[spec.target] = torch.empty(0)
+    in_spec = pytree.tree_flatten((tuple(0 for _ in sig.user_inputs), {}))[1]
+    out_spec = pytree.tree_flatten(tuple(0 for _ in sig.output_specs))[1]
+    calls = [ModuleCallEntry("", ModuleCallSignature(inputs=[], outputs=[], in_spec=in_spec, out_spec=out_spec))]
+    return ExportedProgram(
+        root=gm,
+        graph=gm.graph,
+        graph_signature=sig,
+        state_dict=state,
+        range_constraints={},
+        module_call_graph=calls,
+        constants=constants,
+        verifiers=[TrainingIRVerifier],
+    )
