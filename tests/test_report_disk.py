@@ -98,3 +98,23 @@ def test_a_merge_whose_disk_fills_up_exits_4(tmp_path, capsys):
     assert json.loads((out / "report.json").read_text())["new_findings"] == 1  # the rest was written
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == f"fxfuzz: error: the report in {out} is incomplete: could not write report.md: No space left on device"
+
+
+def test_a_gate_whose_disk_fills_up_exits_4(tmp_path, monkeypatch, capsys):
+    from fxfuzz.cli import gate as gate_cli
+
+    out = tmp_path / "report"
+    write_all = gate_cli.write_all
+
+    def then_full(*args, **kwargs):
+        with full_disk(out):
+            return write_all(*args, **kwargs)
+
+    monkeypatch.setattr(gate_cli, "write_all", then_full)
+    argv = ["gate", "--candidate", "identity", "--max-examples", "1", "--max-shrink-s", "0", "--report-dir", str(out)]
+    assert main(argv) == 4
+    captured = capsys.readouterr()
+    # The regressions are printed although none of the report could be written.
+    assert "corpus cases in" in captured.out and "REGRESSION" in captured.out and "report written" not in captured.out
+    (line,) = [x for x in captured.err.splitlines() if x.startswith("fxfuzz: error:")]
+    assert "report.json: No space left on device" in line and "Traceback" not in captured.err
