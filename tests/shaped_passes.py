@@ -56,11 +56,12 @@ def drops_toggles(gm):
 
 
 def hoists_across_toggle(gm):
-    """Broken: each call right after a toggle moved in front of it (to the other grad mode)."""
-    for toggle in _toggles(gm):
-        after = toggle.next
-        if after.op == "call_function" and toggle not in after.all_input_nodes:
-            toggle.prepend(after)
+    """Broken: each toggle moved in front of the ATen call just before it, which so runs in the
+    next region's grad mode."""
+    for toggle in [n for n in gm.graph.nodes if n.target is torch._C._set_grad_enabled]:
+        before = toggle.prev
+        if before.op == "call_function" and isinstance(before.target, torch._ops.OpOverload):
+            before.prepend(toggle)
     return gm
 
 
