@@ -59,17 +59,23 @@ class Observed:
     ) -> None:
         self.case, self.pass_fn, self.gm, self.sig, self.contract, self.device = case, pass_fn, gm, sig, contract, device
         self.labels = input_labels(case)
+        self.ref: Reference | None = None
         self.traced: AtSizes | None = None
         self.others: list[AtSizes] = []
+        self._sized = False
 
     def build(self, needs: Needs) -> None:
         """Run what ``needs`` asks for and this example has not run yet, each in its timed step."""
-        if needs & (Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES) and self.traced is None:
+        if needs & (Needs.REFERENCE | Needs.RESULT) and self.ref is None:
             with step("reference runs (original graph)"):
-                ref = Reference(self.case.gm, self.case.inputs, self.case.ambient_grad, self.labels, "cpu")
+                self.ref = Reference(self.case.gm, self.case.inputs, self.case.ambient_grad, self.labels, "cpu")
+        if Needs.RESULT in needs and self.traced is None:
+            assert self.ref is not None
             with step("transformed runs and comparison"):
-                semantic, got = compare_graphs(self.gm, ref, self.grads_exact)
-            self.traced = AtSizes({}, ref, got, judged(self.contract, SEMANTIC, semantic))
+                semantic, got = compare_graphs(self.gm, self.ref, self.grads_exact)
+            self.traced = AtSizes({}, self.ref, got, judged(self.contract, SEMANTIC, semantic))
+        if Needs.OTHER_SIZES in needs and not self._sized:
+            self._sized = True
             with step("runs at other sizes"):
                 self.others = observe_sizes(self.case, self.gm, self.labels, self.grads_exact)
 

@@ -24,7 +24,7 @@ from tests.handmade import no_grad_region_case
 COUNTED = '''
 import os
 import time
-from fxfuzz.core.contract import NONE
+from fxfuzz.core.contract import MEANING
 from fxfuzz.core.passes import load_pass
 
 MARK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls")
@@ -41,7 +41,7 @@ def identity(gm, sig):
     return gm, sig
 
 
-identity.fxfuzz_contract = NONE
+identity.fxfuzz_contract = MEANING
 
 
 def real_pass(gm, sig):

@@ -21,7 +21,7 @@ from fxfuzz.core.serialize import graph_targets
 KILLER = '''
 import ctypes, time
 import torch
-from fxfuzz.core.contract import NONE
+from fxfuzz.core.contract import MEANING
 
 def killer(gm, sig):
     targets = {n.target for m in gm.modules() if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes}
@@ -31,7 +31,7 @@ def killer(gm, sig):
         time.sleep(600)
     return gm, sig
 
-killer.fxfuzz_contract = NONE
+killer.fxfuzz_contract = MEANING
 '''
 
 
@@ -130,7 +130,7 @@ def test_a_campaign_whose_workers_cannot_start_fails_loudly(tmp_path):
 # start-up, so the example is never run again and the slot ends with a dead worker.
 CRASHES_THEN_WORKERS_DIE = """
 import ctypes, os, sys
-from fxfuzz.core.contract import NONE
+from fxfuzz.core.contract import MEANING
 MARK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "crashed")
 if sys.argv[0].endswith("worker.py") and os.path.exists(MARK):
     os._exit(7)
@@ -143,7 +143,7 @@ def crashes_later(gm, sig):
         ctypes.string_at(0)
     return gm, sig
 
-crashes_later.fxfuzz_contract = NONE
+crashes_later.fxfuzz_contract = MEANING
 """
 
 
@@ -214,7 +214,7 @@ class PidPipe:
 # worker processes: the CLI process loads (and may call) the pass too.
 SIGNALLING_PASS = """
 import os, signal, sys, time
-from fxfuzz.core.contract import NONE
+from fxfuzz.core.contract import MEANING
 
 IN_WORKER = sys.argv[0].endswith("worker.py")
 
@@ -226,7 +226,7 @@ def the_pass(gm, sig):
 {behaviour}
     return gm, sig
 
-the_pass.fxfuzz_contract = NONE
+the_pass.fxfuzz_contract = MEANING
 """
 
 
