@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fxfuzz.core.case import GraphCase
-from fxfuzz.core.choices import DEVICES
+from fxfuzz.core.choices import DEFAULT_STAGE_SHARE, DEVICES
 from fxfuzz.core.contract import PassContract
 from fxfuzz.core.passes import PassFn, contract_of
 from fxfuzz.oracles.crash import crash_finding
@@ -59,22 +59,30 @@ def _guarded(oracle: str, check: Callable[[], list[Finding]]) -> list[Finding]:
         ]
 
 
-def verify(case: GraphCase, pass_fn: PassFn, contract: PassContract | None = None, device: str = "cpu") -> list[Finding]:
+def verify(
+    case: GraphCase,
+    pass_fn: PassFn,
+    contract: PassContract | None = None,
+    device: str = "cpu",
+    stage_share: float = DEFAULT_STAGE_SHARE,
+) -> list[Finding]:
     """Run ``pass_fn`` on a copy of ``case`` and return every check that failed.
 
     The original and the transformed graph each execute on their own copies of the inputs,
     under the ambient grad mode the pass ran in, on CPU; with ``device="cuda"`` on CUDA too,
-    plus CPU-against-CUDA parity. The transformed graph is consumed by the last check.
+    plus CPU-against-CUDA parity. A deterministic ``stage_share`` of cases (0 to 1) also goes
+    through torch.export's stages: they cost about ten times the rest of an example
+    (docs/oracles.md). The transformed graph is consumed by the last check.
     """
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     # The graphs run many times below; torch's mutation check of their cond/map calls, traced
     # anew on every call, is computed once per distinct call (fxfuzz.oracles.hop_checks).
     with memoized_hop_checks():
-        return _verify(case, pass_fn, contract or contract_of(pass_fn), device)
+        return _verify(case, pass_fn, contract or contract_of(pass_fn), device, stage_share)
 
 
-def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: str) -> list[Finding]:
+def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: str, stage_share: float) -> list[Finding]:
     try:
         result = apply_pass(case, pass_fn)
     except Exception as e:
@@ -112,7 +120,7 @@ def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: st
                 )
         # Only where the result means what the original does: a change of meaning is the
         # equivalence oracle's, and every stage would only repeat it.
-        stages = stages_selected(case.code(), case.ambient_grad) if not semantic else ()
+        stages = stages_selected(case.code(), case.ambient_grad, stage_share) if not semantic else ()
         if stages:
             with step("export stages (module, decompositions, save/load, unflatten)"):
                 traced = _guarded(

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import redis
 from fxfuzz.core.errors import UsageError
+from fxfuzz.core.settings import DatabaseSpec, redact
 from hypothesis.database import (
     DirectoryBasedExampleDatabase,
     ExampleDatabase,
@@ -28,15 +28,6 @@ REDIS_PREFIX = "redis://"
 GITHUB_PREFIX = "github:"
 # Seconds a Redis call may block: a campaign must not stall on a dead server.
 REDIS_TIMEOUT_S = 5.0
-
-
-@dataclass(frozen=True)
-class DatabaseSpec:
-    """Where examples live: ``local`` (a directory, always written first) and ``shared``
-    (``redis://host:port/db`` URLs, read and written; ``github:OWNER/REPO``, read only)."""
-
-    local: str
-    shared: tuple[str, ...] = ()
 
 
 def parse_databases(values: Sequence[str], default_local: str) -> DatabaseSpec:
@@ -59,11 +50,6 @@ def parse_databases(values: Sequence[str], default_local: str) -> DatabaseSpec:
         else:
             local = value
     return DatabaseSpec(local or default_local, tuple(dict.fromkeys(shared)))
-
-
-def redact(url: str) -> str:
-    """``url`` without its password, for reports and messages."""
-    return re.sub(r"//[^@/]*@", "//", url)
 
 
 def redis_client(url: str) -> redis.Redis:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from fxfuzz.core.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -39,3 +40,13 @@ SET_GRAD = PassContract(
 _AUTOCAST_HOP = getattr(torch.ops.higher_order, "wrap_with_autocast", None)
 AUTOCAST = PassContract("autocast", _autocast_targets(), (_AUTOCAST_HOP,) if _AUTOCAST_HOP is not None else ())
 NONE = PassContract("none")
+
+# Contracts by the name ``CampaignSettings.contract`` gives.
+CONTRACTS = {c.name: c for c in (SET_GRAD, AUTOCAST, NONE)}
+
+
+def contract_named(name: str) -> PassContract:
+    """The contract called ``name``; UsageError naming the choices for any other name."""
+    if name not in CONTRACTS:
+        raise UsageError(f"unknown contract {name!r}; expected one of {', '.join(CONTRACTS)}")
+    return CONTRACTS[name]
