@@ -11,8 +11,8 @@ stopping on them. ``StopReason`` says why it ended.
 from __future__ import annotations
 
 import contextlib
-import gc
 import enum
+import gc
 import hashlib
 import json
 import time
@@ -90,6 +90,8 @@ class StopReason(enum.StrEnum):
 
 
 class CampaignPhase(enum.Enum):
+    """Where a campaign is, in the order it goes (see the module doc)."""
+
     RERUN = "rerun"
     REPLAY_SAVED = "replay saved"
     GENERATE = "generate"

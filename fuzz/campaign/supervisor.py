@@ -168,14 +168,14 @@ class Supervisor:
         # Only with coverage on: an empty folder per campaign would pile up in the temp dir.
         self.cov_dir = tempfile.mkdtemp(prefix="fxfuzz-cov-") if campaign.coverage_include else None
         self.result.coverage_dir = self.cov_dir
-        # Each worker's start, one file (0600) in this folder (0700), which only this user can
-        # read; the worker deletes its file once read, ``run`` the folder at the end.
-        self.start_dir = tempfile.mkdtemp(prefix="fxfuzz-workers-")
         self.logs: list[Any] = []
         self.saved = _saved_failures(campaign, self._note)
         # Every worker, restarts included, registers the user operators of this process's
         # op table before drawing; one it cannot rebuild is refused here, not left out.
         self.ops = op_specs()
+        # Each worker's start, one file (0600) in this folder (0700), which only this user can
+        # read; the worker deletes its file once read, ``run`` the folder at the end.
+        self.start_dir = tempfile.mkdtemp(prefix="fxfuzz-workers-")
 
     # -- starting
     def _spawn(self, index: int, generation: int, quota: int, rerun: _Death | None = None, first: int = 0) -> _Worker:
