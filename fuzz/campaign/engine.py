@@ -426,7 +426,7 @@ class Campaign:
             else:
                 self._generated(case)
 
-        return example  # type: ignore[no-any-return]
+        return example
 
     def _generated(self, case: Example) -> None:
         ids = self._judge(case)

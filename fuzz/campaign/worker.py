@@ -75,7 +75,7 @@ class _Reporter:
         self.send(Started(self.data_of(case)))
         findings = self.judge(case, fn)
         self.send(Done())
-        return findings  # type: ignore[no-any-return]
+        return findings
 
     def counts(self, result: Any) -> None:
         self.send(Counts(result.examples, {bid: b.count for bid, b in result.buckets.items()}, dict(result.stats)))
