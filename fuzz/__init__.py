@@ -17,6 +17,10 @@ __version__ = "0.1.0"
 # test run, and ``fxfuzz --help`` and the campaign's worker boot must not import torch either.
 _EXPORTS = {
     "CampaignResult": "fxfuzz.campaign.engine",
+    "CampaignSettings": "fxfuzz.core.settings",
+    "Hooks": "fxfuzz.campaign.engine",
+    "StopReason": "fxfuzz.campaign.engine",
+    "Subject": "fxfuzz.campaign.engine",
     "run_campaign": "fxfuzz.campaign.engine",
     "FxfuzzError": "fxfuzz.core.errors",
     "Pass": "fxfuzz.core.passes",

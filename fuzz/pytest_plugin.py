@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fxfuzz.core.settings import CampaignSettings
 from hypothesis import HealthCheck, settings
 
 # Graph cases are slow to build next to Hypothesis's defaults, so no deadline and no
@@ -65,7 +66,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--fxfuzz-domain",
         dest="fxfuzz_domain",
-        default="export",
+        default=CampaignSettings.domain,
         metavar="DOMAIN",
         help="input space of the generated graphs: export (default), adversarial, or both",
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fxfuzz.core.case import GraphCase
-from fxfuzz.core.choices import DEVICES
+from fxfuzz.core.choices import DEFAULT_STAGE_SHARE, DEVICES
 from fxfuzz.core.contract import PassContract
 from fxfuzz.core.internal import InternalError, raised_by_fxfuzz
 from fxfuzz.core.passes import PassFn, contract_of
@@ -32,12 +32,20 @@ def apply_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, Any]:
         return pass_fn(work.gm, work.signature)
 
 
-def verify(case: GraphCase, pass_fn: PassFn, contract: PassContract | None = None, device: str = "cpu") -> list[Finding]:
+def verify(
+    case: GraphCase,
+    pass_fn: PassFn,
+    contract: PassContract | None = None,
+    device: str = "cpu",
+    stage_share: float = DEFAULT_STAGE_SHARE,
+) -> list[Finding]:
     """Run ``pass_fn`` on a copy of ``case`` and return every check that failed.
 
     The original and the transformed graph each execute on their own copies of the inputs,
     under the ambient grad mode the pass ran in, on CPU; with ``device="cuda"`` on CUDA too,
-    plus CPU-against-CUDA parity. The transformed graph is consumed by the last check.
+    plus CPU-against-CUDA parity. A deterministic ``stage_share`` of cases (0 to 1) also goes
+    through torch.export's stages: they cost about ten times the rest of an example
+    (docs/oracles.md). The transformed graph is consumed by the last check.
     ``contract`` (by default the pass's own) selects the checks. Raises ``InternalError``
     where fxfuzz's own code fails: that is never a finding against the pass.
     """
@@ -46,10 +54,10 @@ def verify(case: GraphCase, pass_fn: PassFn, contract: PassContract | None = Non
     # The graphs run many times below; torch's mutation check of their cond/map calls, traced
     # anew on every call, is computed once per distinct call (fxfuzz.oracles.hop_checks).
     with memoized_hop_checks():
-        return _verify(case, pass_fn, contract or contract_of(pass_fn), device)
+        return _verify(case, pass_fn, contract or contract_of(pass_fn), device, stage_share)
 
 
-def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: str) -> list[Finding]:
+def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: str, stage_share: float) -> list[Finding]:
     try:
         result = apply_pass(case, pass_fn)
     except Exception as e:
@@ -63,4 +71,4 @@ def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: st
         # Checked here, not by each check: what the checks are handed is theirs to trust, and
         # an error on it inside fxfuzz's code would read as fxfuzz's bug.
         return [Finding("crash", "bad_return", f"the pass returned a {type(sig).__name__} as its signature, not an ExportGraphSignature")]
-    return run_checks(Observed(case, pass_fn, gm, sig, contract, device))
+    return run_checks(Observed(case, pass_fn, gm, sig, contract, device, stage_share))

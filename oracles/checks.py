@@ -55,9 +55,17 @@ class Observed:
     their comparison, the clean-ups' modules, the stages selected and the second application."""
 
     def __init__(
-        self, case: GraphCase, pass_fn: Any, gm: fx.GraphModule, sig: Any, contract: PassContract, device: str
+        self,
+        case: GraphCase,
+        pass_fn: Any,
+        gm: fx.GraphModule,
+        sig: Any,
+        contract: PassContract,
+        device: str,
+        stage_share: float,
     ) -> None:
         self.case, self.pass_fn, self.gm, self.sig, self.contract, self.device = case, pass_fn, gm, sig, contract, device
+        self.stage_share = stage_share
         self.labels = input_labels(case)
         self.ref: Reference | None = None
         self.traced: AtSizes | None = None
@@ -95,7 +103,7 @@ class Observed:
         # Only where the result means what the original does: a change of meaning is the
         # equivalence oracle's, and every stage would only repeat it.
         assert self.traced is not None
-        return stages_selected(self.case.code(), self.case.ambient_grad) if not self.traced.findings else ()
+        return stages_selected(self.case.code(), self.case.ambient_grad, self.stage_share) if not self.traced.findings else ()
 
     @cached_property
     def cleaned(self) -> CleanedUp:

@@ -162,36 +162,28 @@ def check_stages(
     return findings
 
 
-# The share of examples ``verify`` takes through the stages (they cost about ten times the
-# rest of an example; see docs/oracles.md), and whether every example goes through them now.
-_SHARE = {"share": DEFAULT_STAGE_SHARE, "forced": False}
-
-
-def set_stage_share(share: float) -> None:
-    """Take the deterministic share ``share`` (0 to 1) of examples through the stages."""
-    if not 0.0 <= share <= 1.0:
-        raise ValueError(f"the stage share must lie between 0 and 1, got {share}")
-    _SHARE["share"] = share
+# Whether every example goes through the stages now, whatever share ``verify`` was given.
+_FORCED = {"forced": False}
 
 
 @contextlib.contextmanager
 def stages_forced(forced: bool = True) -> Iterator[None]:
     """Every example goes through the stages inside (while a downstream bucket shrinks, so
     every shrink attempt is judged alike)."""
-    before = _SHARE["forced"]
-    _SHARE["forced"] = forced or before
+    before = _FORCED["forced"]
+    _FORCED["forced"] = forced or before
     try:
         yield
     finally:
-        _SHARE["forced"] = before
+        _FORCED["forced"] = before
 
 
-def stages_selected(case_code: str, ambient: bool) -> tuple[str, ...]:
+def stages_selected(case_code: str, ambient: bool, share: float = DEFAULT_STAGE_SHARE) -> tuple[str, ...]:
     """The stages the case (its graph code and ambient grad mode) goes through: a hash of it
-    against the share (a fifth of it for decompositions), so replays and shrink attempts of
-    a case decide alike; every stage while forced."""
-    if _SHARE["forced"]:
+    against ``share`` (0 to 1; a fifth of it for decompositions), so replays and shrink
+    attempts of a case decide alike; every stage while forced."""
+    if _FORCED["forced"]:
         return tuple(STAGES)
     digest = hashlib.sha1(f"{ambient}|{case_code}".encode()).digest()
     h = int.from_bytes(digest[:4], "big") / 2**32
-    return tuple(s for s in STAGES if h < _SHARE["share"] * _RATE.get(s, 1.0))
+    return tuple(s for s in STAGES if h < share * _RATE.get(s, 1.0))

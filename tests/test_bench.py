@@ -44,7 +44,7 @@ def test_steps_are_timed_only_while_collecting():
 def test_harness_loop_sees_the_population(monkeypatch):
     """Same seed, same cases: the harness loop checks the very cases the pass was timed on."""
     seen = []
-    monkeypatch.setattr("fxfuzz.tools.bench.verify", lambda case, pass_fn: seen.append(case.code()) or [])
+    monkeypatch.setattr("fxfuzz.tools.bench.verify", lambda case, pass_fn, **kw: seen.append(case.code()) or [])
     harness_loop(5, 3, load_pass("identity"))
     assert seen == [c.code() for c in population(5, seed=3)]
     assert seen != [c.code() for c in population(5, seed=4)]

@@ -3,12 +3,19 @@ hooks see every bucket, and a stop request ends the campaign."""
 
 from __future__ import annotations
 
-from fxfuzz.campaign.engine import GRAPH_CASES, CampaignResult, SavedFailures, database_key, run_campaign
+from fxfuzz.campaign.engine import GRAPH_CASES, CampaignResult, Hooks, SavedFailures, Subject, database_key, run_campaign
 from fxfuzz.core.passes import load_pass
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles.crash import crash_finding
 from hypothesis.database import DirectoryBasedExampleDatabase, InMemoryExampleDatabase
 
 real = load_pass("set_grad")
+
+
+def campaign(pass_fn, *, check=None, database=None, stop=None, on_bucket=None, **settings) -> CampaignResult:
+    """``run_campaign`` with its settings given as keywords."""
+    hooks = Hooks(stop=stop, on_bucket=on_bucket)
+    return run_campaign(pass_fn, CampaignSettings(**settings), database=database, hooks=hooks, subject=Subject(check=check))
 
 
 def big_graph_bug(gm, sig):
@@ -32,8 +39,8 @@ def crash_only(case, pass_fn):
 def test_a_failure_found_once_replays_first_next_campaign(tmp_path):
     db = DirectoryBasedExampleDatabase(str(tmp_path / "db"))
     sizes: list[int] = []
-    first = run_campaign(
-        big_graph_bug, budget_s=120, max_examples=80, seed_=1, database=db, check=crash_only,
+    first = campaign(
+        big_graph_bug, budget_s=120, max_examples=80, seed=1, database=db, check=crash_only,
         on_bucket=lambda b: sizes.append(b.graph_nodes),
     )
     assert len(first.buckets) == 1, first.buckets
@@ -42,8 +49,8 @@ def test_a_failure_found_once_replays_first_next_campaign(tmp_path):
     # Shrunk: smaller than the example that first showed it, and still big enough to crash.
     assert 8 <= bucket.graph_nodes == sizes[-1] < sizes[0]
 
-    control = run_campaign(big_graph_bug, budget_s=60, max_examples=1, seed_=2, check=crash_only)
-    again = run_campaign(big_graph_bug, budget_s=60, max_examples=1, seed_=2, database=db, check=crash_only)
+    control = campaign(big_graph_bug, budget_s=60, max_examples=1, seed=2, check=crash_only)
+    again = campaign(big_graph_bug, budget_s=60, max_examples=1, seed=2, database=db, check=crash_only)
     assert not control.buckets, "without the database the first example must be clean"
     assert set(again.buckets) == set(first.buckets) and again.examples == 1
 
@@ -59,8 +66,8 @@ def _campaign(db: DirectoryBasedExampleDatabase, seed: int, stop_when_found: boo
     unshrunk), or left to shrink it for a second; replaying the saved examples first, or not (as a
     parallel campaign's second worker does not)."""
     found: list[int] = []
-    return run_campaign(
-        big_graph_bug, budget_s=120, max_examples=40, seed_=seed, database=db, check=crash_only, max_shrink_s=1.0,
+    return campaign(
+        big_graph_bug, budget_s=120, max_examples=40, seed=seed, database=db, check=crash_only, max_shrink_s=1.0,
         replay_saved=replay, stop=(lambda: bool(found)) if stop_when_found else None,
         on_bucket=lambda b: found.append(b.graph_nodes),
     )
@@ -76,7 +83,7 @@ def test_the_database_never_gives_back_a_larger_example_than_it_was_given(tmp_pa
         smallest = min(bucket.graph_nodes, smallest or bucket.graph_nodes)
         assert min(_saved_sizes(db)) == smallest, (seed, _saved_sizes(db))
     assert _saved_sizes(db) == [smallest]  # a replay drops the larger examples of its buckets
-    (again,) = run_campaign(big_graph_bug, budget_s=60, max_examples=1, database=db, check=crash_only).buckets.values()
+    (again,) = campaign(big_graph_bug, budget_s=60, max_examples=1, database=db, check=crash_only).buckets.values()
     assert again.graph_nodes == smallest
 
 
@@ -102,7 +109,7 @@ def test_buckets_deduplicate_and_hooks_see_each_bucket():
     def always(gm, sig):
         raise ValueError("planted")
 
-    result = run_campaign(always, budget_s=60, max_examples=15, check=crash_only, on_bucket=lambda b: seen.append(b.id))
+    result = campaign(always, budget_s=60, max_examples=15, check=crash_only, on_bucket=lambda b: seen.append(b.id))
     assert list(result.buckets) == [seen[0]] and set(seen) == {seen[0]}
     (bucket,) = result.buckets.values()
     assert bucket.count == result.examples == 15
@@ -112,14 +119,14 @@ def test_buckets_deduplicate_and_hooks_see_each_bucket():
 
 
 def test_stop_request_ends_the_campaign():
-    result = run_campaign(real, budget_s=60, max_examples=50, stop=lambda: True)
+    result = campaign(real, budget_s=60, max_examples=50, stop=lambda: True)
     assert result.examples == 0 and result.stopped_by == "stopped"
 
 
 def test_shrinking_stops_at_its_time_limit_keeping_the_example():
     sizes: list[int] = []
-    result = run_campaign(
-        big_graph_bug, budget_s=60, max_examples=80, seed_=1, check=crash_only, max_shrink_s=0.0,
+    result = campaign(
+        big_graph_bug, budget_s=60, max_examples=80, seed=1, check=crash_only, max_shrink_s=0.0,
         on_bucket=lambda b: sizes.append(b.graph_nodes),
     )
     (bucket,) = result.buckets.values()
@@ -131,11 +138,10 @@ def test_shrinking_stops_at_its_time_limit_keeping_the_example():
 def test_known_buckets_are_counted_but_not_shrunk():
     """A baseline bucket keeps the first example that showed it, and every example counts."""
     import broken_passes as bp
-    from fxfuzz.campaign.engine import run_campaign
 
-    (bid,) = run_campaign(bp.crashes, budget_s=120, max_examples=1).buckets
+    (bid,) = campaign(bp.crashes, budget_s=120, max_examples=1).buckets
     seen: list[int] = []
-    result = run_campaign(
+    result = campaign(
         bp.crashes, budget_s=120, max_examples=25, known=frozenset({bid}),
         on_bucket=lambda b: seen.append(b.graph_nodes),
     )
@@ -158,7 +164,7 @@ def test_a_default_campaign_finds_a_result_export_cannot_save():
         if b.finding.oracle == "downstream" and b not in found:
             found.append(b)
 
-    result = run_campaign(bp.unsaveable, budget_s=600, max_examples=400, seed_=0, max_shrink_s=10, on_bucket=on_bucket, stop=lambda: bool(found))
+    result = campaign(bp.unsaveable, budget_s=600, max_examples=400, seed=0, max_shrink_s=10, on_bucket=on_bucket, stop=lambda: bool(found))
     found = [b for b in result.buckets.values() if b.finding.oracle == "downstream"]
     assert [b.finding.kind for b in found] == ["save_load_raised"], [str(b.finding) for b in result.buckets.values()]
 
@@ -175,8 +181,8 @@ def test_a_downstream_bucket_shrinks_with_every_attempt_through_the_stages():
         return [Finding("downstream", "save_load_raised", "planted")] if staged and case.compute_nodes() >= 3 else []
 
     seen = []
-    result = run_campaign(
-        lambda gm, sig: (gm, sig), budget_s=120, max_examples=2000, seed_=0, check=check, max_shrink_s=30,
+    result = campaign(
+        lambda gm, sig: (gm, sig), budget_s=120, max_examples=2000, seed=0, check=check, max_shrink_s=30,
         on_bucket=seen.append, stop=lambda: any(b.graph_nodes == 3 for b in seen),
     )  # fmt: skip
     [bucket] = result.buckets.values()
@@ -205,7 +211,7 @@ def test_a_bucket_a_shrink_attempt_shows_first_is_kept():
         return gm, sig
 
     seen, db = [], InMemoryExampleDatabase()
-    result = run_campaign(identity, budget_s=60, max_examples=100, seed_=0, check=check, database=db,
+    result = campaign(identity, budget_s=60, max_examples=100, seed=0, check=check, database=db,
                           max_shrink_s=10, on_bucket=seen.append, stop=lambda: len({b.finding.kind for b in seen}) > 1)  # fmt: skip
     assert sorted(b.finding.kind for b in result.buckets.values()) == ["a_raised", "b_raised"]
     assert result.examples == first[1] and len(calls) > first[1]

@@ -11,7 +11,8 @@ import sys
 import pytest
 import torch
 import user_ops
-from fxfuzz.campaign.supervisor import CampaignOptions, Supervisor, run_parallel
+from fxfuzz.campaign.supervisor import ParallelCampaign, Supervisor, run_parallel
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.cli.main import main
 from fxfuzz.core.errors import UsageError
 from fxfuzz.strategies import register_op
@@ -45,7 +46,7 @@ def test_run_with_op_draws_it_in_two_workers_and_its_finding_replays_in_a_fresh_
 def test_run_parallel_hands_the_operators_registered_in_python_to_its_workers():
     entry = register_op(user_ops.SCALE)  # by object: its spec is the module attribute holding it
     try:
-        result = run_parallel(CampaignOptions(pass_spec="identity", workers=2, max_examples=40, budget_s=300))
+        result = run_parallel(ParallelCampaign("identity", CampaignSettings(workers=2, max_examples=40, budget_s=300)))
     finally:
         unregister_op(entry.name)
     assert not result.worker_errors, result.worker_errors
@@ -57,8 +58,8 @@ def test_a_worker_restarted_after_a_death_draws_the_operator_again():
     entry = register_op(f"{source}:SCALE")
     try:
         # Seed 1: 3 deaths in the first 10 examples (7 in 40, at twice the time).
-        opts = CampaignOptions(pass_spec=f"{source}:segfaults_on_scale", seed=1, workers=1, max_examples=10, budget_s=300)
-        result = run_parallel(opts)
+        settings = CampaignSettings(seed=1, workers=1, max_examples=10, budget_s=300)
+        result = run_parallel(ParallelCampaign(f"{source}:segfaults_on_scale", settings))
     finally:
         unregister_op(entry.name)
     # The first worker dies on an example calling the operator, its replacement on that
@@ -72,7 +73,7 @@ def test_a_registration_no_worker_can_rebuild_is_refused_not_dropped():
     entry = register_op(torch.ops.userops.scale, arguments=user_ops._factor)
     try:
         with pytest.raises(UsageError, match="userops::scale.*register it by spec"):
-            Supervisor(CampaignOptions(pass_spec="identity", workers=2))
+            Supervisor(ParallelCampaign("identity", CampaignSettings(workers=2)))
     finally:
         unregister_op(entry.name)
 

@@ -13,8 +13,10 @@ import xml.etree.ElementTree as ET
 import broken_passes as bp
 import pytest
 from fxfuzz.campaign.gate import gate_corpus, regressions, regressions_both_modes, run_gate, run_gate_parallel
+from fxfuzz.campaign.protocol import Task, WorkerStart
 from fxfuzz.campaign.worker import judgement
 from fxfuzz.core.passes import load_pass
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.tools.mutants import load_pass_variant
 from handmade import no_grad_region_case
 from test_workers import DIES_IN_WORKERS
@@ -85,13 +87,13 @@ def test_fresh_copy_of_the_real_pass_has_no_regression(corpus):
     installed one: same behaviour on the whole corpus and on fresh cases in both grad modes."""
     copy = load_pass_variant("set_grad")
     assert copy is not REAL
-    result = run_gate(copy, REAL, corpus, budget_s=1e9, max_examples=15)  # a count, not a time limit
+    result = run_gate(copy, REAL, corpus, CampaignSettings(budget_s=1e9, max_examples=15))  # a count, not a time limit
     assert result.corpus_cases == len(corpus) and result.campaign.examples == 15
     assert result.buckets == {}
 
 
 def test_broken_candidate_regresses_on_the_corpus(corpus):
-    result = run_gate(bp.drops_toggles, REAL, corpus, budget_s=1e9, max_examples=1)
+    result = run_gate(bp.drops_toggles, REAL, corpus, CampaignSettings(budget_s=1e9, max_examples=1))
     oracles = {b.finding.oracle for b in result.buckets.values()}
     assert {"equivalence", "gradients"} <= oracles
     assert all(b.source in dict(corpus) for b in result.buckets.values())
@@ -143,8 +145,8 @@ def test_worker_judgement_is_the_gates():
     """What a gate worker loads by name judges as the in-process gate does: both grad
     modes, regressions only (the real pass against itself has none)."""
     heard = []
-    cfg = {"check": "fxfuzz.campaign.gate:gate_check", "check_args": {"baseline": "set_grad"}, "device": "cpu"}
-    judge = judgement(cfg, heard.append)
+    task = Task("fxfuzz.campaign.gate:gate_check", {"baseline": "set_grad"})
+    judge = judgement(WorkerStart("set_grad", CampaignSettings(), task, [], 0.0, 0), heard.append)
     case = no_grad_region_case(True)
     assert judge(case, REAL) == []
     assert heard == [False, True, False, True]  # per grad mode: the baseline, then the candidate
@@ -232,7 +234,7 @@ def test_the_corpus_goes_on_after_the_case_that_killed_its_worker(tmp_path, corp
     restart, no finding."""
     (tmp_path / "faulty.py").write_text(FAULTY)
     result = run_gate_parallel(
-        f"{tmp_path / 'faulty.py'}:{fault}", "set_grad", [], workers=1, budget_s=1e9, max_examples=1, example_timeout_s=5
+        f"{tmp_path / 'faulty.py'}:{fault}", "set_grad", [], CampaignSettings(budget_s=1e9, max_examples=1, example_timeout_s=5)
     )
     assert result.corpus_cases == len(corpus) and result.restarts == 1 and result.campaign.examples == 1
     assert not result.buckets

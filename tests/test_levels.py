@@ -11,6 +11,7 @@ from fxfuzz.campaign.levels import budget_plan, merge_results, run_levels
 from fxfuzz.cli.main import main
 from fxfuzz.core.known import for_level, known_reason, load_known
 from fxfuzz.core.passes import load_pass
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.core.program import Program
 from fxfuzz.oracles import Finding
 from fxfuzz.report.folder import Extras, report_dict
@@ -46,7 +47,7 @@ def test_merge_keeps_levels_apart_and_counts_each():
 def test_run_levels_mixed_runs_both_levels():
     # torch's known findings are not shrunk (one at the program level took a minute to shrink).
     known = frozenset(load_known("fxfuzz-known.txt"))
-    result = run_levels(load_pass("set_grad"), "mixed", budget_s=300, max_examples=2, seed_=3, known=known)
+    result = run_levels(load_pass("set_grad"), CampaignSettings(level="mixed", budget_s=300, max_examples=2, seed=3, known=known))
     assert result.stats["level:graph:examples"] == 2 and result.stats["level:program:examples"] == 2
     assert result.examples == 4
 

@@ -9,9 +9,10 @@ import broken_passes as bp
 import handmade as hm
 import pytest
 import torch
-from fxfuzz.campaign.engine import bucket_id, run_campaign
+from fxfuzz.campaign.engine import Hooks, bucket_id, run_campaign
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import verify
 from fxfuzz.oracles.autograd_graph import probe
 from fxfuzz.oracles.execute import run_graph
@@ -164,6 +165,7 @@ def test_default_campaign_finds_the_planted_autograd_bug_as_a_new_bucket(broken,
         if b.finding.kind.startswith(prefix) and b.id not in KNOWN:
             found.append(b)
 
-    result = run_campaign(broken, budget_s=600, max_examples=400, known=KNOWN, on_bucket=on_bucket, stop=lambda: bool(found))
+    settings = CampaignSettings(budget_s=600, max_examples=400, known=KNOWN)
+    result = run_campaign(broken, settings, hooks=Hooks(stop=lambda: bool(found), on_bucket=on_bucket))
     assert found, result.examples
     assert not [f for f in verify(found[0].case, REAL) if f.kind.startswith(prefix)]

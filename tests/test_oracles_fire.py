@@ -252,7 +252,7 @@ def test_downstream_fires_on_a_result_export_cannot_save_and_blames_only_the_pas
 
 def test_the_stage_share_is_a_deterministic_function_of_the_case():
     from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
-    from fxfuzz.oracles.stages import STAGES, set_stage_share, stages_forced, stages_selected
+    from fxfuzz.oracles.stages import STAGES, stages_forced, stages_selected
 
     codes = [f"graph {i}" for i in range(2000)]
     picked = [c for c in codes if stages_selected(c, True)]
@@ -261,8 +261,5 @@ def test_the_stage_share_is_a_deterministic_function_of_the_case():
     assert all(stages_selected(c, True) in (tuple(STAGES), cheap) for c in picked)
     with stages_forced():
         assert stages_selected(codes[0], True) == tuple(STAGES)
-    set_stage_share(0.0)
-    try:
-        assert not any(stages_selected(c, True) for c in codes)
-    finally:
-        set_stage_share(DEFAULT_STAGE_SHARE)
+    assert not any(stages_selected(c, True, 0.0) for c in codes)
+    assert all(stages_selected(c, True, 1.0) for c in codes)

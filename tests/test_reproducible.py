@@ -12,10 +12,10 @@ import hashlib, math, sys
 if sys.argv[1] == "with":
     sys.path.insert(0, sys.argv[2])
     import consts
-from fxfuzz import load_pass, run_campaign
+from fxfuzz import CampaignSettings, Subject, load_pass, run_campaign
 codes = []
-run_campaign(load_pass("identity"), budget_s=math.inf, max_examples=25, seed_=3,
-             check=lambda case, fn: codes.append(case.code()) or [])
+run_campaign(load_pass("identity"), CampaignSettings(budget_s=math.inf, max_examples=25, seed=3),
+             subject=Subject(check=lambda case, fn: codes.append(case.code()) or []))
 print(hashlib.sha256("".join(codes).encode()).hexdigest())
 """
 

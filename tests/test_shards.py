@@ -16,9 +16,10 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from fxfuzz.campaign.engine import GRAPH_CASES, SavedFailures, database_key, run_campaign
+from fxfuzz.campaign.engine import GRAPH_CASES, SavedFailures, Subject, database_key, run_campaign
 from fxfuzz.campaign.supervisor import worker_seed
 from fxfuzz.core.passes import load_pass
+from fxfuzz.core.settings import CampaignSettings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 BROKEN = os.path.join(os.path.dirname(__file__), "broken_passes.py") + ":leaves_toggles"
@@ -85,7 +86,8 @@ def test_two_shards_draw_different_examples():
 
     def drawn(shard: tuple[int, int]) -> list[str]:
         seen: list[str] = []
-        run_campaign(identity, max_examples=40, budget_s=120, seed_=worker_seed(0, shard, 0, 0), check=lambda c, f: seen.append(c.code()) or [])
+        settings = CampaignSettings(max_examples=40, budget_s=120, seed=worker_seed(0, shard, 0, 0))
+        run_campaign(identity, settings, subject=Subject(check=lambda c, f: seen.append(c.code()) or []))
         return seen
 
     one, two = drawn((1, 2)), drawn((2, 2))

@@ -17,6 +17,7 @@ from fxfuzz.core.capture import from_module
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.rebuild import inputs_at
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
 from fxfuzz.oracles import downstream, verify
 from fxfuzz.oracles.stages import stages_forced
@@ -152,7 +153,7 @@ def test_structure_catches_a_frozen_symint_operand(dynamic_corpus):
 
 @pytest.mark.parametrize("broken", [bp.freezes_symint_operands, bp.drops_symint_operands])
 def test_gate_on_the_corpus_rejects_size_specializing_passes(dynamic_corpus, broken):
-    result = run_gate(broken, REAL, dynamic_corpus, budget_s=1e9, max_examples=0)
+    result = run_gate(broken, REAL, dynamic_corpus, CampaignSettings(budget_s=1e9, max_examples=0))
     assert any("sizes" in b.finding.details for b in result.buckets.values()), result.buckets
 
 

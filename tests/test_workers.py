@@ -170,13 +170,14 @@ def test_a_campaign_leaves_no_coverage_folder_behind(tmp_path, monkeypatch):
 def test_the_supervisor_keeps_the_smallest_example_a_worker_died_on(tmp_path):
     """Deaths of one bucket come in any order; the database keeps the smallest example."""
     from fxfuzz.campaign.database import DatabaseSpec
-    from fxfuzz.campaign.supervisor import CampaignOptions, Supervisor
+    from fxfuzz.campaign.supervisor import ParallelCampaign, Supervisor
+    from fxfuzz.core.settings import CampaignSettings
     from fxfuzz.core.serialize import case_to_dict
     from fxfuzz.oracles import Finding
     from handmade import no_grad_region_case, view_output_case
 
     small, large = case_to_dict(view_output_case()), case_to_dict(no_grad_region_case())
-    sup = Supervisor(CampaignOptions(pass_spec="identity", database=DatabaseSpec(str(tmp_path / "db"))))
+    sup = Supervisor(ParallelCampaign("identity", CampaignSettings(db=DatabaseSpec(str(tmp_path / "db")))))
     died = Finding("crash", "process_died", "planted", {"exception": "SIGSEGV", "frame": "<native>"})
     for case in (small, large):
         bid = sup._record_crash(died, case, None)
@@ -302,15 +303,16 @@ def test_a_worker_killed_between_examples_is_restarted_and_is_no_finding(monkeyp
     real SIGKILLed process under a hand-made record of one that ran 3 of its 10 examples.)"""
     from multiprocessing.connection import Pipe
 
-    from fxfuzz.campaign.supervisor import CampaignOptions, Supervisor, _Worker
+    from fxfuzz.campaign.supervisor import ParallelCampaign, Supervisor, WorkerState, _Worker
+    from fxfuzz.core.settings import CampaignSettings
 
-    sup = Supervisor(CampaignOptions(pass_spec="identity", max_examples=10))
+    sup = Supervisor(ParallelCampaign("identity", CampaignSettings(max_examples=10)))
     spawned: list[tuple] = []
     monkeypatch.setattr(sup, "_spawn", lambda *args: spawned.append(args))
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     proc.kill()
     proc.wait()
-    w = _Worker(0, 0, 10, proc, Pipe()[0], time.monotonic(), examples=3, began=True)
+    w = _Worker(0, 0, 10, proc, Pipe()[0], time.monotonic(), state=WorkerState.BETWEEN, examples=3)
     sup.workers.append(w)
     sup._exited(w, proc.returncode)
     assert spawned == [(0, 1, 7, None, 3)] and sup.result.restarts == 1  # 3: where a listed share would go on

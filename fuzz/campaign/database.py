@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import redis
 from fxfuzz.core.errors import UsageError
+from fxfuzz.core.settings import DatabaseSpec, redact
 from hypothesis.database import (
     DirectoryBasedExampleDatabase,
     ExampleDatabase,
@@ -30,15 +29,6 @@ REDIS_PREFIXES = ("redis://", "rediss://")
 GITHUB_PREFIX = "github:"
 # Seconds a Redis call may block: a campaign must not stall on a dead server.
 REDIS_TIMEOUT_S = 5.0
-
-
-@dataclass(frozen=True)
-class DatabaseSpec:
-    """Where examples live: ``local`` (a directory, always written first) and ``shared``
-    (``redis://`` and ``rediss://`` URLs, read and written; ``github:OWNER/REPO``, read only)."""
-
-    local: str
-    shared: tuple[str, ...] = ()
 
 
 def parse_databases(values: Sequence[str], default_local: str) -> DatabaseSpec:
@@ -61,24 +51,6 @@ def parse_databases(values: Sequence[str], default_local: str) -> DatabaseSpec:
         else:
             local = value
     return DatabaseSpec(local or default_local, tuple(dict.fromkeys(shared)))
-
-
-def redact(url: str) -> str:
-    """``url`` with its password (``user:PASSWORD@`` or ``?password=``, as redis-py reads
-    them) replaced by ``***``, for reports and messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # not even a URL: nothing of it is shown
-        return url.partition(":")[0] + ":(malformed URL)"
-    # The last @ ends the user part, as for urllib and redis-py: a password may hold an @.
-    user, at, host = parts.netloc.rpartition("@")
-    if at and ":" in user:
-        user = user.partition(":")[0] + ":***"
-    query = "&".join(
-        f"{k}={'***' if unquote(k).lower() == 'password' else v}" if eq else k
-        for k, eq, v in (item.partition("=") for item in parts.query.split("&") if parts.query)
-    )
-    return parts._replace(netloc=user + at + host, query=query).geturl()
 
 
 def _password(url: str) -> str | None:

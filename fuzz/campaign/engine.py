@@ -1,13 +1,17 @@
 """The campaign driver: Hypothesis generates cases, the pass rewrites them, oracles judge.
 
-A campaign runs in rounds. In each round Hypothesis generates cases until one shows a
-finding in a bucket not yet minimized; Hypothesis then shrinks that case and the round
-ends. Later rounds keep counting the buckets already minimized without stopping on them.
+A campaign (``Campaign``: one object holds its state) runs in named phases, in order:
+``rerun`` (examples a caller hands over, judged whatever the limits say), ``replay saved``
+(the database's saved failures), then rounds of ``generate`` and ``shrink``: Hypothesis
+generates cases until one shows a finding in a bucket not yet minimized, then shrinks that
+case, and the round ends. Later rounds keep counting the buckets already minimized without
+stopping on them. ``StopReason`` says why it ended.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import gc
 import hashlib
 import json
@@ -17,16 +21,19 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fxfuzz.campaign.database import open_database
 from fxfuzz.core.case import Example
-from fxfuzz.core.choices import DEFAULT_MAX_SHRINK_S
+from fxfuzz.core.contract import contract_by_name
 from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.passes import Pass, PassFn
 from fxfuzz.core.reproducible import reproducible_draws
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, json_data
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding, verify
 from fxfuzz.oracles.stages import stages_forced
 from fxfuzz.strategies import graph_cases
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import HealthCheck, Phase, given, seed
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky
@@ -72,13 +79,32 @@ class Bucket:
         return self.case.compute_nodes() if self.case is not None else 0
 
 
+class StopReason(enum.StrEnum):
+    """Why a campaign ended; the values are what report.json's ``stopped_by`` says."""
+
+    EXAMPLES = "max_examples"  # its examples ran (or Hypothesis had no more to draw)
+    BUDGET = "budget"  # its time ran out
+    STOPPED = "stopped"  # the caller's ``stop()`` turned true
+    INTERRUPTED = "interrupted"  # a signal stopped it (the command line)
+    WORKERS_LOST = "workers_lost"  # its worker processes kept dying outside any example
+
+
+class CampaignPhase(enum.Enum):
+    """Where a campaign is, in the order it goes (see the module doc)."""
+
+    RERUN = "rerun"
+    REPLAY_SAVED = "replay saved"
+    GENERATE = "generate"
+    SHRINK = "shrink"
+
+
 @dataclass
 class CampaignResult:
     examples: int = 0
     duration_s: float = 0.0
     buckets: dict[str, Bucket] = field(default_factory=dict)
     stats: Counter = field(default_factory=Counter)
-    stopped_by: str = "max_examples"
+    stopped_by: StopReason = StopReason.EXAMPLES
     notes: list[str] = field(default_factory=list)  # one line each, for the user (saved examples left out)
 
     @property
@@ -86,14 +112,10 @@ class CampaignResult:
         return self.examples / self.duration_s if self.duration_s > 0 else 0.0
 
 
-class _Stop(BaseException):
-    """Ends a round from inside the test body; BaseException so Hypothesis does not
-    treat it as a failing example to shrink."""
-
-
-class _ShrinkTimeUp(_Stop):
-    """Ends one bucket's shrinking (its best example so far is kept) so that a slow shrink
-    cannot eat the whole budget."""
+class _Halt(BaseException):
+    """Ends a round from inside the test body: the campaign's end when its ``stop_reason`` is
+    set, else one bucket's shrink past its time limit (its best example so far is kept).
+    BaseException so Hypothesis does not treat it as a failing example to shrink."""
 
 
 class _FoundBug(Exception):
@@ -117,6 +139,20 @@ Progress = Callable[[CampaignResult, float], None]
 BucketHook = Callable[[Bucket], None]
 
 
+@dataclass(frozen=True)
+class Hooks:
+    """What a caller hears of a running campaign (``progress`` after each example,
+    ``on_bucket`` when a bucket appears or its example shrinks) and how it ends one early
+    (``stop()`` turns true)."""
+
+    progress: Progress | None = None
+    stop: Callable[[], bool] | None = None
+    on_bucket: BucketHook | None = None
+
+    def stopped(self) -> bool:
+        return self.stop is not None and self.stop()
+
+
 def _record(
     result: CampaignResult, case: Example, ids: dict[str, Finding], on_bucket: BucketHook | None, source: str | None = None
 ) -> None:
@@ -135,26 +171,20 @@ def _record(
 
 
 def run_examples(
-    pass_fn: PassFn,
-    examples: Iterable[tuple[str, Example]],
-    *,
-    check: Check = verify,
-    progress: Progress | None = None,
-    stop: Callable[[], bool] | None = None,
-    on_bucket: BucketHook | None = None,
+    pass_fn: PassFn, examples: Iterable[tuple[str, Example]], check: Check = verify, hooks: Hooks = Hooks()
 ) -> CampaignResult:
-    """Judge each named example once, in order, until ``stop()`` turns true: a fixed corpus
-    rather than generated examples, so nothing shrinks and each bucket keeps the first
+    """Judge each named example once, in order, until ``hooks.stop()`` turns true: a fixed
+    corpus rather than generated examples, so nothing shrinks and each bucket keeps the first
     example that showed it, with its name as the bucket's ``source``."""
     result = CampaignResult()
     start = time.monotonic()
     for name, case in examples:
-        if stop is not None and stop():
-            result.stopped_by = "stopped"
+        if hooks.stopped():
+            result.stopped_by = StopReason.STOPPED
             break
-        _record(result, case, {bucket_id(f): f for f in check(case, pass_fn)}, on_bucket, name)
-        if progress:
-            progress(result, time.monotonic() - start)
+        _record(result, case, {bucket_id(f): f for f in check(case, pass_fn)}, hooks.on_bucket, name)
+        if hooks.progress:
+            hooks.progress(result, time.monotonic() - start)
     result.duration_s = time.monotonic() - start
     return result
 
@@ -191,6 +221,23 @@ def _graph_case_loads(raw: bytes) -> Any:
 
 
 GRAPH_CASES = Codec(_graph_case_dumps, _graph_case_loads)
+
+
+def verify_with(settings: CampaignSettings) -> Check:
+    """``fxfuzz.oracles.verify`` on the settings' device, stage share and contract."""
+    contract = None if settings.contract is None else contract_by_name(settings.contract)
+    return lambda case, pass_fn: verify(case, pass_fn, contract, settings.device, settings.stage_share)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a campaign draws (None: graph cases of the settings' domain), how it judges one
+    example against the pass (None: ``verify_with(settings)``) and how it saves one in the
+    database (None: not at all)."""
+
+    strategy: st.SearchStrategy[Any] | None = None
+    check: Check | None = None
+    codec: Codec | None = GRAPH_CASES
 
 
 class SavedFailures:
@@ -269,97 +316,107 @@ class _HeapFrozen(contextlib.ContextDecorator):
         gc.unfreeze()
 
 
-@_HeapFrozen()
-def run_campaign(
-    pass_fn: PassFn,
-    *,
-    budget_s: float = 60.0,
-    max_examples: int = 1_000_000,
-    seed_: int = 0,
-    domain: str = "export",
-    database: ExampleDatabase | None = None,
-    progress: Progress | None = None,
-    strategy: st.SearchStrategy[Example] | None = None,
-    check: Check = verify,
-    stop: Callable[[], bool] | None = None,
-    on_bucket: BucketHook | None = None,
-    codec: Codec | None = GRAPH_CASES,
-    replay_saved: bool = True,
-    max_shrink_s: float = DEFAULT_MAX_SHRINK_S,
-    known: frozenset[str] = frozenset(),
-    rerun: Sequence[Example] = (),
-) -> CampaignResult:
-    """Fuzz ``pass_fn`` until ``budget_s`` seconds or ``max_examples`` examples are spent,
-    or ``stop()`` turns true.
 
-    ``strategy`` draws the examples (graph cases of ``domain`` by default) and ``check``
-    judges one example against the pass (``fxfuzz.oracles.verify`` by default). ``on_bucket`` is
-    called when a bucket appears and whenever its example shrinks, so a caller can keep
-    the smallest example of each bucket even if this process dies later.
+# A round ends on a new bucket; each round draws at least one example, so this only guards
+# against a strategy that never draws.
+_MAX_ROUNDS = 10_000
 
-    With a ``database``, each bucket's minimized example is saved (through ``codec``) and,
-    when ``replay_saved``, the saved examples run first: a failure found once shows in the
-    first examples of the next campaign. Shrinking one bucket stops after ``max_shrink_s``
-    seconds with the smallest example found so far (0: each bucket keeps its first example);
-    ``stats["shrink_attempts"]`` counts the examples judged while shrinking. Buckets in
-    ``known`` (the baseline) are counted but not shrunk: the budget goes to finding something new.
 
-    ``rerun`` examples run before anything else, whatever the budget, limits or ``stop()``
-    say (a worker runs the example its predecessor died on again); they count as examples,
-    and their buckets are shrunk when a later example shows them.
-    """
-    result = CampaignResult()
-    start = time.monotonic()
-    deadline = start + budget_s
-    strategy = strategy if strategy is not None else graph_cases(domain=domain)
-    store = SavedFailures(database, database_key(pass_fn, domain), codec) if database and codec else None
+class Campaign:
+    """One campaign's state, run as named phases (see the module doc): its result so far,
+    the buckets whose shrinking is over, the bucket being shrunk and since when, and why it
+    stopped."""
 
-    def record(case: Example, ids: dict[str, Finding]) -> None:
-        _record(result, case, ids, on_bucket)
-        if progress:
-            progress(result, time.monotonic() - start)
+    def __init__(
+        self, pass_fn: PassFn, settings: CampaignSettings, database: ExampleDatabase | None, hooks: Hooks, subject: Subject
+    ) -> None:
+        self.pass_fn, self.settings, self.hooks = pass_fn, settings, hooks
+        self.strategy = subject.strategy if subject.strategy is not None else graph_cases(domain=settings.domain)
+        self.check = subject.check if subject.check is not None else verify_with(settings)
+        if database is None and settings.db is not None:
+            database = open_database(settings.db)
+        self.store = (
+            SavedFailures(database, database_key(pass_fn, settings.domain), subject.codec)
+            if database is not None and subject.codec is not None
+            else None
+        )
+        self.result = CampaignResult()
+        self.start = time.monotonic()
+        self.deadline = self.start + settings.budget_s
+        self.phase = CampaignPhase.RERUN
+        # Buckets whose round of shrinking is over (known ones never get one); an example may
+        # show several new buckets at once, and each gets its own round when a later example
+        # shows it again.
+        self.minimized: set[str] = set(settings.known)
+        self.shrinking: str | None = None  # the bucket this round is minimizing, once one appeared
+        self.shrink_started = 0.0
+        self.stop_reason: StopReason | None = None
 
-    # Buckets whose round of shrinking is over; an example may show several new buckets at
-    # once, and each gets its own round when a later example shows it again.
-    minimized: set[str] = set(known)
+    def run(self, rerun: Sequence[Example]) -> CampaignResult:
+        self._rerun(rerun)
+        self._replay_saved()
+        self._generate()
+        if self.stop_reason is not None:
+            self.result.stopped_by = self.stop_reason
+        self.result.duration_s = time.monotonic() - self.start
+        return self.result
 
-    def finish_round(shrunk: list[str]) -> None:
-        """The round's bucket is as small as it gets: stop shrinking it, save its example."""
-        minimized.update(shrunk)
-        for bid in shrunk if store else []:
-            b = result.buckets[bid]
-            store.keep(bid, store.codec.dumps(b.case), b.graph_nodes)  # type: ignore[union-attr]
+    # -- the phases
+    def _rerun(self, examples: Sequence[Example]) -> None:
+        self.phase = CampaignPhase.RERUN
+        for case in examples:
+            self._record(case, self._judge(case))
 
-    for case in rerun:
-        record(case, {bucket_id(f): f for f in check(case, pass_fn)})
+    def _replay_saved(self) -> None:
+        self.phase = CampaignPhase.REPLAY_SAVED
+        store = self.store
+        if store is None or not self.settings.replay_saved:
+            return
+        saved = store.saved()
+        self.result.stats.update(store.skipped)
+        self.result.notes.extend(store.notes)
+        for raw, case in saved:
+            if self.result.examples >= self.settings.max_examples or self._halt_reason() is not None:
+                break
+            self.result.stats["saved_replayed"] += 1
+            ids = self._judge(case)
+            self._record(case, ids)
+            for bid in ids:
+                self.minimized.add(bid)  # saved examples were minimized when they were saved
+                store.keep(bid, raw, case.compute_nodes())
+            # Fixed since it was saved, or a larger example of a bucket a smaller one showed first.
+            store.drop_unless_held(raw)
 
-    saved = store.saved() if store and replay_saved else []
-    if store and replay_saved:
-        result.stats.update(store.skipped)
-        result.notes.extend(store.notes)
-    for raw, case in saved:
-        if result.examples >= max_examples or time.monotonic() >= deadline or (stop is not None and stop()):
-            break
-        result.stats["saved_replayed"] += 1
-        ids = {bucket_id(f): f for f in check(case, pass_fn)}
-        record(case, ids)
-        for bid in ids:
-            minimized.add(bid)  # saved examples were minimized when they were saved
-            store.keep(bid, raw, case.compute_nodes())
-        # Fixed since it was saved, or a larger example of a bucket a smaller one showed first.
-        store.drop_unless_held(raw)
+    def _generate(self) -> None:
+        """Rounds of generating, then shrinking the first example of a bucket not yet
+        minimized, until a limit or ``stop()`` ends the campaign."""
+        for round_ in range(_MAX_ROUNDS):
+            remaining = self.settings.max_examples - self.result.examples
+            if remaining <= 0:
+                return
+            if time.monotonic() >= self.deadline:
+                self.stop_reason = StopReason.BUDGET
+                return
+            self.phase, self.shrinking = CampaignPhase.GENERATE, None
+            try:
+                with reproducible_draws():
+                    self._round(round_, remaining)()
+            except _Halt:
+                pass
+            except (_FoundBug, Flaky):
+                # Flaky: the pass misbehaved on a case once and not on replay; the bucket and its
+                # case are already recorded.
+                pass
+            else:
+                return  # Hypothesis drew all it would
+            self._finish_round()
+            if self.stop_reason is not None:
+                return
 
-    for round_ in range(10_000):
-        remaining = max_examples - result.examples
-        if remaining <= 0:
-            break
-        if time.monotonic() >= deadline:
-            result.stopped_by = "budget"
-            break
-        shrinking: list[str] = []  # the bucket this round is minimizing, once one appeared
-        shrink_started: list[float] = []
+    def _round(self, round_: int, remaining: int) -> Callable[[], None]:
+        """One round's Hypothesis test, drawing at most ``remaining`` examples."""
 
-        @settings(
+        @hypothesis_settings(
             max_examples=remaining,
             database=None,  # failures persist through SavedFailures instead
             deadline=None,
@@ -369,61 +426,109 @@ def run_campaign(
             phases=[Phase.explicit, Phase.generate, Phase.shrink],
             print_blob=False,
         )
-        @seed(seed_ * 1_000_003 + round_)
-        @given(strategy)
-        def body(case: Example) -> None:
-            now = time.monotonic()
-            if now >= deadline or (stop is not None and stop()):
-                raise _Stop
-            if shrinking and now - shrink_started[0] >= max_shrink_s:
-                raise _ShrinkTimeUp  # before judging: an attempt past the limit is time spent for nothing
-            # While a downstream bucket shrinks, every attempt goes through the export stages,
-            # so the shrinker judges each candidate alike whatever share the case hashes to.
-            with stages_forced(bool(shrinking) and result.buckets[shrinking[0]].finding.oracle == "downstream"):
-                findings = check(case, pass_fn)
-            ids = {bucket_id(f): f for f in findings}
-            if shrinking:
-                result.stats["shrink_attempts"] += 1
-                # Shrink attempts: keep the smallest case of the bucket being minimized. A bucket
-                # no example showed yet is kept too (as Hypothesis keeps the other bugs its
-                # shrinker meets), saved at once, to be minimized when an example shows it again.
-                for bid in ids.keys() - result.buckets.keys():
-                    result.buckets[bid] = Bucket(bid, ids[bid], case, 1)
-                    if store:
-                        store.keep(bid, store.codec.dumps(case), case.compute_nodes())
-                    if on_bucket:
-                        on_bucket(result.buckets[bid])
-                b = result.buckets[shrinking[0]]
-                if shrinking[0] in ids:
-                    if case.compute_nodes() <= b.graph_nodes:
-                        b.case, b.finding = case, ids[shrinking[0]]
-                        if on_bucket:
-                            on_bucket(b)
-                    _raise_found(shrinking[0], ids[shrinking[0]])
-                return
-            record(case, ids)
-            # A bucket of this example not minimized yet, new or not.
-            target = next((bid for bid in ids if bid not in minimized), None)
-            if target:
-                shrinking.append(target)
-                shrink_started.append(time.monotonic())
-                _raise_found(target, ids[target])
+        @seed(self.settings.seed * 1_000_003 + round_)
+        @given(self.strategy)
+        def example(case: Example) -> None:
+            self.stop_reason = self._halt_reason()
+            if self.stop_reason is not None:
+                raise _Halt
+            if self.phase is CampaignPhase.SHRINK:
+                if time.monotonic() - self.shrink_started >= self.settings.max_shrink_s:
+                    raise _Halt  # before judging: an attempt past the limit is time spent for nothing
+                self._shrink_attempt(case)
+            else:
+                self._generated(case)
 
-        try:
-            with reproducible_draws():
-                body()
-        except _ShrinkTimeUp:
-            pass
-        except _Stop:
-            result.stopped_by = "stopped" if stop is not None and stop() else "budget"
-            finish_round(shrinking)
-            break
-        except (_FoundBug, Flaky):
-            # Flaky: the pass misbehaved on a case once and not on replay; the bucket and its
-            # case are already recorded.
-            pass
-        else:
-            break
-        finish_round(shrinking)
-    result.duration_s = time.monotonic() - start
-    return result
+        return example
+
+    def _generated(self, case: Example) -> None:
+        ids = self._judge(case)
+        self._record(case, ids)
+        # A bucket of this example not minimized yet, new or not, starts the shrink phase.
+        target = next((bid for bid in ids if bid not in self.minimized), None)
+        if target:
+            self.phase, self.shrinking, self.shrink_started = CampaignPhase.SHRINK, target, time.monotonic()
+            _raise_found(target, ids[target])
+
+    def _shrink_attempt(self, case: Example) -> None:
+        """Keep the smallest case of the bucket being minimized. A bucket no example showed yet
+        is kept too (as Hypothesis keeps the other bugs its shrinker meets), saved at once, to
+        be minimized when an example shows it again."""
+        assert self.shrinking is not None
+        buckets = self.result.buckets
+        # While a downstream bucket shrinks, every attempt goes through the export stages, so
+        # the shrinker judges each candidate alike whatever share the case hashes to.
+        with stages_forced(buckets[self.shrinking].finding.oracle == "downstream"):
+            ids = self._judge(case)
+        self.result.stats["shrink_attempts"] += 1
+        for bid in ids.keys() - buckets.keys():
+            buckets[bid] = Bucket(bid, ids[bid], case, 1)
+            self._save(bid, case)
+            if self.hooks.on_bucket:
+                self.hooks.on_bucket(buckets[bid])
+        b = buckets[self.shrinking]
+        if self.shrinking in ids:
+            if case.compute_nodes() <= b.graph_nodes:
+                b.case, b.finding = case, ids[self.shrinking]
+                if self.hooks.on_bucket:
+                    self.hooks.on_bucket(b)
+            _raise_found(self.shrinking, ids[self.shrinking])
+
+    def _finish_round(self) -> None:
+        """The round's bucket is as small as it gets: stop shrinking it, save its example."""
+        if self.shrinking is not None:
+            self.minimized.add(self.shrinking)
+            self._save(self.shrinking, self.result.buckets[self.shrinking].case)
+
+    # -- helpers
+    def _halt_reason(self) -> StopReason | None:
+        if self.hooks.stopped():
+            return StopReason.STOPPED
+        return StopReason.BUDGET if time.monotonic() >= self.deadline else None
+
+    def _judge(self, case: Example) -> dict[str, Finding]:
+        return {bucket_id(f): f for f in self.check(case, self.pass_fn)}
+
+    def _record(self, case: Example, ids: dict[str, Finding]) -> None:
+        _record(self.result, case, ids, self.hooks.on_bucket)
+        if self.hooks.progress:
+            self.hooks.progress(self.result, time.monotonic() - self.start)
+
+    def _save(self, bid: str, case: Example | None) -> None:
+        if self.store is not None and case is not None:
+            self.store.keep(bid, self.store.codec.dumps(case), case.compute_nodes())
+
+
+@_HeapFrozen()
+def run_campaign(
+    pass_fn: PassFn,
+    settings: CampaignSettings = CampaignSettings(),
+    *,
+    database: ExampleDatabase | None = None,
+    hooks: Hooks = Hooks(),
+    subject: Subject = Subject(),
+    rerun: Sequence[Example] = (),
+) -> CampaignResult:
+    """Fuzz ``pass_fn`` until ``settings.budget_s`` seconds or ``settings.max_examples``
+    examples are spent, or ``hooks.stop()`` turns true.
+
+    ``subject`` says what is drawn and judged (graph cases of ``settings.domain`` under
+    ``verify`` by default). ``hooks.on_bucket`` is called when a bucket appears and whenever
+    its example shrinks, so a caller can keep the smallest example of each bucket even if
+    this process dies later.
+
+    With a ``database`` (any Hypothesis ``ExampleDatabase``; without one, ``settings.db``
+    opened), each bucket's minimized example
+    is saved (through ``subject.codec``) and, with ``settings.replay_saved``, the saved
+    examples run first: a failure found once shows in the first examples of the next
+    campaign. Shrinking one bucket stops after ``settings.max_shrink_s`` seconds with the
+    smallest example found so far (0: each bucket keeps its first example);
+    ``stats["shrink_attempts"]`` counts the examples judged while shrinking. Buckets in
+    ``settings.known`` (the baseline) are counted but not shrunk: the budget goes to finding
+    something new.
+
+    ``rerun`` examples run before anything else, whatever the budget, limits or ``stop()``
+    say (a worker runs the example its predecessor died on again); they count as examples,
+    and their buckets are shrunk when a later example shows them.
+    """
+    return Campaign(pass_fn, settings, database, hooks, subject).run(rerun)

@@ -31,16 +31,21 @@ from fxfuzz.campaign.engine import (
     Bucket,
     CampaignResult,
     Check,
+    Hooks,
     Progress,
+    StopReason,
+    Subject,
     bucket_id,
     run_campaign,
     run_examples,
 )
-from fxfuzz.campaign.supervisor import CampaignOptions, ParallelResult, run_parallel, to_campaign_result
+from fxfuzz.campaign.protocol import Task
+from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, run_parallel, to_campaign_result
 from fxfuzz.core.case import GraphCase, copy_graph_module
-from fxfuzz.core.choices import DEFAULT_MAX_SHRINK_S, DEFAULT_STAGE_SHARE
+from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.passes import PassFn, contract_of, load_pass
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, target_name
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding, input_labels, verify
 from fxfuzz.oracles.semantics import Reference, compare_graphs
 from fxfuzz.strategies.corpus import corpus_cases
@@ -97,8 +102,9 @@ def interface_differences(candidate: Interface, baseline: Interface, compare_spe
     return found
 
 
-def judge(case: GraphCase, pass_fn: PassFn) -> Judged:
-    """``fxfuzz.oracles.verify`` of ``pass_fn`` on ``case``, keeping the first graph the pass returned."""
+def judge(case: GraphCase, pass_fn: PassFn, stage_share: float = DEFAULT_STAGE_SHARE) -> Judged:
+    """``fxfuzz.oracles.verify`` of ``pass_fn`` on ``case`` (``stage_share`` of cases through
+    export's stages), keeping the first graph the pass returned."""
     outputs: list[tuple[object, object]] = []
 
     def recording(gm: object, sig: object) -> tuple[object, object]:
@@ -108,7 +114,7 @@ def judge(case: GraphCase, pass_fn: PassFn) -> Judged:
             outputs.append((copy_graph_module(out[0]), Interface.of(out[0], out[1])))
         return out
 
-    findings = verify(case, recording, contract_of(pass_fn))
+    findings = verify(case, recording, contract_of(pass_fn), stage_share=stage_share)
     return Judged(findings, *outputs[0]) if outputs else Judged(findings, None)
 
 
@@ -127,17 +133,20 @@ def _in_process(on_candidate: bool) -> None:
     """The ``Blame`` of a gate in one process: a crash there ends the caller, so nobody listens."""
 
 
-def regressions(case: GraphCase, candidate: PassFn, baseline: PassFn, blame: Blame = _in_process) -> list[Finding]:
-    """What the candidate breaks on ``case`` that the baseline does not (see the module doc).
+def regressions(
+    case: GraphCase, candidate: PassFn, baseline: PassFn, blame: Blame = _in_process, stage_share: float = DEFAULT_STAGE_SHARE
+) -> list[Finding]:
+    """What the candidate breaks on ``case`` that the baseline does not (see the module doc),
+    each judged with ``stage_share`` of cases through export's stages.
 
     The baseline runs first; ``blame`` hears that a death of the process is the candidate's
     only once the baseline has survived the case without crashing (if both crash, the
     candidate's crash is no regression)."""
     blame(False)
-    base = judge(case, baseline)
+    base = judge(case, baseline, stage_share)
     failed_by_baseline = {f.oracle for f in base.findings}
     blame("crash" not in failed_by_baseline)
-    cand = judge(case, candidate)
+    cand = judge(case, candidate, stage_share)
     failed_by_candidate = {f.oracle for f in cand.findings}
     found = [f for f in cand.findings if f.oracle not in failed_by_baseline]
     both_failed = failed_by_baseline & failed_by_candidate & set(_RUN_ORACLES)
@@ -157,13 +166,13 @@ def with_ambient(case: GraphCase, ambient: bool) -> GraphCase:
 
 
 def regressions_both_modes(
-    case: GraphCase, candidate: PassFn, baseline: PassFn, blame: Blame = _in_process
+    case: GraphCase, candidate: PassFn, baseline: PassFn, blame: Blame = _in_process, stage_share: float = DEFAULT_STAGE_SHARE
 ) -> list[Finding]:
     """``regressions`` under the case's ambient grad mode, then under the other one; each
     finding's details say which mode showed it."""
     found = []
     for ambient in (case.ambient_grad, not case.ambient_grad):
-        for f in regressions(with_ambient(case, ambient), candidate, baseline, blame):
+        for f in regressions(with_ambient(case, ambient), candidate, baseline, blame, stage_share):
             found.append(dataclasses.replace(f, details={**f.details, "ambient_grad": ambient}))
     return found
 
@@ -205,11 +214,12 @@ def judge_corpus(
     corpus: Iterable[tuple[str, GraphCase]],
     on_regression: Callable[[Bucket], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    stage_share: float = DEFAULT_STAGE_SHARE,
 ) -> GateResult:
     """Judge ``candidate`` against ``baseline`` on every corpus case, in this process, until
     ``stop()`` turns true."""
-    check: Check = lambda case, cand: regressions(case, cand, baseline)
-    judged = run_examples(candidate, corpus, check=check, on_bucket=on_regression, stop=stop)
+    check: Check = lambda case, cand: regressions(case, cand, baseline, stage_share=stage_share)
+    judged = run_examples(candidate, corpus, check, Hooks(stop=stop, on_bucket=on_regression))
     return GateResult(judged.examples, judged.duration_s, CampaignResult(buckets=judged.buckets))
 
 
@@ -230,62 +240,52 @@ def run_gate(
     candidate: PassFn,
     baseline: PassFn,
     corpus: Iterable[tuple[str, GraphCase]],
+    settings: CampaignSettings = CampaignSettings(),
     *,
-    budget_s: float = 60.0,
-    max_examples: int = 1_000_000,
-    seed_: int = 0,
-    domain: str = "export",
     database: ExampleDatabase | None = None,
     progress: Progress | None = None,
     on_regression: Callable[[Bucket], None] | None = None,
     stop: Callable[[], bool] | None = None,
-    max_shrink_s: float = DEFAULT_MAX_SHRINK_S,
 ) -> GateResult:
     """Judge ``candidate`` against ``baseline`` on every corpus case, then on fresh cases of
-    ``domain`` until ``budget_s`` seconds (corpus time included) or ``max_examples`` fresh
-    cases are spent, or ``stop()`` turns true.
+    ``settings.domain`` until ``settings.budget_s`` seconds (corpus time included) or
+    ``settings.max_examples`` fresh cases are spent, or ``stop()`` turns true.
 
     ``on_regression`` sees each new bucket as it appears (and may raise StopGate).
     """
     start = time.monotonic()
-    result = judge_corpus(candidate, baseline, corpus, on_regression, stop)
+    result = judge_corpus(candidate, baseline, corpus, on_regression, stop, settings.stage_share)
     buckets = result.campaign.buckets
 
     def check(case: GraphCase, cand: PassFn) -> list[Finding]:
-        found = regressions_both_modes(case, cand, baseline)
+        found = regressions_both_modes(case, cand, baseline, stage_share=settings.stage_share)
         if on_regression:
             for f in found:
                 if bucket_id(f) not in buckets:
                     on_regression(Bucket(bucket_id(f), f, case, 1))
         return found
 
-    remaining = budget_s - result.corpus_s
+    remaining = settings.budget_s - result.corpus_s
     if remaining > 0 and not (stop is not None and stop()):
         fresh = run_campaign(
             candidate,
-            budget_s=remaining,
-            max_examples=max_examples,
-            seed_=seed_,
-            domain=domain,
+            dataclasses.replace(settings, budget_s=remaining),
             database=database,
-            progress=progress,
-            check=check,
-            stop=stop,
-            max_shrink_s=max_shrink_s,
+            hooks=Hooks(progress, stop),
+            subject=Subject(check=check),
         )
         add_fresh(result, fresh)
     result.campaign.duration_s = time.monotonic() - start
     return result
 
 
-def gate_check(baseline: str, blame: Blame, both_modes: bool = True) -> Check:
+def gate_check(baseline: str, blame: Blame, settings: CampaignSettings, both_modes: bool = True) -> Check:
     """The judgement of a gate case (a worker process loads it by name, ``fxfuzz.campaign.supervisor``):
     the regressions of the pass under test against ``baseline``, in both grad modes (fresh
     cases) or in the case's own (corpus cases, captured under each mode)."""
     base = load_pass(baseline)
-    if both_modes:
-        return lambda case, candidate: regressions_both_modes(case, candidate, base, blame)
-    return lambda case, candidate: regressions(case, candidate, base, blame)
+    judged = regressions_both_modes if both_modes else regressions
+    return lambda case, candidate: judged(case, candidate, base, blame, settings.stage_share)
 
 
 def corpus_with(saved: str) -> list[tuple[str, GraphCase]]:
@@ -300,66 +300,38 @@ def run_gate_parallel(
     candidate: str,
     baseline: str,
     saved: Sequence[tuple[str, GraphCase]],
+    settings: CampaignSettings,
     *,
-    workers: int,
-    budget_s: float = 60.0,
-    max_examples: int = 1_000_000,
-    seed_: int = 0,
-    domain: str = "export",
-    example_timeout_s: float = 60.0,
     progress: Callable[[int, int, float], None] | None = None,
     log_dir: str | None = None,
     stop: Callable[[], bool] | None = None,
-    stage_share: float = DEFAULT_STAGE_SHARE,
-    max_shrink_s: float = DEFAULT_MAX_SHRINK_S,
 ) -> GateResult:
     """``run_gate`` with every case judged in worker processes (``fxfuzz.campaign.supervisor``):
     first the corpus (the ``saved`` cases, then the built-in one) in one worker, then the fresh
-    cases in ``workers``, for what is left of ``budget_s``.
+    cases in ``settings.workers``, for what is left of ``settings.budget_s``.
 
-    As in ``fxfuzz run``, a case that kills a worker or runs past ``example_timeout_s`` is a
-    crash regression (where the baseline survived it) and a replacement worker goes on with
-    the next case. No worker starts after the budget but the one that runs a fatal case again,
-    so the gate ends within about ``budget_s`` plus twice ``example_timeout_s`` and a worker's
-    start-up; the corpus is judged whole
-    unless such a death past the budget leaves no worker to finish it. ``stage_share`` is the
-    share of cases also taken through torch.export's stages and ``max_shrink_s`` the seconds
-    spent minimizing each new regression, as in ``fxfuzz run``."""
+    As in ``fxfuzz run``, a case that kills a worker or runs past ``settings.example_timeout_s``
+    is a crash regression (where the baseline survived it) and a replacement worker goes on
+    with the next case. No worker starts after the budget but the one that runs a fatal case
+    again, so the gate ends within about the budget plus twice the example timeout and a
+    worker's start-up; the corpus is judged whole unless such a death past the budget leaves
+    no worker to finish it."""
     start = time.monotonic()
-    opts = CampaignOptions(
-        pass_spec=candidate,
-        budget_s=budget_s,
-        seed=seed_,
-        example_timeout_s=example_timeout_s,
-        check=f"{__name__}:gate_check",
-        check_args={"baseline": baseline, "both_modes": False},
-        examples=f"{__name__}:corpus_with",
-        log_dir=log_dir,
-        stage_share=stage_share,
-        max_shrink_s=max_shrink_s,
-    )
+    check = f"{__name__}:gate_check"
     with tempfile.NamedTemporaryFile("w", prefix="fxfuzz-corpus-", suffix=".json") as fh:
         json.dump([(name, case_to_dict(case)) for name, case in saved], fh)
         fh.flush()
-        opts.examples_args = {"saved": fh.name}
-        corpus = run_parallel(opts, stop=stop)
+        task = Task(check, {"baseline": baseline, "both_modes": False}, f"{__name__}:corpus_with", {"saved": fh.name})
+        corpus_settings = dataclasses.replace(settings, workers=1, max_examples=CampaignSettings.max_examples, db=None)
+        corpus = run_parallel(ParallelCampaign(candidate, corpus_settings, task, log_dir), stop=stop)
     judged = CampaignResult(buckets=to_campaign_result(corpus).buckets, stopped_by=corpus.stopped_by)
     result = GateResult(corpus.examples, corpus.duration_s, judged)
     phases: list[ParallelResult] = [corpus]
-    remaining = budget_s - (time.monotonic() - start)
+    remaining = settings.budget_s - (time.monotonic() - start)
     # After an interrupt, or a worker that could not judge the corpus, there is nothing to add.
-    if remaining > 0 and corpus.stopped_by != "interrupted" and not corpus.worker_errors:
-        fresh_opts = dataclasses.replace(
-            opts,
-            budget_s=remaining,
-            max_examples=max_examples,
-            domain=domain,
-            workers=workers,
-            check_args={"baseline": baseline},
-            examples=None,
-            examples_args={},
-        )
-        phases.append(run_parallel(fresh_opts, progress, stop))
+    if remaining > 0 and corpus.stopped_by != StopReason.INTERRUPTED and not corpus.worker_errors:
+        fresh = ParallelCampaign(candidate, dataclasses.replace(settings, budget_s=remaining), Task(check, {"baseline": baseline}), log_dir)
+        phases.append(run_parallel(fresh, progress, stop))
         add_fresh(result, to_campaign_result(phases[-1]))
     result.restarts = sum(p.restarts for p in phases)
     result.worker_errors = [e for p in phases for e in p.worker_errors]

@@ -17,18 +17,17 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, Check, Codec, Progress, run_campaign
-from fxfuzz.core.choices import DEFAULT_MAX_SHRINK_S, LEVELS
+from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, Codec, Hooks, Progress, StopReason, Subject, run_campaign
+from fxfuzz.core.choices import LEVELS
 from fxfuzz.core.known import at_level, for_level
 from fxfuzz.core.passes import PassFn
 from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.program import _TYPES, PROGRAM_OPS, SIZE_OPS, Program, from_data, module_source, to_data
 from fxfuzz.core.serialize import MAX_ELEMENTS, check_json_bounds, json_data
-from fxfuzz.oracles import verify
 from fxfuzz.oracles.program import check_program
 from fxfuzz.strategies import graph_cases, module_programs
 from fxfuzz.strategies.programs import UPDATE_METHODS
-from hypothesis import strategies as st
+from fxfuzz.core.settings import CampaignSettings
 from hypothesis.database import ExampleDatabase
 
 # The program level's share of a mixed campaign's budget.
@@ -126,12 +125,13 @@ def _program_loads(raw: bytes) -> Any:
 PROGRAMS = Codec(_program_dumps, _program_loads)
 
 
-def level_strategy(level: str, domain: str = "export") -> tuple[st.SearchStrategy[Any], Check, Codec]:
-    """The strategy, the check and the database codec of one level (``graph`` or ``program``)."""
+def level_subject(level: str, domain: str = "export") -> Subject:
+    """The strategy, the check (None: the settings' verify) and the database codec of one
+    level (``graph`` or ``program``)."""
     if level == "graph":
-        return graph_cases(domain=domain), verify, GRAPH_CASES
+        return Subject(graph_cases(domain=domain), None, GRAPH_CASES)
     if level == "program":
-        return module_programs(), check_program, PROGRAMS
+        return Subject(module_programs(), check_program, PROGRAMS)
     raise ValueError(f"unknown level {level!r}; expected graph or program")
 
 
@@ -177,52 +177,44 @@ def merge_results(results: list[tuple[str, CampaignResult]]) -> CampaignResult:
                 merged.buckets[b.id] = b
     add_level_rates(merged.stats)
     # No level at all: run_levels was stopped before the first one.
-    ends = [r.stopped_by for _, r in results] or ["stopped"]
-    merged.stopped_by = next((e for e in ("stopped", "budget") if e in ends), ends[-1])
+    ends = [r.stopped_by for _, r in results] or [StopReason.STOPPED]
+    merged.stopped_by = next((e for e in (StopReason.STOPPED, StopReason.BUDGET) if e in ends), ends[-1])
     return merged
 
 
 def run_levels(
     pass_fn: PassFn,
-    level: str = "graph",
+    settings: CampaignSettings,
     *,
-    budget_s: float = 60.0,
-    max_examples: int = 1_000_000,
-    seed_: int = 0,
-    domain: str = "export",
     database: ExampleDatabase | None = None,
     progress: Progress | None = None,
     on_level: Callable[[str, CampaignResult], None] | None = None,
     stop: Callable[[], bool] | None = None,
-    known: frozenset[str] = frozenset(),
-    max_shrink_s: float = DEFAULT_MAX_SHRINK_S,
 ) -> CampaignResult:
-    """Run ``pass_fn``'s campaign at ``level``; ``mixed`` runs the graph level, then the
-    program level, each for its share of ``budget_s`` (time one level leaves unused passes
-    to the next). ``max_examples`` caps each level; once ``stop()`` turns true no further
-    example or level runs. Buckets in ``known`` are not shrunk, as in ``run_campaign``."""
+    """Run ``pass_fn``'s campaign at ``settings.level``; ``mixed`` runs the graph level, then
+    the program level, each for its share of the budget (time one level leaves unused passes
+    to the next). ``settings.max_examples`` caps each level; once ``stop()`` turns true no
+    further example or level runs. Known buckets are not shrunk, as in ``run_campaign``."""
     results: list[tuple[str, CampaignResult]] = []
     planned = spent = 0.0
-    for name, share in budget_plan(level, budget_s):
+    for name, share in budget_plan(settings.level, settings.budget_s):
         if stop is not None and stop():
             break
         planned += share
-        strategy, check, codec = level_strategy(name, domain)
+        level_settings = dataclasses.replace(
+            settings,
+            level=name,
+            budget_s=max(planned - spent, 0.001),
+            # Keeps each level's saved examples apart in the database.
+            domain=settings.domain if name == "graph" else f"{settings.domain}:{name}",
+            known=for_level(settings.known, name),
+        )
         r = run_campaign(
             pass_fn,
-            budget_s=max(planned - spent, 0.001),
-            max_examples=max_examples,
-            seed_=seed_,
-            # Keeps each level's saved examples apart in the database.
-            domain=domain if name == "graph" else f"{domain}:{name}",
+            level_settings,
             database=database,
-            progress=progress,
-            strategy=strategy,
-            check=check,
-            codec=codec,
-            stop=stop,
-            known=for_level(known, name),
-            max_shrink_s=max_shrink_s,
+            hooks=Hooks(progress, stop),
+            subject=level_subject(name, settings.domain),
         )
         spent += r.duration_s
         results.append((name, r))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-DEFAULT_BUDGET_S = 60.0
-NO_TIME_LIMIT_S = 1e9
-NO_EXAMPLE_LIMIT = 1_000_000
+from fxfuzz.core.settings import DEFAULT_BUDGET_S, NO_EXAMPLE_LIMIT, NO_TIME_LIMIT_S
+
+__all__ = ["DEFAULT_BUDGET_S", "NO_EXAMPLE_LIMIT", "NO_TIME_LIMIT_S", "campaign_limits"]
 
 
 def campaign_limits(budget_s: float | None, max_examples: int | None) -> tuple[float, int]:

@@ -10,7 +10,7 @@ repeat (an outside kill: the OOM killer, ``kill -9``) counts as a restart. An ex
 runs past its time limit is judged the same way, so one slow only on a loaded machine is
 not a hang. Buckets and counts
 stream to the parent as they change, so stopping or losing a worker loses nothing found.
-Examples are judged by ``fxfuzz.oracles.verify``, or by the check a factory named in the options
+Examples are judged by ``fxfuzz.oracles.verify``, or by the check a factory named in the task
 builds in each worker (``fxfuzz gate`` judges a candidate against a baseline). Such a check
 may tell the parent that the pass under test is not what is running (the gate's baseline is):
 a death then is counted apart, not blamed on the pass. Instead of generated examples, one
@@ -24,9 +24,12 @@ imported, so the pass's module-level lines count as covered.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,45 +41,43 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Pipe, wait
 from typing import Any
 
-from fxfuzz.campaign.database import DatabaseSpec, open_database
-from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, SavedFailures, bucket_id, database_key
-from fxfuzz.core.choices import DEFAULT_MAX_SHRINK_S, DEFAULT_STAGE_SHARE
+from fxfuzz.campaign.database import open_database
+from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, SavedFailures, StopReason, bucket_id, database_key
+from fxfuzz.campaign.protocol import (
+    Blame,
+    BucketFound,
+    Counts,
+    Done,
+    Finished,
+    Note,
+    Source,
+    Started,
+    Stop,
+    Task,
+    WorkerMessage,
+    WorkerStart,
+)
 from fxfuzz.core.errors import SerializeError
 from fxfuzz.core.op_sources import named_sources
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.serialize import case_from_dict, count_compute_nodes
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding
 from fxfuzz.strategies.custom import op_specs
 
 
-@dataclass
-class CampaignOptions:
-    """What the parent needs to run a (possibly parallel) campaign."""
+@dataclass(frozen=True)
+class ParallelCampaign:
+    """A campaign in worker processes: the pass (its spec, which each worker loads), the
+    settings (``workers`` of them, ``example_timeout_s`` each example, ``db`` their database),
+    what each worker judges, where their logs go, and the source files whose coverage they
+    measure (empty: none)."""
 
-    pass_spec: str = "set_grad"
-    budget_s: float = 60.0
-    max_examples: int = 1_000_000
-    seed: int = 0
-    domain: str = "export"
-    workers: int = 1
-    example_timeout_s: float = 60.0
-    database: DatabaseSpec | None = None  # None: examples are neither read nor saved
-    shard: tuple[int, int] = (1, 1)  # (K, N): this campaign is shard K of N, seeds apart from the others'
-    device: str = "cpu"  # oracles.verify's device: cuda adds CUDA runs and CPU/CUDA parity
-    stage_share: float = DEFAULT_STAGE_SHARE  # share of examples taken through export's stages
-    coverage_include: list[str] = field(default_factory=list)  # source files to measure; empty: off
+    pass_spec: str
+    settings: CampaignSettings
+    task: Task = Task()
     log_dir: str | None = None
-    known: frozenset[str] = frozenset()  # baseline buckets: counted, not shrunk
-    max_shrink_s: float = DEFAULT_MAX_SHRINK_S  # seconds minimizing each new bucket
-    # "pkg.module:factory" whose factory(blame=..., **check_args) returns the Check each worker
-    # judges an example with (the gate's candidate-vs-baseline judgement); None: oracles.verify.
-    check: str | None = None
-    check_args: dict[str, Any] = field(default_factory=dict)
-    # "pkg.module:factory" whose factory(**examples_args) returns named examples [(name, example)]
-    # to judge once each, whole, instead of generated ones (the budget bounds only restarts);
-    # meant for one worker, since each worker judges them all.
-    examples: str | None = None
-    examples_args: dict[str, Any] = field(default_factory=dict)
+    coverage_include: tuple[str, ...] = ()
 
 
 @dataclass
@@ -99,7 +100,7 @@ class ParallelResult:
     buckets: dict[str, BucketRecord] = field(default_factory=dict)
     counts: Counter = field(default_factory=Counter)
     stats: Counter = field(default_factory=Counter)
-    stopped_by: str = "max_examples"
+    stopped_by: StopReason = StopReason.EXAMPLES
     timeline: list[tuple[float, int]] = field(default_factory=list)
     restarts: int = 0
     # Deaths a fresh worker did not repeat on the same example: restarts, not findings.
@@ -123,6 +124,15 @@ class _Death:
     how: str  # "was killed by SIGKILL", "exited with status 3"
 
 
+class WorkerState(enum.Enum):
+    """Where a worker is, which decides what its exit means (``Supervisor._exited``)."""
+
+    STARTING = "starting"  # no example begun: a death now is fxfuzz's or the environment's
+    JUDGING = "judging"  # an example in flight: a death now is judged (a crash, or a re-run)
+    BETWEEN = "between"  # between examples: a death now blames nothing, the slot restarts
+    FINISHED = "finished"  # said its campaign ended: its exit is the end
+
+
 @dataclass
 class _Worker:
     index: int
@@ -131,16 +141,16 @@ class _Worker:
     proc: subprocess.Popen
     conn: Connection
     started: float
-    first: int = 0  # the index of its first listed example (CampaignOptions.examples)
+    first: int = 0  # the index of its first listed example (Task.examples)
+    state: WorkerState = WorkerState.STARTING
     examples: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
-    inflight: dict[str, Any] | None = None
-    inflight_since: float | None = None
-    blamed: bool = True  # a death now is the pass's (see CampaignOptions.check)
+    # The example in flight (JUDGING), serialized (None: it could not be), and since when.
+    case: dict[str, Any] | None = None
+    since: float = 0.0
+    blamed: bool = True  # a death now is the pass's (see Task.check)
     source: str | None = None  # the name of the listed example being judged
-    finished: str | None = None
-    began: bool = False  # has started an example: a later death is not a start-up failure
     rerun: _Death | None = None  # the predecessor's death this worker runs the example of first
     stop_sent: bool = False
 
@@ -148,101 +158,98 @@ class _Worker:
 class Supervisor:
     """Starts, watches and restarts workers, and merges what they report."""
 
-    def __init__(self, opts: CampaignOptions) -> None:
-        self.opts = opts
+    def __init__(self, campaign: ParallelCampaign) -> None:
+        self.campaign, self.settings = campaign, campaign.settings
         self.result = ParallelResult()
-        self.deadline = time.time() + opts.budget_s
+        self.deadline = time.time() + self.settings.budget_s
         self.start = time.monotonic()
         self.workers: list[_Worker] = []
         self.closed: list[_Worker] = []  # workers whose counts are final
         self.stop_requested = False
         # Only with coverage on: an empty folder per campaign would pile up in the temp dir.
-        self.cov_dir = tempfile.mkdtemp(prefix="fxfuzz-cov-") if opts.coverage_include else None
+        self.cov_dir = tempfile.mkdtemp(prefix="fxfuzz-cov-") if campaign.coverage_include else None
         self.result.coverage_dir = self.cov_dir
         self.logs: list[Any] = []
-        self.saved = _saved_failures(opts, self._note)
+        self.saved = _saved_failures(campaign, self._note)
         # Every worker, restarts included, registers the user operators of this process's
         # op table before drawing; one it cannot rebuild is refused here, not left out.
         self.ops = op_specs()
+        # Each worker's start, one file (0600) in this folder (0700), which only this user can
+        # read; the worker deletes its file once read, ``run`` the folder at the end.
+        self.start_dir = tempfile.mkdtemp(prefix="fxfuzz-workers-")
 
     # -- starting
     def _spawn(self, index: int, generation: int, quota: int, rerun: _Death | None = None, first: int = 0) -> _Worker:
         parent, child = Pipe()
-        # A listed example is run again by starting the list at it; a generated one follows
-        # over the pipe (argv has a size limit).
-        send_rerun = rerun is not None and not self.opts.examples
         cov_file = None
         if self.cov_dir:
             cov_file = os.path.join(self.cov_dir, f".coverage.w{index}g{generation}")
             self.result.coverage_files.append(cov_file)
-        cfg = {
-            "pass": self.opts.pass_spec,
-            "ops": self.ops,
-            "op_sources": named_sources(),
-            "domain": self.opts.domain,
-            "seed": worker_seed(self.opts.seed, self.opts.shard, index, generation),
-            "max_examples": quota,
-            "deadline": self.deadline,
-            "db": None if self.opts.database is None else {"local": self.opts.database.local, "shared": self.opts.database.shared},
-            "device": self.opts.device,
-            "stage_share": self.opts.stage_share,
-            "max_shrink_s": self.opts.max_shrink_s,
-            "coverage_include": self.opts.coverage_include,
-            "coverage_file": cov_file,
+        settings = dataclasses.replace(
+            self.settings,
+            seed=worker_seed(self.settings.seed, self.settings.shard, index, generation),
+            max_examples=quota,
             # Saved failures replay once, in the first worker: a replacement worker must not
             # replay the example that just killed its predecessor.
-            "replay_saved": index == 0 and generation == 0,
-            "known": sorted(self.opts.known),
-            "check": self.opts.check,
-            "check_args": self.opts.check_args,
-            "rerun": send_rerun,
-            "parent": os.getpid(),  # the worker ends itself when this process dies
-            "examples": self.opts.examples,
-            "examples_args": self.opts.examples_args,
-            "first": first,
-        }
+            replay_saved=self.settings.replay_saved and index == 0 and generation == 0,
+        )
+        start = WorkerStart(
+            self.campaign.pass_spec,
+            settings,
+            self.campaign.task,
+            self.ops,
+            self.deadline,
+            os.getpid(),
+            first,
+            # A listed example is run again by starting the list at it.
+            rerun.case if rerun is not None and not self.campaign.task.examples else None,
+            list(self.campaign.coverage_include),
+            cov_file,
+            named_sources(),
+        )
+        start_file = os.path.join(self.start_dir, f"w{index}g{generation}.json")
+        start.write(start_file)
         log = subprocess.DEVNULL
-        if self.opts.log_dir:
-            os.makedirs(self.opts.log_dir, exist_ok=True)
-            log = open(worker_log(self.opts.log_dir, index), "a")
+        if self.campaign.log_dir:
+            os.makedirs(self.campaign.log_dir, exist_ok=True)
+            log = open(worker_log(self.campaign.log_dir, index), "a")
             self.logs.append(log)
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "fxfuzz.campaign.worker", str(child.fileno()), json.dumps(cfg)],  # -P: see import_from_cwd
+            [sys.executable, "-P", "-m", "fxfuzz.campaign.worker", str(child.fileno()), start_file],  # -P: see import_from_cwd
             pass_fds=[child.fileno()],
             stdout=log,
             stderr=log,
             start_new_session=True,  # a Ctrl-C at the terminal reaches only the parent
         )
         child.close()
-        if send_rerun:
-            parent.send(("rerun", rerun.case))  # type: ignore[union-attr]
         return _Worker(index, generation, quota, proc, parent, time.monotonic(), first, rerun=rerun)
 
     # -- merging
-    def _on_message(self, w: _Worker, kind: str, data: Any) -> None:
-        if kind == "start":
-            w.inflight, w.inflight_since, w.began, w.blamed = data, time.monotonic(), True, True
-            if data is None:
-                self.result.unserializable += 1
-        elif kind == "blame":
-            w.blamed = data
-        elif kind == "source":
-            w.source = data
-        elif kind == "done":
-            w.inflight, w.inflight_since = None, None
-            if w.rerun is not None:  # the example its predecessor died on ran through
-                self.result.unrepeated_deaths.append(
-                    f"worker {w.index} {w.rerun.how} on an example a fresh worker then ran without dying"
-                )
-                w.rerun = None
-        elif kind == "progress":
-            w.examples, w.counts, w.stats = data["examples"], data["counts"], data["stats"]
-        elif kind == "bucket":
-            self._offer(data["id"], data["finding"], data["case"], data["nodes"], w.source)
-        elif kind == "finished":
-            w.finished = data
-        elif kind == "note":
-            self._note(data)
+    def _on_message(self, w: _Worker, message: WorkerMessage) -> None:
+        match message:
+            case Started(case):
+                w.state, w.case, w.since, w.blamed = WorkerState.JUDGING, case, time.monotonic(), True
+                if case is None:
+                    self.result.unserializable += 1
+            case Blame(on_pass):
+                w.blamed = on_pass
+            case Source(name):
+                w.source = name
+            case Done():
+                w.state, w.case = WorkerState.BETWEEN, None
+                if w.rerun is not None:  # the example its predecessor died on ran through
+                    self.result.unrepeated_deaths.append(
+                        f"worker {w.index} {w.rerun.how} on an example a fresh worker then ran without dying"
+                    )
+                    w.rerun = None
+            case Counts(examples, counts, stats):
+                w.examples, w.counts, w.stats = examples, counts, stats
+            case BucketFound(bid, finding, case, nodes):
+                self._offer(bid, finding, case, nodes, w.source)
+            case Finished():
+                w.state = WorkerState.FINISHED
+            case Note(text):
+                self._note(text)
 
     def _note(self, text: str) -> None:
         if text not in self.result.notes:  # every worker hears of a lost database: say it once
@@ -259,13 +266,13 @@ class Supervisor:
     def _exited(self, w: _Worker, code: int) -> None:
         """Judge a worker's exit: done, a death to re-run, a crash finding or a start-up failure."""
         how = _how_it_ended(code)
-        if w.finished is not None:
+        if w.state is WorkerState.FINISHED:
             self._retire(w)
-        elif w.inflight_since is None and not w.began:
+        elif w.state is WorkerState.STARTING:
             # Died before any example: fxfuzz's or the environment's fault, not the pass's.
             self.result.worker_errors.append(f"worker {w.index} exited with {code} before its first example")
             self._retire(w)
-        elif w.inflight_since is None:  # between examples: nothing the pass ran on to blame
+        elif w.state is WorkerState.BETWEEN:  # nothing the pass ran on to blame
             self.result.unrepeated_deaths.append(f"worker {w.index} {how} between examples")
             self._retire(w)
             self._replace(w)
@@ -275,7 +282,7 @@ class Supervisor:
     def _judge(self, w: _Worker, finding: dict[str, Any], how: str) -> None:
         """A death during an example (an exit, or a kill past the example timeout): settled now,
         or judged by the replacement, which runs the example again first."""
-        if not w.blamed or w.rerun is not None or w.inflight is None:
+        if not w.blamed or w.rerun is not None or w.case is None:
             # Settled now, with no re-run: the check said the pass under test was not running
             # (_died counts it, blames nothing), or the death repeated on the example its
             # predecessor died on, or that example could not be serialized to be run again.
@@ -284,7 +291,7 @@ class Supervisor:
             # An example slow only on a loaded machine runs through in the replacement and is
             # counted as a restart, as an outside kill is, not as a hang.
             self._retire(w)
-            self._replace(w, _Death(w.inflight, how))
+            self._replace(w, _Death(w.case, how))
 
     def _died(self, w: _Worker, finding: dict[str, Any]) -> None:
         """Record the example a worker died on as a crash finding (unless its check said the
@@ -293,7 +300,7 @@ class Supervisor:
         if not w.blamed:
             self.result.excused_deaths += 1
         else:
-            bid = self._record_crash(Finding(**finding), w.inflight, w.source)
+            bid = self._record_crash(Finding(**finding), w.case, w.source)
             w.counts = dict(w.counts)
             w.counts[bid] = w.counts.get(bid, 0) + 1
         w.rerun = None  # settled: it repeated, or it was not the pass's
@@ -339,9 +346,9 @@ class Supervisor:
     def run(self, progress: Any = None, stop: Callable[[], bool] | None = None) -> ParallelResult:
         """Run the campaign to its limits, or until ``stop()`` turns true (the workers get 5 s to
         stop, then are killed; what they sent is kept)."""
-        n = self.opts.workers
+        n = self.settings.workers
         for i in range(n):
-            quota = self.opts.max_examples // n + (1 if i < self.opts.max_examples % n else 0)
+            quota = self.settings.max_examples // n + (1 if i < self.settings.max_examples % n else 0)
             if quota:
                 self.workers.append(self._spawn(i, 0, quota))
         last_sample = -1.0
@@ -369,15 +376,16 @@ class Supervisor:
                 self._retire(w)
             for log in self.logs:
                 log.close()
+            shutil.rmtree(self.start_dir, ignore_errors=True)  # the starts of workers that never read them
         self._sample(progress)
         r = self.result
         r.duration_s = time.monotonic() - self.start
         if self.stop_requested:
-            r.stopped_by = "interrupted"
+            r.stopped_by = StopReason.INTERRUPTED
         elif self._lost_slots():
-            r.stopped_by = "workers_lost"
+            r.stopped_by = StopReason.WORKERS_LOST
         else:
-            r.stopped_by = "max_examples" if r.examples >= self.opts.max_examples else "budget"
+            r.stopped_by = StopReason.EXAMPLES if r.examples >= self.settings.max_examples else StopReason.BUDGET
         return r
 
     def _lost_slots(self) -> list[int]:
@@ -388,7 +396,7 @@ class Supervisor:
         for w in self.closed:
             if w.index not in last or w.generation > last[w.index].generation:
                 last[w.index] = w
-        return [i for i, w in last.items() if w.finished is None and not w.began]
+        return [i for i, w in last.items() if w.state is WorkerState.STARTING]
 
     def _poll(self, timeout: float) -> None:
         conns = {w.conn: w for w in self.workers}
@@ -396,7 +404,7 @@ class Supervisor:
             w = conns[conn]  # type: ignore[index]
             try:
                 while conn.poll():
-                    self._on_message(w, *conn.recv())
+                    self._on_message(w, conn.recv())
             except (EOFError, OSError):
                 pass  # the worker is gone; _check_health decides what that means
 
@@ -405,7 +413,7 @@ class Supervisor:
         predecessor's fatal example again also a start and that example's time limit."""
         if w.rerun is None:
             return now - stop_sent_at > 5.0
-        return now - max(stop_sent_at, w.started) > 5.0 + self.opts.example_timeout_s
+        return now - max(stop_sent_at, w.started) > 5.0 + self.settings.example_timeout_s
 
     def _check_health(self, now: float) -> None:
         for w in list(self.workers):
@@ -413,29 +421,29 @@ class Supervisor:
             if code is not None:
                 self._poll_one(w)
                 self._exited(w, code)
-            elif w.inflight_since is not None and now - w.inflight_since > self.opts.example_timeout_s:
+            elif w.state is WorkerState.JUDGING and now - w.since > self.settings.example_timeout_s:
                 self._kill(w)
-                self._judge(w, self._hang_finding(), f"did not return within {self.opts.example_timeout_s:g}s")
+                self._judge(w, self._hang_finding(), f"did not return within {self.settings.example_timeout_s:g}s")
 
     def _hang_finding(self) -> dict[str, Any]:
         return {
             "oracle": "crash",
             "kind": "hang",
-            "message": f"the pass did not return within {self.opts.example_timeout_s:g}s",
+            "message": f"the pass did not return within {self.settings.example_timeout_s:g}s",
             "details": {"exception": "Timeout", "frame": "<unknown>"},
         }
 
     def _poll_one(self, w: _Worker) -> None:
         try:
             while w.conn.poll():
-                self._on_message(w, *w.conn.recv())
+                self._on_message(w, w.conn.recv())
         except (EOFError, OSError):
             pass
 
     def _send_stop(self, w: _Worker) -> None:
         w.stop_sent = True
         try:
-            w.conn.send(("stop", None))
+            w.conn.send(Stop())
         except OSError:
             pass
 
@@ -460,12 +468,13 @@ def worker_log(log_dir: str, index: int) -> str:
     return os.path.join(log_dir, f"worker{index}.log")
 
 
-def _saved_failures(opts: CampaignOptions, on_lost: Callable[[str], None]) -> SavedFailures | None:
+def _saved_failures(campaign: ParallelCampaign, on_lost: Callable[[str], None]) -> SavedFailures | None:
     """The store workers save minimized failures in, for the examples that kill a worker."""
-    if opts.database is None:
+    db = campaign.settings.db
+    if db is None:
         return None
-    key = database_key(load_pass(opts.pass_spec), opts.domain)
-    return SavedFailures(open_database(opts.database, on_lost), key, GRAPH_CASES)
+    key = database_key(load_pass(campaign.pass_spec), campaign.settings.domain)
+    return SavedFailures(open_database(db, on_lost), key, GRAPH_CASES)
 
 
 def _size(case: dict[str, Any], nodes: int) -> tuple[int, int]:
@@ -505,13 +514,13 @@ def _death_finding(code: int) -> dict[str, Any]:
     }
 
 
-def run_parallel(opts: CampaignOptions, progress: Any = None, stop: Callable[[], bool] | None = None) -> ParallelResult:
-    """Run the campaign in ``opts.workers`` processes until its limits or ``stop()`` (the
+def run_parallel(campaign: ParallelCampaign, progress: Any = None, stop: Callable[[], bool] | None = None) -> ParallelResult:
+    """Run the campaign in ``settings.workers`` processes until its limits or ``stop()`` (the
     caller owns the signals: ``fxfuzz.cli`` turns SIGINT, SIGTERM and SIGHUP into ``stop``)."""
-    return Supervisor(opts).run(progress, stop)
+    return Supervisor(campaign).run(progress, stop)
 
 
-def to_campaign_result(r: ParallelResult) -> Any:
+def to_campaign_result(r: ParallelResult) -> CampaignResult:
     """The merged run as a CampaignResult, each bucket's example deserialized."""
     buckets = {}
     for bid, rec in r.buckets.items():

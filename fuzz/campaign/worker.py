@@ -1,20 +1,20 @@
-"""One worker process of a parallel campaign (``python -m fxfuzz.campaign.worker FD CONFIG``).
+"""One worker process of a parallel campaign (``python -m fxfuzz.campaign.worker FD START``).
 
-It runs ``run_campaign`` on its share (or ``run_examples`` on a named list, from where its
-predecessor died) and reports to the supervisor over the pipe ``FD``: each example,
-serialized, *before* the pass runs on it, then buckets and counts as they change. A worker
-that replaces one that died on a generated example first reads that example from the pipe
-and runs it again; any later message from the supervisor means stop. It ends itself when the
-supervisor dies. Coverage, when asked for, starts before torch is imported, so the pass's
-module-level lines count as covered (``fxfuzz`` and ``fxfuzz.campaign`` import nothing
-heavy).
+It reads its ``WorkerStart`` from the file ``START`` (and deletes it; see
+``fxfuzz.campaign.protocol``), runs ``run_campaign`` on its share (or ``run_examples`` on a
+named list, from where its predecessor died) and reports to the supervisor over the pipe
+``FD``: each example, serialized, *before* the pass runs on it, then buckets and counts as they
+change. A worker that replaces one that died on a generated example first runs that example
+again; a ``Stop`` from the supervisor ends it. It ends itself when the supervisor dies.
+Coverage, when asked for, starts before torch is imported, so the pass's module-level lines
+count as covered (``fxfuzz`` and ``fxfuzz.campaign`` import nothing heavy).
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import importlib
-import json
 import os
 import signal
 import sys
@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
+from fxfuzz.campaign.protocol import Blame, BucketFound, Counts, Done, Finished, Note, Source, Started, WorkerMessage, WorkerStart
 from fxfuzz.core.cwd import import_from_cwd
 
 
@@ -37,106 +38,98 @@ def _serialize(case: Any) -> dict[str, Any] | None:
 
 
 def _factory(spec: str) -> Any:
-    """The callable a ``pkg.module:name`` spec of the options names."""
+    """The callable a ``pkg.module:name`` spec of the task names."""
     module, _, name = spec.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
-def judgement(cfg: dict[str, Any], blame: Callable[[bool], None]) -> Any:
-    """The Check this worker judges examples with: the configured factory's, which tells
-    ``blame`` whether the pass under test is running, or verify's."""
-    if cfg["check"] is None:
-        from fxfuzz.oracles import verify
+def judgement(start: WorkerStart, blame: Callable[[bool], None]) -> Any:
+    """The Check this worker judges examples with: the task's factory's, which tells ``blame``
+    whether the pass under test is running, or verify's under the settings."""
+    if start.task.check is None:
+        from fxfuzz.campaign.engine import verify_with
 
-        return lambda case, fn: verify(case, fn, device=cfg["device"])
-    return _factory(cfg["check"])(blame=blame, **cfg["check_args"])
+        return verify_with(start.settings)
+    return _factory(start.task.check)(blame=blame, settings=start.settings, **start.task.check_args)
 
 
-def worker_main(cfg: dict[str, Any], fd: int, cov: Any) -> None:
+class _Reporter:
+    """The worker's side of the pipe: each example sent before it runs (serialized once, and
+    again only for another example), counts after it, buckets as they change."""
+
+    def __init__(self, conn: Connection, judge: Any, cov: Any) -> None:
+        self.conn, self.judge, self.cov = conn, judge, cov
+        self.case: Any = None
+        self.data: dict[str, Any] | None = None
+        self.cov_saved = time.monotonic()
+
+    def send(self, message: WorkerMessage) -> None:
+        self.conn.send(message)
+
+    def data_of(self, case: Any) -> dict[str, Any] | None:
+        if self.case is not case:  # the bucket hook asks for the case just run: reuse it
+            self.case, self.data = case, _serialize(case)
+        return self.data
+
+    def check(self, case: Any, fn: Any) -> list:
+        self.send(Started(self.data_of(case)))
+        findings = self.judge(case, fn)
+        self.send(Done())
+        return findings
+
+    def counts(self, result: Any) -> None:
+        self.send(Counts(result.examples, {bid: b.count for bid, b in result.buckets.items()}, dict(result.stats)))
+
+    def progress(self, result: Any, elapsed: float) -> None:
+        self.counts(result)  # every example, so a worker that dies next loses no count
+        now = time.monotonic()
+        if self.cov is not None and now - self.cov_saved >= 5.0:
+            self.cov_saved = now
+            self.cov.save()  # a worker the pass kills later keeps the coverage gathered so far
+
+    def on_bucket(self, b: Any) -> None:
+        self.send(BucketFound(b.id, b.finding.to_dict(), self.data_of(b.case), b.graph_nodes))
+
+    def named(self, examples: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+        for name, case in examples:
+            self.send(Source(name))  # before Started: a death on it is reported by name
+            yield name, case
+
+
+def worker_main(start: WorkerStart, fd: int, cov: Any) -> None:
     """Run one worker's share of the campaign, reporting to the parent over ``fd``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
-    from fxfuzz.campaign.database import DatabaseSpec, open_database
-    from fxfuzz.campaign.engine import run_campaign, run_examples
+    from fxfuzz.campaign.database import open_database
+    from fxfuzz.campaign.engine import Hooks, Subject, run_campaign, run_examples
     from fxfuzz.core.op_sources import load_sources
     from fxfuzz.core.passes import load_pass
     from fxfuzz.core.serialize import case_from_dict
-    from fxfuzz.oracles.stages import set_stage_share
     from fxfuzz.strategies.custom import register_first
 
-    # Before the example to re-run is read: its operators then exist, defined by the spec.
-    load_sources(cfg["op_sources"])
-    for specs in cfg["ops"]:
+    # Before the example to re-run is rebuilt: its operators then exist, defined by the spec.
+    load_sources(start.op_sources)
+    for specs in start.ops:
         register_first(specs)
     conn = Connection(fd)
     # The example the previous worker of this slot died on: run first, to see if it repeats.
-    rerun = [case_from_dict(conn.recv()[1])] if cfg["rerun"] else []
-    pass_fn = load_pass(cfg["pass"])
-    set_stage_share(cfg["stage_share"])
-    judge = judgement(cfg, lambda on_pass: conn.send(("blame", on_pass)))
-    sent: dict[str, Any] = {"case": None, "data": None, "saved": time.monotonic()}
-
-    def data_of(case: Any) -> dict[str, Any] | None:
-        if sent["case"] is not case:  # the bucket hook asks for the case just run: reuse it
-            sent["case"], sent["data"] = case, _serialize(case)
-        return sent["data"]
-
-    def check(case: Any, fn: Any) -> list:
-        conn.send(("start", data_of(case)))
-        findings = judge(case, fn)
-        conn.send(("done", None))
-        return findings
-
-    def snapshot(result: Any) -> None:
-        counts = {bid: b.count for bid, b in result.buckets.items()}
-        conn.send(("progress", {"examples": result.examples, "stats": dict(result.stats), "counts": counts}))
-
-    def progress(result: Any, elapsed: float) -> None:
-        snapshot(result)  # every example, so a worker that dies next loses no count
-        now = time.monotonic()
-        if cov is not None and now - sent["saved"] >= 5.0:
-            sent["saved"] = now
-            cov.save()  # a worker the pass kills later keeps the coverage gathered so far
-
-    def on_bucket(b: Any) -> None:
-        data = data_of(b.case)
-        conn.send(("bucket", {"id": b.id, "finding": b.finding.to_dict(), "case": data, "nodes": b.graph_nodes}))
-
-    def note(text: str) -> None:
-        conn.send(("note", text))
-
-    def named(examples: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
-        for name, case in examples:
-            conn.send(("source", name))  # before "start": a death on it is reported by name
-            yield name, case
-
-    if cfg["examples"]:
-        listed = _factory(cfg["examples"])(**cfg["examples_args"])[cfg["first"] :]
-        result = run_examples(pass_fn, named(listed), check=check, progress=progress, stop=conn.poll, on_bucket=on_bucket)
+    rerun = [case_from_dict(start.rerun)] if start.rerun is not None else []
+    pass_fn = load_pass(start.pass_spec)
+    report = _Reporter(conn, judgement(start, lambda on_pass: conn.send(Blame(on_pass))), cov)
+    hooks = Hooks(report.progress, conn.poll, report.on_bucket)  # any message from the parent means stop
+    if start.task.examples:
+        listed = _factory(start.task.examples)(**start.task.examples_args)[start.first :]
+        result = run_examples(pass_fn, report.named(listed), report.check, hooks)
     else:
-        db = open_database(DatabaseSpec(cfg["db"]["local"], tuple(cfg["db"]["shared"])), note) if cfg["db"] else None
-        result = run_campaign(
-            pass_fn,
-            budget_s=max(0.0, cfg["deadline"] - time.time()),
-            max_examples=cfg["max_examples"],
-            seed_=cfg["seed"],
-            domain=cfg["domain"],
-            database=db,
-            progress=progress,
-            check=check,
-            stop=conn.poll,  # any message from the parent means stop
-            on_bucket=on_bucket,
-            replay_saved=cfg["replay_saved"],
-            known=frozenset(cfg["known"]),
-            rerun=rerun,
-            max_shrink_s=cfg["max_shrink_s"],
-        )
+        settings = dataclasses.replace(start.settings, budget_s=max(0.0, start.deadline - time.time()))
+        db = open_database(settings.db, lambda text: report.send(Note(text))) if settings.db else None
+        result = run_campaign(pass_fn, settings, database=db, hooks=hooks, subject=Subject(check=report.check), rerun=rerun)
     for text in result.notes:  # saved examples left out of the replay
-        note(text)
+        report.send(Note(text))
     if cov is not None:
         cov.stop()
         cov.save()
-    snapshot(result)
-    conn.send(("finished", result.stopped_by))
+    report.counts(result)
+    report.send(Finished(result.stopped_by))
     conn.close()
 
 
@@ -163,13 +156,13 @@ def die_with_parent(parent: int) -> None:
 
 
 if __name__ == "__main__":
-    _cfg = json.loads(sys.argv[2])
-    die_with_parent(_cfg["parent"])
+    _start = WorkerStart.take(sys.argv[2])
+    die_with_parent(_start.parent)
     import_from_cwd()
     _cov = None
-    if _cfg["coverage_include"]:
+    if _start.coverage_include:
         import coverage
 
-        _cov = coverage.Coverage(data_file=_cfg["coverage_file"], branch=True, include=_cfg["coverage_include"])
+        _cov = coverage.Coverage(data_file=_start.coverage_file, branch=True, include=_start.coverage_include)
         _cov.start()
-    worker_main(_cfg, int(sys.argv[1]), _cov)
+    worker_main(_start, int(sys.argv[1]), _cov)

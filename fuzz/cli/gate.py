@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 
+from fxfuzz.campaign.engine import StopReason
 from fxfuzz.campaign.gate import case_of, run_gate_parallel
 from fxfuzz.campaign.limits import campaign_limits
 from fxfuzz.cli.interrupt import StopSignals, exit_status
@@ -17,6 +18,7 @@ from fxfuzz.cli.run import EXIT_TESTED_NOTHING, unwritten_status
 from fxfuzz.cli.setup import report_folder, worker_logs
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.report.folder import Extras, default_report_dir, utc_now, write_all
 from fxfuzz.repro.files import Corpus, saved_cases
 from fxfuzz.strategies.custom import register_ops
@@ -33,19 +35,16 @@ def command(a: argparse.Namespace) -> int:
     known = load_known(a.known) if a.known else {}
     report_dir = report_folder(a.report_dir or default_report_dir())
     budget_s, max_examples = campaign_limits(a.budget, a.max_examples)
+    settings = CampaignSettings.from_options(a, budget_s=budget_s, max_examples=max_examples, known=frozenset(known))
     progress = ProgressPrinter(budget_s, max_examples)
     started = utc_now()
-    log_dir = worker_logs(report_dir, a.workers)  # the corpus's worker is worker 0
+    log_dir = worker_logs(report_dir, settings.workers)  # the corpus's worker is worker 0
     with StopSignals() as stop:
-        result = run_gate_parallel(
-            a.candidate, a.baseline, saved, workers=a.workers, budget_s=budget_s, max_examples=max_examples, seed_=a.seed,
-            domain=a.domain, example_timeout_s=a.example_timeout, progress=progress.update, log_dir=log_dir, stop=stop,
-            stage_share=a.stage_share, max_shrink_s=a.max_shrink_s,
-        )  # fmt: skip
+        result = run_gate_parallel(a.candidate, a.baseline, saved, settings, progress=progress.update, log_dir=log_dir, stop=stop)
         signum = stop.signum  # a signal from here on only asks to finish the report
         progress.close()
         if signum is not None:
-            result.campaign.stopped_by = "interrupted"
+            result.campaign.stopped_by = StopReason.INTERRUPTED
         result.campaign.stats.update(skipped_untrusted=len(corpus.untrusted), unloadable=len(corpus.unloadable))
         for b in result.buckets.values():
             if b.case is not None:  # None: a worker died on a case it could not serialize
@@ -56,19 +55,20 @@ def command(a: argparse.Namespace) -> int:
             "candidate": a.candidate,
             "baseline": a.baseline,
             "ops": a.ops,
-            "domain": a.domain,
-            "seed": a.seed,
-            "stage_share": a.stage_share,
-            "max_shrink_s": a.max_shrink_s,
-            "workers": a.workers,
+            "domain": settings.domain,
+            "seed": settings.seed,
+            "stage_share": settings.stage_share,
+            "max_shrink_s": settings.max_shrink_s,
+            "workers": settings.workers,
             "started": started,
             "corpus_cases": result.corpus_cases,
             "corpus_s": round(result.corpus_s, 3),
+            "settings": settings.report_form(),
         }
         workers = {
             "restarts": result.restarts,
             "errors": result.worker_errors,
-            "example_timeout_s": a.example_timeout,
+            "example_timeout_s": settings.example_timeout_s,
             "excused_deaths": result.excused_deaths,
             "notes": notes,
         }

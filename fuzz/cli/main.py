@@ -18,10 +18,15 @@ from collections.abc import Sequence
 
 from fxfuzz.cli.args import device, fraction, integer, positive_float, positive_int, seconds_or_zero, shard, workers
 from fxfuzz.cli.interrupt import Abandoned, exit_status
-from fxfuzz.core.choices import DEFAULT_DB, DEFAULT_MAX_SHRINK_S, DEFAULT_STAGE_SHARE, DOMAIN_CHOICES, LEVELS
+from fxfuzz.core.choices import DEFAULT_DB, DOMAIN_CHOICES, LEVELS
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, UsageError
 from fxfuzz.core.internal import EXIT_INTERNAL, InternalError
+from fxfuzz.core.settings import CampaignSettings
+
+# Every campaign option's default: an option whose dest is a field of CampaignSettings reaches it
+# by that name (CampaignSettings.from_options).
+_DEFAULTS = CampaignSettings()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,10 +51,10 @@ def _shrink_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-shrink-s",
         type=seconds_or_zero,
-        default=DEFAULT_MAX_SHRINK_S,
+        default=_DEFAULTS.max_shrink_s,
         metavar="SECONDS",
         help=f"seconds minimizing each new bucket before its smallest example so far is kept; 0 keeps "
-        f"each bucket's first example (default {DEFAULT_MAX_SHRINK_S:g})",
+        f"each bucket's first example (default {_DEFAULTS.max_shrink_s:g})",
     )
 
 
@@ -61,13 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered name, pkg.module:fn or file.py:fn")
     run.add_argument("--budget", type=positive_float, default=None, help="seconds to fuzz (default 60; none with --max-examples alone)")
     run.add_argument("--max-examples", type=positive_int, default=None, help="stop after this many examples")
-    run.add_argument("--seed", type=integer, default=0, help="campaign seed (same seed, same graphs)")
-    run.add_argument("--domain", choices=DOMAIN_CHOICES, default="export", help="input space to draw from (both: each case from either)")
+    run.add_argument("--seed", type=integer, default=_DEFAULTS.seed, help="campaign seed (same seed, same graphs)")
+    run.add_argument("--domain", choices=DOMAIN_CHOICES, default=_DEFAULTS.domain, help="input space to draw from (both: each case from either)")
     run.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
-    run.add_argument("--level", choices=LEVELS, default="graph", help="generate graphs, nn.Module programs through torch.export, or both (mixed: half the budget each)")
+    run.add_argument("--level", choices=LEVELS, default=_DEFAULTS.level, help="generate graphs, nn.Module programs through torch.export, or both (mixed: half the budget each)")
     run.add_argument("--workers", type=workers, default=None, help="worker processes, or 'auto' for one per CPU (default auto; 1 at --level program|mixed)")
-    run.add_argument("--shard", type=shard, default=(1, 1), metavar="K/N", help="run shard K of N: seeds no other shard draws (default 1/1)")
-    run.add_argument("--example-timeout", type=positive_float, default=60.0, help="seconds before a pass counts as hung (default 60)")
+    run.add_argument("--shard", type=shard, default=_DEFAULTS.shard, metavar="K/N", help="run shard K of N: seeds no other shard draws (default 1/1)")
+    run.add_argument("--example-timeout", dest="example_timeout_s", type=positive_float, default=_DEFAULTS.example_timeout_s, help=f"seconds before a pass counts as hung (default {_DEFAULTS.example_timeout_s:g})")
     run.add_argument(
         "--db",
         action="append",
@@ -77,8 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-db", action="store_true", help="do not read or save examples between campaigns")
     run.add_argument("--db-shared", default=None, metavar="OWNER/REPO", help="same as --db github:OWNER/REPO: replay the fxfuzz-db artifact CI publishes there")
     run.add_argument("--known", default=None, help="baseline of known finding buckets (text or JSON; see README)")
-    run.add_argument("--device", type=device, default="cpu", help="cpu, or cuda: also check on CUDA and CPU-vs-CUDA parity (default cpu)")
-    run.add_argument("--stage-share", type=fraction, default=DEFAULT_STAGE_SHARE, help=f"share of examples also taken through torch.export's stages (module, decompositions, save/load, unflatten); default {DEFAULT_STAGE_SHARE}")
+    run.add_argument("--device", type=device, default=_DEFAULTS.device, help="cpu, or cuda: also check on CUDA and CPU-vs-CUDA parity (default cpu)")
+    run.add_argument("--stage-share", type=fraction, default=_DEFAULTS.stage_share, help=f"share of examples also taken through torch.export's stages (module, decompositions, save/load, unflatten); default {_DEFAULTS.stage_share}")
     run.add_argument("--coverage", action="store_true", help="measure line/branch coverage of the pass's source (slower)")
     _shrink_option(run)
     _op_option(run)
@@ -93,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=integer, default=0, help="population seed (default 0)")
     bench.add_argument("--workers", type=workers, default=2, help="workers for the speed-up over one (default 2)")
     bench.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered name, pkg.module:fn or file.py:fn")
-    bench.add_argument("--stage-share", type=fraction, default=DEFAULT_STAGE_SHARE, help=f"share of examples through torch.export's stages (default {DEFAULT_STAGE_SHARE}; 0 for none)")
+    bench.add_argument("--stage-share", type=fraction, default=_DEFAULTS.stage_share, help=f"share of examples through torch.export's stages (default {_DEFAULTS.stage_share}; 0 for none)")
     bench.add_argument("--profile", action="store_true", help="also profile the loop (a second run) for its own time by area")
     _op_option(bench)
     gate = sub.add_parser("gate", help="fail when a candidate pass regresses against a baseline pass")
@@ -103,12 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
     limit.add_argument("--budget", type=positive_float, default=None, help="seconds in all, corpus included (default 60)")
     limit.add_argument("--max-examples", type=positive_int, default=None, help="fresh cases after the corpus")
     gate.add_argument("--workers", type=workers, default=1, help="worker processes for the fresh cases, or 'auto' (default 1; the corpus takes one)")
-    gate.add_argument("--example-timeout", type=positive_float, default=60.0, help="seconds before a case counts as hung, a crash regression (default 60)")
-    gate.add_argument("--seed", type=integer, default=0, help="seed of the fresh cases")
+    gate.add_argument("--example-timeout", dest="example_timeout_s", type=positive_float, default=_DEFAULTS.example_timeout_s, help=f"seconds before a case counts as hung, a crash regression (default {_DEFAULTS.example_timeout_s:g})")
+    gate.add_argument("--seed", type=integer, default=_DEFAULTS.seed, help="seed of the fresh cases")
     gate.add_argument("--domain", choices=DOMAIN_CHOICES, default="both", help="input space of the fresh cases (default both: the baseline's survival decides what counts)")
     gate.add_argument("--corpus", default=None, help="folder of saved .json cases/repros to replay first")
     gate.add_argument("--known", default=None, help="JSON file of bucket ids that are not regressions")
-    gate.add_argument("--stage-share", type=fraction, default=DEFAULT_STAGE_SHARE, help=f"share of cases also taken through torch.export's stages (default {DEFAULT_STAGE_SHARE}; 0 for none)")
+    gate.add_argument("--stage-share", type=fraction, default=_DEFAULTS.stage_share, help=f"share of cases also taken through torch.export's stages (default {_DEFAULTS.stage_share}; 0 for none)")
     gate.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
     _shrink_option(gate)
     _op_option(gate)

@@ -4,21 +4,22 @@ mixed level in this process, then the report folder and the summary."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import signal
 import sys
 from typing import Any
 
-from fxfuzz.campaign.database import redact
-from fxfuzz.campaign.engine import CampaignResult
+from fxfuzz.campaign.engine import CampaignResult, StopReason
 from fxfuzz.cli.args import auto_workers
 from fxfuzz.cli.interrupt import StopSignals, verdict_status
 from fxfuzz.cli.progress import ProgressPrinter
 from fxfuzz.cli.setup import CampaignSetup, campaign_setup, worker_logs
 from fxfuzz.cli.summary import print_summary
 from fxfuzz.core.errors import UsageError
-from fxfuzz.oracles.stages import set_stage_share
+from fxfuzz.core.passes import Pass
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.report.folder import Extras, utc_now, write_all
 
 # Exit status of a campaign that did not test what it was asked to (it ran no example, a level
@@ -37,39 +38,24 @@ def command(args: argparse.Namespace) -> int:
     early with nothing new found."""
     if args.level != "graph":
         return _levels(args)
-    setup = campaign_setup(args)  # a bad spec or path fails here, before any worker starts
+    setup = campaign_setup(args, args.workers or auto_workers())  # a bad spec or path fails here, before any worker starts
     return _graph_level(args, setup)
 
 
 def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
     from fxfuzz.campaign.coverage import coverage_targets, summarize
-    from fxfuzz.campaign.supervisor import CampaignOptions, run_parallel, to_campaign_result
+    from fxfuzz.campaign.supervisor import ParallelCampaign, run_parallel, to_campaign_result
 
+    settings = setup.settings
     # Off by default: tracing costs about 75% more CPU per example on Python 3.11 (docs/benchmark.md).
-    targets = coverage_targets(args.pass_spec, setup.pass_fn) if args.coverage else []
-    workers = args.workers or auto_workers()
-    opts = CampaignOptions(
-        pass_spec=args.pass_spec,
-        budget_s=setup.budget_s,
-        max_examples=setup.max_examples,
-        seed=args.seed,
-        domain=args.domain,
-        workers=workers,
-        example_timeout_s=args.example_timeout,
-        database=setup.database,
-        shard=args.shard,
-        device=args.device,
-        stage_share=args.stage_share,
-        max_shrink_s=args.max_shrink_s,
-        known=frozenset(setup.known),
-        coverage_include=[t.path for t in targets],
-        log_dir=worker_logs(setup.report_dir, workers),
-    )
+    targets = coverage_targets(args.pass_spec, setup.pass_fn) if settings.coverage else []
+    log_dir = worker_logs(setup.report_dir, settings.workers)
+    campaign = ParallelCampaign(args.pass_spec, settings, log_dir=log_dir, coverage_include=tuple(t.path for t in targets))
     started = utc_now()
-    progress = ProgressPrinter(setup.budget_s, setup.max_examples)
+    progress = ProgressPrinter(settings.budget_s, settings.max_examples)
     # Entered after the checks: a signal before it ends a run that has done nothing yet.
     with StopSignals() as stop:
-        parallel = run_parallel(opts, progress.update, stop)
+        parallel = run_parallel(campaign, progress.update, stop)
         signum = stop.signum  # a signal from here on only asks to finish the report
         progress.close()
         result = to_campaign_result(parallel)
@@ -82,7 +68,7 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
                 shutil.rmtree(parallel.coverage_dir, ignore_errors=True)
         why = parallel.worker_errors[0] if parallel.worker_errors else "no worker ran an example"
         lost = [f"the workers kept dying outside any example ({why}); the campaign stopped after {result.examples} example(s)"]
-        incomplete = _incomplete(result, signum, why, lost if result.stopped_by == "workers_lost" else [])
+        incomplete = _incomplete(result, signum, why, lost if result.stopped_by == StopReason.WORKERS_LOST else [])
         extras = Extras(
             known=setup.known,
             coverage=coverage,
@@ -92,32 +78,40 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
                 "unrepeated_deaths": parallel.unrepeated_deaths,
                 "errors": parallel.worker_errors,
                 "unserializable_examples": parallel.unserializable,
-                "example_timeout_s": args.example_timeout,
-                "database": _database_row(setup),
+                "example_timeout_s": settings.example_timeout_s,
+                "database": settings.report_form()["db"],
                 "notes": parallel.notes,
             },
             incomplete=incomplete,
         )
-        meta = {
-            "pass": args.pass_spec,
-            # What the pass was held to, and whether fxfuzz chose that for a pass it does not know.
-            "contract": setup.pass_fn.contract.name,
-            "contract_source": setup.pass_fn.contract_source,
-            "ops": args.ops,
-            "domain": args.domain,
-            "seed": args.seed,
-            "shard": _shard(args),
-            "workers": workers,
-            "device": opts.device,
-            "stage_share": opts.stage_share,
-            "max_shrink_s": opts.max_shrink_s,
-            "started": started,
-        }
-        written = write_all(result, meta, setup.report_dir, extras)
+        written = write_all(result, run_meta(args, settings, started, setup.pass_fn), setup.report_dir, extras)
     report = written.report
     print_summary(report, setup.report_dir, written.unwritten)
     _print_notes(parallel.notes)
-    return unwritten_status(written.unwritten, setup.report_dir) or _exit_status(report, signum, opts.log_dir)
+    return unwritten_status(written.unwritten, setup.report_dir) or _exit_status(report, signum, log_dir)
+
+
+def run_meta(args: argparse.Namespace, settings: CampaignSettings, started: str, pass_fn: Pass, **more: object) -> dict[str, object]:
+    """report.json's run metadata: the fields it has always had (``more`` after the pass and
+    its operators), then the settings whole."""
+    k, n = settings.shard
+    return {
+        "pass": args.pass_spec,
+        # What the pass was held to, and whether fxfuzz chose that for a pass it does not know.
+        "contract": pass_fn.contract.name,
+        "contract_source": pass_fn.contract_source,
+        "ops": args.ops,
+        **more,
+        "domain": settings.domain,
+        "seed": settings.seed,
+        "shard": f"{k}/{n}",
+        "workers": settings.workers,
+        "device": settings.device,
+        "stage_share": settings.stage_share,
+        "max_shrink_s": settings.max_shrink_s,
+        "started": started,
+        "settings": settings.report_form(),
+    }
 
 
 def _incomplete(result: CampaignResult, signum: int | None, why: str, gaps: list[str]) -> str | None:
@@ -151,52 +145,31 @@ def _levels(args: argparse.Namespace) -> int:
         raise UsageError(f"--level {args.level} runs in one process: drop --workers and --coverage")
     if args.device != "cpu":
         raise UsageError(f"--level {args.level} checks on CPU only: drop --device {args.device}")
-    setup = campaign_setup(args)
+    setup = campaign_setup(args, 1)
+    settings = setup.settings
     started = utc_now()
-    progress = ProgressPrinter(setup.budget_s, setup.max_examples)
+    progress = ProgressPrinter(settings.budget_s, settings.max_examples)
     notes: list[str] = []
-    plan = budget_plan(args.level, setup.budget_s)
-    set_stage_share(args.stage_share)
+    plan = budget_plan(settings.level, settings.budget_s)
+    # One process: the seed of a sharded campaign's only worker.
+    seed = worker_seed(settings.seed, settings.shard, 0, 0) if settings.shard != (1, 1) else settings.seed
     with StopSignals() as stop:
         result = run_levels(
             setup.pass_fn,
-            args.level,
-            budget_s=setup.budget_s,
-            max_examples=setup.max_examples,
-            # One process: the seed of a sharded campaign's only worker.
-            seed_=worker_seed(args.seed, args.shard, 0, 0) if args.shard != (1, 1) else args.seed,
-            domain=args.domain,
-            database=None if setup.database is None else open_database(setup.database, notes.append),
+            dataclasses.replace(settings, seed=seed),
+            database=None if settings.db is None else open_database(settings.db, notes.append),
             progress=progress,
             stop=stop,
-            known=frozenset(setup.known),
-            max_shrink_s=args.max_shrink_s,
         )
         signum = stop.signum
         progress.close()
         notes.extend(result.notes)
         if signum is not None:
-            result.stopped_by = "interrupted"
+            result.stopped_by = StopReason.INTERRUPTED
         gaps = [f"the {name} level ran no example in its {share:.1f}s of the budget" for name, share in plan if not result.stats[f"level:{name}:examples"]]
         incomplete = _incomplete(result, signum, "; ".join(gaps), gaps)
-        meta = {
-            "pass": args.pass_spec,
-            # What the pass was held to, and whether fxfuzz chose that for a pass it does not know.
-            "contract": setup.pass_fn.contract.name,
-            "contract_source": setup.pass_fn.contract_source,
-            "ops": args.ops,
-            "level": args.level,
-            "domain": args.domain,
-            "seed": args.seed,
-            "shard": _shard(args),
-            "workers": 1,
-            "device": "cpu",
-            "stage_share": args.stage_share,
-            "max_shrink_s": args.max_shrink_s,
-            "started": started,
-        }
-        extras = Extras(known=setup.known, workers={"database": _database_row(setup), "notes": notes}, incomplete=incomplete)
-        written = write_all(result, meta, setup.report_dir, extras)
+        extras = Extras(known=setup.known, workers={"database": settings.report_form()["db"], "notes": notes}, incomplete=incomplete)
+        written = write_all(result, run_meta(args, settings, started, setup.pass_fn, level=settings.level), setup.report_dir, extras)
     report = written.report
     print_summary(report, setup.report_dir, written.unwritten)
     _print_notes(notes)
@@ -213,18 +186,6 @@ def unwritten_status(unwritten: list[str], report_dir: str) -> int | None:
         return None
     print(f"fxfuzz: error: the report in {report_dir} is incomplete: could not write {'; '.join(unwritten)}", file=sys.stderr)
     return EXIT_REPORT_UNWRITTEN
-
-
-def _shard(args: argparse.Namespace) -> str:
-    k, n = args.shard
-    return f"{k}/{n}"
-
-
-def _database_row(setup: CampaignSetup) -> dict[str, object] | None:
-    """The databases as report.json records them (Redis passwords left out)."""
-    if setup.database is None:
-        return None
-    return {"local": setup.database.local, "shared": [redact(url) for url in setup.database.shared]}
 
 
 def _print_notes(notes: list[str]) -> None:

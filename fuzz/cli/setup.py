@@ -14,6 +14,7 @@ from fxfuzz.core.choices import DEFAULT_DB
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import Pass, load_pass
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.report.folder import clear_earlier_run, default_report_dir, record_written
 from fxfuzz.strategies.custom import register_ops
 
@@ -52,14 +53,12 @@ def worker_logs(report_dir: str, workers: int) -> str:
 @dataclass
 class CampaignSetup:
     """What ``fxfuzz run`` checked and resolved before any work: the pass, the known
-    findings, the databases, the report folder and the limits."""
+    findings (with their reasons), the report folder and the settings."""
 
     pass_fn: Pass
     known: dict[str, str]
-    database: DatabaseSpec | None  # None with --no-db
     report_dir: str
-    budget_s: float
-    max_examples: int
+    settings: CampaignSettings
 
 
 def database_setup(args: Any) -> DatabaseSpec | None:
@@ -74,14 +73,19 @@ def database_setup(args: Any) -> DatabaseSpec | None:
     return spec
 
 
-def campaign_setup(args: Any) -> CampaignSetup:
+def campaign_setup(args: Any, workers: int) -> CampaignSetup:
     """Load the pass and the baseline, make sure the database and report folder can be
-    written, resolve the limits; bad input raises UsageError (one line, exit 2)."""
+    written, resolve the limits and the settings of a campaign in ``workers`` processes; bad
+    input raises UsageError (one line, exit 2)."""
     pass_fn = load_pass(args.pass_spec)
     register_ops(args.ops, "--op")
     known = load_known(args.known) if args.known else {}
     database = database_setup(args)
     report_dir = report_folder(args.report_dir or default_report_dir())
-    return CampaignSetup(pass_fn, known, database, report_dir, *campaign_limits(args.budget, args.max_examples))
+    budget_s, max_examples = campaign_limits(args.budget, args.max_examples)
+    settings = CampaignSettings.from_options(
+        args, budget_s=budget_s, max_examples=max_examples, known=frozenset(known), db=database, workers=workers
+    )
+    return CampaignSetup(pass_fn, known, report_dir, settings)
 
 

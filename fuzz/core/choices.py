@@ -19,7 +19,3 @@ DEFAULT_DB = "reports/.fxfuzz-db"
 # The share of examples verify also takes through torch.export's stages (oracles.stages):
 # measured to keep a default campaign within 10% of its throughput without them.
 DEFAULT_STAGE_SHARE = 0.02
-
-# Seconds spent minimizing one new bucket before its smallest example so far is kept; 0 keeps
-# each bucket's first example (a quick CI job that needs the verdict, not small repros).
-DEFAULT_MAX_SHRINK_S = 60.0

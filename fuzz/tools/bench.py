@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from fxfuzz.campaign.engine import CampaignResult, run_campaign
+from fxfuzz.campaign.engine import CampaignResult, Hooks, Subject, run_campaign
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.passes import PassFn, identity_pass, load_pass
+from fxfuzz.core.settings import NO_TIME_LIMIT_S, CampaignSettings
 from fxfuzz.oracles import verify
-from fxfuzz.oracles.stages import set_stage_share
 from fxfuzz.oracles.timing import collecting
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.custom import op_specs, register_first
@@ -89,7 +89,9 @@ def population(graphs: int, seed: int, domain: str = "export") -> list[Any]:
         return []
 
     run_campaign(
-        identity_pass, budget_s=float("inf"), max_examples=graphs, seed_=seed, strategy=bench_cases(domain), check=keep
+        identity_pass,
+        CampaignSettings(budget_s=NO_TIME_LIMIT_S, max_examples=graphs, seed=seed),
+        subject=Subject(bench_cases(domain), keep),
     )
     return cases
 
@@ -133,15 +135,16 @@ def pass_times_ms(cases: list[Any], pass_fn: PassFn) -> list[tuple[float, float]
 
 
 def harness_loop(
-    graphs: int, seed: int, pass_fn: PassFn, domain: str = "export"
+    graphs: int, seed: int, pass_fn: PassFn, stage_share: float = DEFAULT_STAGE_SHARE, domain: str = "export"
 ) -> tuple[list[tuple[float, float]], CampaignResult, int]:
-    """The default campaign loop on the population: per-example (wall, CPU) times in ms,
-    the result, and the number of findings (counted, not shrunk)."""
+    """The default campaign loop on the population (``stage_share`` of it through export's
+    stages): per-example (wall, CPU) times in ms, the result, and the number of findings
+    (counted, not shrunk)."""
     stamps = [_stamp()]
     found = Counter()
 
     def check(case: Any, fn: PassFn) -> list:
-        found["findings"] += len(verify(case, fn))
+        found["findings"] += len(verify(case, fn, stage_share=stage_share))
         return []
 
     def progress(result: CampaignResult, elapsed: float) -> None:
@@ -149,12 +152,9 @@ def harness_loop(
 
     result = run_campaign(
         pass_fn,
-        budget_s=float("inf"),
-        max_examples=graphs,
-        seed_=seed,
-        strategy=bench_cases(domain),
-        check=check,
-        progress=progress,
+        CampaignSettings(budget_s=NO_TIME_LIMIT_S, max_examples=graphs, seed=seed),
+        hooks=Hooks(progress),
+        subject=Subject(bench_cases(domain), check),
     )
     times = [_elapsed_ms(a, b) for a, b in zip(stamps, stamps[1:])]
     return times, result, found["findings"]
@@ -168,11 +168,10 @@ def child_main() -> None:
     for specs in cfg["ops"]:
         register_first(specs)
     pass_fn = load_pass(cfg["pass"])
-    set_stage_share(cfg["stage_share"])
-    harness_loop(WARMUP, cfg["seed"] + 7919, pass_fn)  # imports, first-call caches
+    harness_loop(WARMUP, cfg["seed"] + 7919, pass_fn, cfg["stage_share"])  # imports, first-call caches
     print("ready", flush=True)
     sys.stdin.readline()
-    _, result, _ = harness_loop(cfg["graphs"], cfg["seed"], pass_fn)
+    _, result, _ = harness_loop(cfg["graphs"], cfg["seed"], pass_fn, cfg["stage_share"])
     print(json.dumps({"examples_per_s": result.examples_per_s, "peak_rss_mb": _peak_rss_mb()}), flush=True)
 
 
@@ -262,13 +261,12 @@ def run_bench(
     """Measure the pass, the harness loop and the worker speed-up on one population, with
     ``stage_share`` of the examples through the export stages (0: none)."""
     pass_fn = load_pass(pass_spec)
-    set_stage_share(stage_share)
     cases = population(graphs, seed)
     nodes = statistics.median(c.compute_nodes() for c in cases)
     pass_times, pass_cpu = zip(*pass_times_ms(cases, pass_fn))
     pass_ms, pass_cpu_ms = statistics.median(pass_times), statistics.median(pass_cpu)
     with collecting() as steps:
-        loop_times, result, findings = harness_loop(graphs, seed, pass_fn)
+        loop_times, result, findings = harness_loop(graphs, seed, pass_fn, stage_share)
     times, cpu = zip(*loop_times)
     harness_ms, harness_cpu_ms = statistics.median(times), statistics.median(cpu)
     # The breakdown by area comes from a second, profiled run of the same loop: cProfile slows
@@ -277,7 +275,7 @@ def run_bench(
     profiler = cProfile.Profile() if profile else None
     if profiler:
         profiler.enable()
-        harness_loop(graphs, seed, pass_fn)
+        harness_loop(graphs, seed, pass_fn, stage_share)
         profiler.disable()
     rates, rss = {}, [_peak_rss_mb()]
     for k in sorted({1, workers}):

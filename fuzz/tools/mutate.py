@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 
 from fxfuzz.campaign.gate import StopGate, run_gate
 from fxfuzz.core.passes import load_pass
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.tools.mutants import Mutant, load_pass_variant
 
 EQUIVALENT_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "equivalent_mutants.txt")
@@ -96,7 +97,8 @@ def run_mutant(
 
     start = time.monotonic()
     try:
-        run_gate(candidate, baseline, corpus, budget_s=budget_s, seed_=seed_, domain=domain, on_regression=killed, stop=stop)
+        settings = CampaignSettings(budget_s=budget_s, seed=seed_, domain=domain)
+        run_gate(candidate, baseline, corpus, settings, on_regression=killed, stop=stop)
     except StopGate:
         return MutantResult(mutant.id, "killed", time.monotonic() - start, kills[0], mutant.description)
     except _Hang:
