@@ -20,7 +20,7 @@ from typing import Any
 from fxfuzz.core.case import Example
 from fxfuzz.core.choices import DEFAULT_MAX_SHRINK_S
 from fxfuzz.core.errors import SerializeError
-from fxfuzz.core.passes import Pass, PassFn
+from fxfuzz.core.passes import Pass, PassFn, reacts_to_of
 from fxfuzz.core.reproducible import reproducible_draws
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
 from fxfuzz.oracles import Finding, verify
@@ -303,7 +303,7 @@ def run_campaign(
     result = CampaignResult()
     start = time.monotonic()
     deadline = start + budget_s
-    strategy = strategy if strategy is not None else graph_cases(domain=domain)
+    strategy = strategy if strategy is not None else graph_cases(domain=domain, reacts_to=reacts_to_of(pass_fn))
     store = SavedFailures(database, database_key(pass_fn, domain), codec) if database and codec else None
 
     def record(case: Example, ids: dict[str, Finding]) -> None:

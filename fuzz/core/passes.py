@@ -51,6 +51,9 @@ class Registered:
     contract: PassContract
     export_stage: int | None = None
     sources: tuple[Source, ...] = ()
+    # The node kinds the pass rewrites (fxfuzz.strategies.regions.REACTION_STEPS): generation
+    # draws one in nearly every case; () keeps the mix of steps of a pass that declares none.
+    reacts_to: tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
@@ -81,8 +84,8 @@ _AUTOCAST = "torch._export.passes.replace_autocast_with_hop_pass"
 PIPE = "+"
 
 _STAGE_ROWS = (
-    Registered("set_grad", f"{_SET_GRAD}:replace_set_grad_with_hop_pass", SET_GRAD, 0, (Source(_SET_GRAD), *_SHARED)),
-    Registered("autocast", f"{_AUTOCAST}:replace_autocast_with_hop_pass", AUTOCAST, 1, (Source(_AUTOCAST), *_SHARED)),
+    Registered("set_grad", f"{_SET_GRAD}:replace_set_grad_with_hop_pass", SET_GRAD, 0, (Source(_SET_GRAD), *_SHARED), ("grad_toggle",)),
+    Registered("autocast", f"{_AUTOCAST}:replace_autocast_with_hop_pass", AUTOCAST, 1, (Source(_AUTOCAST), *_SHARED), ("autocast",)),
 )
 # Export stages in the order torch.export runs them on the pre-dispatch graph.
 EXPORT_STAGES: tuple[Registered, ...] = tuple(sorted(_STAGE_ROWS, key=lambda r: r.export_stage))  # type: ignore[arg-type, return-value]
@@ -95,6 +98,7 @@ def _pipeline_row(name: str, parts: Sequence[Registered]) -> Registered:
         PIPE.join(r.name for r in parts),
         union([r.contract for r in parts]),
         sources=tuple(dict.fromkeys(s for r in parts for s in r.sources)),
+        reacts_to=tuple(dict.fromkeys(k for r in parts for k in r.reacts_to)),
     )
 
 
@@ -137,6 +141,16 @@ def contract_of(pass_fn: Any) -> PassContract:
     if isinstance(pass_fn, Pass):
         return pass_fn.contract
     return getattr(pass_fn, "fxfuzz_contract", SET_GRAD)
+
+
+def reacts_to_of(pass_fn: Any) -> tuple[str, ...]:
+    """The node kinds ``pass_fn`` reacts to: its registry row's, else those of the row whose
+    contract it carries (a plain callable is presumed a set-grad pass, as ``contract_of``
+    presumes); () for a contract no row declares kinds for (the identity pass)."""
+    row = pass_fn.registered if isinstance(pass_fn, Pass) else None
+    contract = contract_of(pass_fn)
+    row = row or next((r for r in REGISTRY.values() if r.contract == contract), None)
+    return row.reacts_to if row else ()
 
 
 @dataclass(frozen=True)
