@@ -184,6 +184,11 @@ def stages_forced(forced: bool = True) -> Iterator[None]:
         _SHARE["forced"] = before
 
 
+def stages_are_forced() -> bool:
+    """Is every example taken through every check it runs only for a share, now?"""
+    return _SHARE["forced"]
+
+
 def stages_selected(case_code: str, ambient: bool) -> tuple[str, ...]:
     """The stages the case (its graph code and ambient grad mode) goes through: a hash of it
     against the share (a fifth of it for decompositions), so replays and shrink attempts of

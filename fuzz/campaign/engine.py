@@ -24,6 +24,7 @@ from fxfuzz.core.passes import Pass, PassFn, reacts_to_of
 from fxfuzz.core.reproducible import reproducible_draws
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
 from fxfuzz.oracles import Finding, verify
+from fxfuzz.oracles.program import shrinks_with_shared_checks
 from fxfuzz.oracles.stages import stages_forced
 from fxfuzz.strategies import graph_cases
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -365,9 +366,10 @@ def run_campaign(
                 raise _Stop
             if shrinking and now - shrink_started[0] >= max_shrink_s:
                 raise _ShrinkTimeUp  # before judging: an attempt past the limit is time spent for nothing
-            # While a downstream bucket shrinks, every attempt goes through the export stages,
-            # so the shrinker judges each candidate alike whatever share the case hashes to.
-            with stages_forced(bool(shrinking) and result.buckets[shrinking[0]].finding.oracle == "downstream"):
+            # While a bucket of a shared check shrinks (export stages, a program's other sizes),
+            # every attempt runs it, so the shrinker judges each candidate alike whatever share
+            # the example hashes to.
+            with stages_forced(bool(shrinking) and shrinks_with_shared_checks(result.buckets[shrinking[0]].finding)):
                 findings = check(case, pass_fn)
             ids = {bucket_id(f): f for f in findings}
             if shrinking:

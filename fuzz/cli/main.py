@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from fxfuzz.cli.args import device, fraction, integer, positive_float, positive_int, seconds_or_zero, shard, workers
 from fxfuzz.cli.interrupt import Abandoned, exit_status
-from fxfuzz.core.choices import DEFAULT_DB, DEFAULT_MAX_SHRINK_S, DEFAULT_STAGE_SHARE, DOMAIN_CHOICES, LEVELS
+from fxfuzz.core.choices import DEFAULT_DB, DEFAULT_MAX_SHRINK_S, DEFAULT_PROGRAM_SHARE, DEFAULT_STAGE_SHARE, DOMAIN_CHOICES, LEVELS
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, UsageError
 
@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--known", default=None, help="baseline of known finding buckets (text or JSON; see README)")
     run.add_argument("--device", type=device, default="cpu", help="cpu, or cuda: also check on CUDA and CPU-vs-CUDA parity (default cpu)")
     run.add_argument("--stage-share", type=fraction, default=DEFAULT_STAGE_SHARE, help=f"share of examples also taken through torch.export's stages (module, decompositions, save/load, unflatten); default {DEFAULT_STAGE_SHARE}")
+    run.add_argument("--program-share", type=fraction, default=DEFAULT_PROGRAM_SHARE, help=f"--level program|mixed: share of programs also checked after run_decompositions and save/load and at other sizes; default {DEFAULT_PROGRAM_SHARE}")
     run.add_argument("--coverage", action="store_true", help="measure line/branch coverage of the pass's source (slower)")
     _shrink_option(run)
     _op_option(run)

@@ -18,6 +18,7 @@ from fxfuzz.cli.progress import ProgressPrinter
 from fxfuzz.cli.setup import CampaignSetup, campaign_setup, worker_logs
 from fxfuzz.cli.summary import print_summary
 from fxfuzz.core.errors import UsageError
+from fxfuzz.oracles.program import program_share
 from fxfuzz.oracles.stages import set_stage_share
 from fxfuzz.report.folder import Extras, utc_now, write_all
 
@@ -148,7 +149,7 @@ def _levels(args: argparse.Namespace) -> int:
     notes: list[str] = []
     plan = budget_plan(args.level, setup.budget_s)
     set_stage_share(args.stage_share)
-    with StopSignals() as stop:
+    with StopSignals() as stop, program_share(args.program_share):
         result = run_levels(
             setup.pass_fn,
             args.level,
@@ -179,6 +180,7 @@ def _levels(args: argparse.Namespace) -> int:
             "workers": 1,
             "device": "cpu",
             "stage_share": args.stage_share,
+            "program_share": args.program_share,
             "max_shrink_s": args.max_shrink_s,
             "started": started,
         }

@@ -20,6 +20,10 @@ DEFAULT_DB = "reports/.fxfuzz-db"
 # measured to keep a default campaign within 10% of its throughput without them.
 DEFAULT_STAGE_SHARE = 0.02
 
+# The share of programs (program level) whose export stages beyond ``ep.module()`` and other
+# sizes are checked (fxfuzz.oracles.program): they cost about three times the rest of a program.
+DEFAULT_PROGRAM_SHARE = 0.2
+
 # Seconds spent minimizing one new bucket before its smallest example so far is kept; 0 keeps
 # each bucket's first example (a quick CI job that needs the verdict, not small repros).
 DEFAULT_MAX_SHRINK_S = 60.0
