@@ -57,8 +57,12 @@ def test_what_each_pass_reacts_to_and_generation_knows_every_kind():
     assert reacts_to_of(load_pass("set_grad")) == ("grad_toggle",)
     assert reacts_to_of(load_pass("export")) == ("grad_toggle", "autocast")
     assert reacts_to_of(load_pass("identity")) == ()
-    # A plain callable is presumed a set-grad pass, as its contract is.
-    assert reacts_to_of(lambda gm, sig: (gm, sig)) == ("grad_toggle",)
+    assert reacts_to_of(load_pass("set_grad+autocast")) == ("grad_toggle", "autocast")
+    # A plain callable declares its kinds as it declares its contract, or declares none.
+    assert reacts_to_of(lambda gm, sig: (gm, sig)) == ()
+    declared = lambda gm, sig: (gm, sig)  # noqa: E731
+    declared.fxfuzz_reacts_to = ("autocast",)
+    assert reacts_to_of(declared) == ("autocast",)
     assert {k for row in REGISTRY.values() for k in row.reacts_to} <= set(REACTION_STEPS)
 
 

@@ -144,13 +144,16 @@ def contract_of(pass_fn: Any) -> PassContract:
 
 
 def reacts_to_of(pass_fn: Any) -> tuple[str, ...]:
-    """The node kinds ``pass_fn`` reacts to: its registry row's, else those of the row whose
-    contract it carries (a plain callable is presumed a set-grad pass, as ``contract_of``
-    presumes); () for a contract no row declares kinds for (the identity pass)."""
-    row = pass_fn.registered if isinstance(pass_fn, Pass) else None
-    contract = contract_of(pass_fn)
-    row = row or next((r for r in REGISTRY.values() if r.contract == contract), None)
-    return row.reacts_to if row else ()
+    """The node kinds ``pass_fn`` reacts to: a registered pass's row's, a pipeline's parts'
+    together, else a plain callable's ``fxfuzz_reacts_to`` declaration; () for a pass that
+    declares nothing (generation then keeps its mix)."""
+    if isinstance(pass_fn, Pass):
+        if pass_fn.registered is not None:
+            return pass_fn.registered.reacts_to
+        if pass_fn.parts:
+            return tuple(dict.fromkeys(k for part in pass_fn.parts for k in reacts_to_of(part)))
+        pass_fn = pass_fn.fn
+    return tuple(getattr(pass_fn, "fxfuzz_reacts_to", ()))
 
 
 @dataclass(frozen=True)
