@@ -80,7 +80,5 @@ def historical(name: str) -> Any:
 
 
 # Module-level callables, so each is a ``file.py:callable`` spec for ``fxfuzz gate --candidate``.
-# Each declares what the set-grad pass reacts to, as a changed pass under review would.
 for _name in EDITS:
     globals()[_name] = lambda gm, sig, _n=_name: historical(_n)(gm, sig)
-    globals()[_name].fxfuzz_reacts_to = ("grad_toggle",)

@@ -91,9 +91,6 @@ def run_mutant(
         with _alarm(PASS_HANG_S):
             return mutated(gm, sig)
 
-    # A mutant of the pass reacts to what the pass does: the gate draws those nodes.
-    candidate.fxfuzz_reacts_to = baseline.registered.reacts_to  # type: ignore[attr-defined, union-attr]
-
     def killed(bucket: object) -> None:
         kills.append(str(getattr(bucket, "finding")))
         raise StopGate
