@@ -10,6 +10,10 @@ standing in for the stage of export it replaces (the set-grad pass by default):
   execution of the same module: outputs and their structure, requires_grad, gradients of
   inputs and parameters, the module's parameters and buffers after the call, and the grad
   mode left behind.
+
+The stages beyond ``ep.module()`` and a dynamic program's other sizes run for every program,
+or, given a ``share`` (a campaign's ``--program-share``), for that share of them,
+and for every program while a bucket they showed shrinks.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import hashlib
 import importlib
 from collections.abc import Iterator
 from typing import Any
@@ -34,7 +39,7 @@ from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.gradients import compare_derivatives
 from fxfuzz.oracles.program_runtime import export_under, observe_module
 from fxfuzz.oracles.sizes import new_kinds
-from fxfuzz.oracles.stages import STAGES
+from fxfuzz.oracles.stages import STAGES, stages_are_forced
 from hypothesis import reject
 
 
@@ -80,6 +85,23 @@ def _export_crash(e: BaseException) -> Finding:
 # The export stages whose module the end-to-end check compares with eager: kind prefix, stage.
 E2E_STAGES = (("e2e_", "module"), ("e2e_decomposed_", "run_decompositions"), ("e2e_saved_", "save_load"))
 _AUTOGRAD_KINDS = ("requires_grad_mismatch", "grad_fn_mismatch")
+def _shared_checks_on(program: Program, grad_mode: bool, share: float) -> bool:
+    """Does this program, under this grad mode, go through the shared checks? A hash of its
+    code against the share, so a replay decides alike; always while they are forced (a bucket
+    of theirs shrinking: ``shrinks_with_shared_checks``)."""
+    if stages_are_forced():
+        return True
+    digest = hashlib.sha1(f"{grad_mode}|{program.code()}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") / 2**32 < share
+
+
+def shrinks_with_shared_checks(f: Finding) -> bool:
+    """Did ``f`` come from a check only a share of examples runs: torch.export's stages (the
+    graph level's ``downstream`` oracle; a program's stages after ``ep.module()``) or a
+    program's other sizes? While its bucket shrinks every such check runs, so the shrinker
+    judges each attempt alike."""
+    later = tuple(prefix for prefix, _ in E2E_STAGES[1:])
+    return f.oracle == "downstream" or f.kind.startswith(later) or (f.details.get("level") == "program" and "sizes" in f.details)
 
 
 def _end_to_end(eager: dict[str, Any], exported: dict[str, Any], prefix: str = "e2e_", exact: bool = True) -> list[Finding]:
@@ -145,7 +167,9 @@ def _at_other_sizes(
     return found
 
 
-def _check_mode(program_class: Any, example_inputs: Any, dynamic_shapes: Any, sizes: tuple[int, ...], pass_fn: PassFn, grad_mode: bool) -> list[Finding]:
+def _check_mode(
+    program_class: Any, example_inputs: Any, dynamic_shapes: Any, sizes: tuple[int, ...], pass_fn: PassFn, grad_mode: bool, shared: bool
+) -> list[Finding]:
     eager = observe_module(program_class(), example_inputs(), grad_mode)
     if eager["error"] is not None:
         # The generator promises programs eager PyTorch runs; one that raises is not a test.
@@ -171,7 +195,7 @@ def _check_mode(program_class: Any, example_inputs: Any, dynamic_shapes: Any, si
             ep = export_under(program_class(), example_inputs(), grad_mode, dynamic_shapes)
         except Exception as e:
             return findings + [_export_crash(e)]
-    for prefix, stage in E2E_STAGES:
+    for prefix, stage in E2E_STAGES if shared else E2E_STAGES[:1]:
         make, exact = STAGES[stage]
         try:
             # A copy each: a call of one stage's module updates the buffers the next starts from.
@@ -189,7 +213,7 @@ def _check_mode(program_class: Any, example_inputs: Any, dynamic_shapes: Any, si
         traced = _end_to_end(eager, observe_module(copy.deepcopy(module), example_inputs(), grad_mode), prefix, exact)
         findings += traced
         known = {f.kind for f in traced}
-        findings += _at_other_sizes(program_class, example_inputs, module, sizes, grad_mode, prefix, exact, known)
+        findings += _at_other_sizes(program_class, example_inputs, module, sizes if shared else (), grad_mode, prefix, exact, known)
     return findings
 
 
@@ -215,14 +239,17 @@ def release_traced_state() -> None:
     graph_module._loader.eval_cache.clear()
 
 
-def check_program(program: Program, pass_fn: PassFn) -> list[Finding]:
+def check_program(program: Program, pass_fn: PassFn, share: float = 1.0) -> list[Finding]:
     """Export ``program`` with ``pass_fn`` in place of the real pass under both ambient grad
-    modes; return the captured graph's ``verify`` findings and the end-to-end findings."""
+    modes; return the captured graph's ``verify`` findings and the end-to-end findings. The
+    stages after ``ep.module()`` and the other sizes run on the deterministic ``share`` (0 to 1)
+    of programs."""
     program_class, example_inputs, dynamic_shapes = load_program(program)
     findings = []
     try:
         for grad_mode in (program.ambient_grad, not program.ambient_grad):
-            for f in _check_mode(program_class, example_inputs, dynamic_shapes, program.other_sizes(), pass_fn, grad_mode):
+            shared = _shared_checks_on(program, grad_mode, share)
+            for f in _check_mode(program_class, example_inputs, dynamic_shapes, program.other_sizes(), pass_fn, grad_mode, shared):
                 f.details = {**f.details, "level": "program", "ambient_grad": grad_mode}
                 f.message = f"[ambient grad {grad_mode}] {f.message}"
                 findings.append(f)

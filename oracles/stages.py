@@ -178,6 +178,11 @@ def stages_forced(forced: bool = True) -> Iterator[None]:
         _FORCED["forced"] = before
 
 
+def stages_are_forced() -> bool:
+    """Is every example taken through every check it runs only for a share, now?"""
+    return _FORCED["forced"]
+
+
 def stages_selected(case_code: str, ambient: bool, share: float = DEFAULT_STAGE_SHARE) -> tuple[str, ...]:
     """The stages the case (its graph code and ambient grad mode) goes through: a hash of it
     against ``share`` (0 to 1; a fifth of it for decompositions), so replays and shrink

@@ -16,7 +16,7 @@ from fxfuzz.core.choices import DOMAIN_CHOICES, DOMAINS
 from fxfuzz.strategies.builder import SET_GRAD, GraphBuilder
 from fxfuzz.strategies.inputs import base_shapes, draw_inputs
 from fxfuzz.strategies.names import placeholder_names, rename_some
-from fxfuzz.strategies.regions import draw_block
+from fxfuzz.strategies.regions import REACTION_STEPS, draw_block
 from fxfuzz.strategies.state import Budget, State, Value, count_region_shapes, pick, rarely
 from fxfuzz.strategies.symbolic import corrupt_size_metas, draw_dims, draw_size_output, draw_sizes
 from hypothesis import strategies as st
@@ -66,14 +66,22 @@ def _shape_stats(gm: fx.GraphModule, stats: Counter) -> None:
 
 
 @st.composite
-def graph_cases(draw: st.DrawFn, domain: str = "export", max_steps: int = MAX_STEPS) -> GraphCase:
+def graph_cases(
+    draw: st.DrawFn, domain: str = "export", max_steps: int = MAX_STEPS, reacts_to: tuple[str, ...] = ()
+) -> GraphCase:
     """Random GraphCases: parameters, buffers, constants and user inputs of mixed dtypes and
     requires_grad feeding ATen ops inside nested grad-mode and autocast regions and
     cond/map subgraphs, with the ambient grad mode drawn per case. ``max_steps`` bounds the
     ops, regions and subgraphs drawn (nested ones included). ``domain="both"`` draws the
-    domain per case, export first, so a failure shrinks toward a case export can produce."""
+    domain per case, export first, so a failure shrinks toward a case export can produce.
+    ``reacts_to`` names the node kinds the pass under test reacts to (``Registered.reacts_to``,
+    keys of ``regions.REACTION_STEPS``): nine cases in ten then hold at least one of them
+    (``regions.draw_block``); empty, the mix of steps is the same for every pass."""
     if domain not in DOMAIN_CHOICES:
         raise ValueError(f"unknown domain {domain!r}; expected one of {DOMAIN_CHOICES}")
+    unknown = sorted(set(reacts_to) - set(REACTION_STEPS))
+    if unknown:
+        raise ValueError(f"unknown node kinds {unknown} in reacts_to; expected some of {tuple(REACTION_STEPS)}")
     if domain == "both":
         domain = draw(st.sampled_from(DOMAINS))
     ambient = draw(st.booleans())
@@ -82,7 +90,7 @@ def graph_cases(draw: st.DrawFn, domain: str = "export", max_steps: int = MAX_ST
     dims, batch = draw_dims(draw, base, stats)
     builder = GraphBuilder(grad_mode=ambient, fake_mode=dims.mode if dims else None)
     inputs = draw_inputs(draw, builder, base, stats, placeholder_names(draw, domain), dims, batch)
-    s = State(builder, domain, stats, Budget(max_steps), [Value(n) for n in inputs.values], inputs.mutable)
+    s = State(builder, domain, stats, Budget(max_steps), [Value(n) for n in inputs.values], inputs.mutable, reacts_to=tuple(reacts_to))
     draw_block(draw, s, 0)
     outputs = _outputs(draw, s, stats)
     draw_size_output(draw, s, outputs)

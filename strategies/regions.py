@@ -27,39 +27,66 @@ _ADVERSARIAL_STEPS = _STEPS + ("wrapped", "tensor_attr")
 # Steps on sizes (after the others: shrinking still reaches a plain op); a plain op in a
 # graph without symbolic sizes, so a case's choices mean the same with and without them.
 _SIZE_STEPS = ("size", "size", "size")
+# The node kinds a pass may declare it reacts to (``Registered.reacts_to``): the step that draws
+# one, and the prefix of the ``case.features`` key that counts one drawn anywhere in the case.
+REACTION_STEPS = {"grad_toggle": ("grad", "toggle:"), "autocast": ("autocast", "autocast:"), "cond": ("cond", "hop:cond"), "map": ("map", "hop:map")}
+# Steps the top-level block keeps for a declared kind it still owes: enough for the region to
+# hold a step or two, so the pass has something to move, not only an empty toggle pair.
+_OWED_STEPS = 3
 
 
 def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
     """A run of steps at nesting ``depth``; every region restores the modes it entered from
-    (except where the adversarial domain decides otherwise)."""
+    (except where the adversarial domain decides otherwise).
+
+    At the top level of a case for a pass that declares the node kinds it reacts to
+    (``s.reacts_to``), nine cases in ten owe one: if none was drawn by the block's end, a step
+    drawing one ends it (its own steps may be none). Owing shrinks to owing, so a failure that
+    needs no such node shrinks to a case that still ends with one, empty; a pass that declares
+    nothing draws no extra choice and keeps the mix of steps as it was."""
     s.max_depth = max(s.max_depth, depth)
     kinds = _LEAF_STEPS if depth >= MAX_DEPTH else _ADVERSARIAL_STEPS if s.domain == "adversarial" else _STEPS
     kinds += _SIZE_STEPS
+    # Owing is the simplest choice: Hypothesis extends the first tens of cases of a run with
+    # each choice's simplest value, and a short gate or campaign runs little else.
+    owed = depth == 0 and bool(s.reacts_to) and not rarely(draw, 10)
     # A "one more step?" choice before each step, rather than a count up front: the shrinker
     # then deletes any single step, not only the last ones.
     steps = 0
-    while s.budget.left > 0 and draw(st.integers(0, 12 if depth == 0 else 3)) != 0:
+    while s.budget.left > (_OWED_STEPS if owed and not reacted(s) else 0) and draw(st.integers(0, 12 if depth == 0 else 3)) != 0:
         steps += 1
         s.budget.left -= 1
-        kind = draw(st.sampled_from(kinds))
-        if kind == "op" or (kind == "inplace" and not draw_inplace(draw, s)) or (kind == "size" and not s.builder.symbolic):
-            draw_op(draw, s)
-        elif kind == "grad":
-            grad_region(draw, s, depth)
-        elif kind == "autocast":
-            autocast_region(draw, s, depth)
-        elif kind == "cond":
-            draw_cond(draw, s, depth + 1, draw_block)
-        elif kind == "map":
-            draw_map(draw, s, depth + 1, draw_block)
-        elif kind == "wrapped":
-            draw_wrapped(draw, s, depth + 1, draw_block)
-        elif kind == "tensor_attr":
-            draw_tensor_attr(draw, s)
-        elif kind == "size":
-            draw_size_step(draw, s)
+        _step(draw, s, depth, draw(st.sampled_from(kinds)))
+    if owed and not reacted(s):
+        s.budget.left -= 1
+        _step(draw, s, depth, REACTION_STEPS[draw(st.sampled_from(s.reacts_to))][0])
     if steps == 0 and depth > 0:
         s.stats["region:empty"] += 1
+
+
+def reacted(s: State) -> bool:
+    """Has the case drawn a node of a kind its pass reacts to, anywhere (subgraphs included)?"""
+    prefixes = tuple(REACTION_STEPS[k][1] for k in s.reacts_to)
+    return any(key.startswith(prefixes) for key in s.stats)
+
+
+def _step(draw: st.DrawFn, s: State, depth: int, kind: str) -> None:
+    if kind == "op" or (kind == "inplace" and not draw_inplace(draw, s)) or (kind == "size" and not s.builder.symbolic):
+        draw_op(draw, s)
+    elif kind == "grad":
+        grad_region(draw, s, depth)
+    elif kind == "autocast":
+        autocast_region(draw, s, depth)
+    elif kind == "cond":
+        draw_cond(draw, s, depth + 1, draw_block)
+    elif kind == "map":
+        draw_map(draw, s, depth + 1, draw_block)
+    elif kind == "wrapped":
+        draw_wrapped(draw, s, depth + 1, draw_block)
+    elif kind == "tensor_attr":
+        draw_tensor_attr(draw, s)
+    elif kind == "size":
+        draw_size_step(draw, s)
 
 
 def grad_region(draw: st.DrawFn, s: State, depth: int) -> None:

@@ -49,6 +49,8 @@ class State:
     regions: list[tuple[fx.Node, fx.Node]] = field(default_factory=list)
     # Nodes computing symbolic sizes (SymInts) that later steps may use.
     sizes: list[fx.Node] = field(default_factory=list)
+    # The node kinds the pass under test reacts to (regions.REACTION_STEPS), top level only.
+    reacts_to: tuple[str, ...] = ()
 
 
 def rarely(draw: st.DrawFn, one_in: int) -> bool:

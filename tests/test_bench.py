@@ -22,6 +22,10 @@ def test_bench_json_smoke(capsys):
     for key in KEYS:
         assert figures[key] > 0, (key, figures)
     assert figures["graphs"] == 6 and figures["median_nodes"] >= 0
+    # The set-grad pass changes every case holding a grad toggle: nearly all of them now.
+    assert 0 < figures["exercised_share"] <= 1
+    for key in ("exercised_pass_ms", "exercised_harness_ms", "exercised_pass_mean_ms", "exercised_harness_mean_ms"):
+        assert figures[key] > 0, (key, figures)
     steps = figures["ms_by_step"]
     assert steps["the pass"] > 0 and steps["reference runs (original graph)"] > 0
     # The rest is the loop's time outside verify's steps: negative would mean steps overlap.
@@ -82,3 +86,11 @@ def test_nested_graphs_compile_once_when_built_and_copied(monkeypatch):
     assert [m.code for m in copy.modules()] == [m.code for m in gm.modules()]
     x = torch.randn(3)
     assert torch.equal(copy(x), gm(x)) and torch.equal(gm(x), x.sin())
+
+
+def test_a_case_counts_as_exercised_only_when_the_pass_changed_its_code():
+    from fxfuzz.tools.bench import pass_times_ms
+
+    cases = population(4, seed=0, reacts_to=("grad_toggle",))
+    assert cases and not any(changed for *_, changed in pass_times_ms(cases, load_pass("identity")))
+    assert any(changed for *_, changed in pass_times_ms(cases, load_pass("set_grad")))

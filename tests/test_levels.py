@@ -54,10 +54,10 @@ def test_run_levels_mixed_runs_both_levels():
 
 def test_program_level_reports_broken_pass_with_standalone_repro(tmp_path, capsys):
     spec = os.path.join(HERE, "broken_passes.py") + ":drops_toggles"
-    args = ["run", "--level", "program", "--pass", spec, "--budget", "10", "--max-examples", "2", "--no-db", "--max-shrink-s", "0"]
+    args = ["run", "--level", "program", "--pass", spec, "--budget", "120", "--max-examples", "2", "--no-db", "--max-shrink-s", "0", "--program-share", "0.5"]
     assert main([*args, "--report-dir", str(tmp_path)]) == 1
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["max_shrink_s"] == 0 and "shrink_attempts" not in report["stats"]
+    assert report["max_shrink_s"] == 0 and "shrink_attempts" not in report["stats"] and report["program_share"] == 0.5
     assert report["level"] == "program" and report["stats"]["level:program:examples"] >= 1
     assert all(f["id"].startswith("program-") and f["details"]["level"] == "program" for f in report["findings"])
     assert "class Program(nn.Module)" in report["findings"][0]["graph_code"]

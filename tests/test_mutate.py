@@ -77,3 +77,12 @@ def test_a_mutant_of_a_shared_helper_reaches_every_part_of_a_pipeline():
     variant = load_pass_variant("export", mutant)
     inlines = {id(part.__globals__["node_inline_"]) for part in variant.passes}
     assert len(variant.passes) == 2 and len(inlines) == 1 and inlines != {id(utils.node_inline_)}
+
+
+def test_summary_gives_the_distribution_of_kill_times():
+    from fxfuzz.tools.mutate import MutantResult, summarize
+
+    results = [MutantResult(f"m{i}", "killed", float(i), "", "") for i in range(1, 11)]
+    summary = summarize([*results, MutantResult("s", "survived", 30.0, "", ""), MutantResult("e", "equivalent", 0.0, "", "")])
+    assert (summary["kill_time_median_s"], summary["kill_time_p90_s"], summary["kill_time_max_s"]) == (6.0, 9.0, 10.0)
+    assert summary["kill_rate"] == round(10 / 11, 4) and summary["survivors"] == ["s"]

@@ -16,7 +16,9 @@ from fxfuzz.core.capture import from_module
 from fxfuzz.core.passes import REGISTRY, load_pass
 from fxfuzz.core.program import Cond, Function, GradBlock, Input, Op, Program, Size, load_program, module_source
 from fxfuzz.core.symbols import valid_sizes
-from fxfuzz.oracles.program import check_program, pass_in_export
+from fxfuzz.oracles.finding import Finding
+from fxfuzz.oracles.program import check_program, pass_in_export, shrinks_with_shared_checks
+from fxfuzz.oracles.stages import stages_forced
 from fxfuzz.oracles.program_runtime import main
 from fxfuzz.repro.files import program_repro_source
 from fxfuzz.strategies import module_programs
@@ -85,6 +87,27 @@ def test_a_pass_dropping_symint_operands_is_found_only_at_other_sizes():
     assert found and all("sizes" in f.details for f in found), found
     assert all(f.details["sizes"]["n"] in (2, 4, 8) for f in found if f.kind.startswith("e2e_"))
     assert {"e2e_value_mismatch", "e2e_decomposed_value_mismatch", "e2e_saved_value_mismatch", "value_mismatch"} <= {f.kind for f in found}
+
+
+def test_other_sizes_and_later_stages_run_for_the_share_and_always_while_forced():
+    """Outside the share only ep.module() at the traced size is checked end to end (the
+    captured graph's verify still runs its own other sizes); a bucket of the shared checks
+    shrinking forces them on every attempt."""
+    quiet = check_program(SIZES_ACROSS_REGIONS, bp.drops_symint_operands, share=0.0)
+    with stages_forced():
+        forced = {f.kind for f in check_program(SIZES_ACROSS_REGIONS, bp.drops_symint_operands, share=0.0)}
+    assert quiet and not [f for f in quiet if f.kind.startswith("e2e_")], quiet
+    assert {"e2e_value_mismatch", "e2e_decomposed_value_mismatch", "e2e_saved_value_mismatch"} <= forced
+
+
+def test_the_buckets_of_shared_checks_are_the_ones_forced_while_shrinking():
+    sized = {"level": "program", "sizes": {"n": 4}}
+    assert shrinks_with_shared_checks(Finding("equivalence", "e2e_decomposed_value_mismatch", ""))
+    assert shrinks_with_shared_checks(Finding("equivalence", "e2e_saved_grad_mismatch", ""))
+    assert shrinks_with_shared_checks(Finding("equivalence", "e2e_value_mismatch", "", sized))
+    assert shrinks_with_shared_checks(Finding("downstream", "save_load_raised", ""))
+    assert not shrinks_with_shared_checks(Finding("equivalence", "e2e_value_mismatch", "", {"level": "program"}))
+    assert not shrinks_with_shared_checks(Finding("structure", "leftover_call", ""))
 
 
 def test_a_pass_freezing_symint_operands_is_found():

@@ -25,11 +25,12 @@ from fxfuzz.campaign.database import open_database
 from fxfuzz.core.case import Example
 from fxfuzz.core.contract import contract_by_name
 from fxfuzz.core.errors import SerializeError, UntrustedError
-from fxfuzz.core.passes import Pass, PassFn
+from fxfuzz.core.passes import Pass, PassFn, reacts_to_of
 from fxfuzz.core.reproducible import reproducible_draws
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, json_data
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding, verify
+from fxfuzz.oracles.program import shrinks_with_shared_checks
 from fxfuzz.oracles.stages import stages_forced
 from fxfuzz.strategies import graph_cases
 from hypothesis import HealthCheck, Phase, given, seed
@@ -331,7 +332,7 @@ class Campaign:
         self, pass_fn: PassFn, settings: CampaignSettings, database: ExampleDatabase | None, hooks: Hooks, subject: Subject
     ) -> None:
         self.pass_fn, self.settings, self.hooks = pass_fn, settings, hooks
-        self.strategy = subject.strategy if subject.strategy is not None else graph_cases(domain=settings.domain)
+        self.strategy = subject.strategy if subject.strategy is not None else graph_cases(domain=settings.domain, reacts_to=reacts_to_of(pass_fn))
         self.check = subject.check if subject.check is not None else verify_with(settings)
         if database is None and settings.db is not None:
             database = open_database(settings.db)
@@ -458,7 +459,7 @@ class Campaign:
         buckets = self.result.buckets
         # While a downstream bucket shrinks, every attempt goes through the export stages, so
         # the shrinker judges each candidate alike whatever share the case hashes to.
-        with stages_forced(buckets[self.shrinking].finding.oracle == "downstream"):
+        with stages_forced(shrinks_with_shared_checks(buckets[self.shrinking].finding)):
             ids = self._judge(case)
         self.result.stats["shrink_attempts"] += 1
         for bid in ids.keys() - buckets.keys():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -20,14 +21,14 @@ from typing import Any
 from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, Codec, Hooks, Progress, StopReason, Subject, run_campaign
 from fxfuzz.core.choices import LEVELS
 from fxfuzz.core.known import at_level, for_level
-from fxfuzz.core.passes import PassFn
 from fxfuzz.core.errors import SerializeError, UntrustedError
+from fxfuzz.core.passes import PassFn, reacts_to_of
 from fxfuzz.core.program import _TYPES, PROGRAM_OPS, SIZE_OPS, Program, from_data, module_source, to_data
 from fxfuzz.core.serialize import MAX_ELEMENTS, check_json_bounds, json_data
 from fxfuzz.oracles.program import check_program
 from fxfuzz.strategies import graph_cases, module_programs
-from fxfuzz.strategies.programs import UPDATE_METHODS
 from fxfuzz.core.settings import CampaignSettings
+from fxfuzz.strategies.programs import UPDATE_METHODS
 from hypothesis.database import ExampleDatabase
 
 # The program level's share of a mixed campaign's budget.
@@ -125,13 +126,13 @@ def _program_loads(raw: bytes) -> Any:
 PROGRAMS = Codec(_program_dumps, _program_loads)
 
 
-def level_subject(level: str, domain: str = "export") -> Subject:
+def level_subject(level: str, settings: CampaignSettings, reacts_to: tuple[str, ...] = ()) -> Subject:
     """The strategy, the check (None: the settings' verify) and the database codec of one
-    level (``graph`` or ``program``)."""
+    level (``graph`` or ``program``); graph cases draw the node kinds in ``reacts_to``."""
     if level == "graph":
-        return Subject(graph_cases(domain=domain), None, GRAPH_CASES)
+        return Subject(graph_cases(domain=settings.domain, reacts_to=reacts_to), None, GRAPH_CASES)
     if level == "program":
-        return Subject(module_programs(), check_program, PROGRAMS)
+        return Subject(module_programs(), functools.partial(check_program, share=settings.program_share), PROGRAMS)
     raise ValueError(f"unknown level {level!r}; expected graph or program")
 
 
@@ -214,7 +215,7 @@ def run_levels(
             level_settings,
             database=database,
             hooks=Hooks(progress, stop),
-            subject=level_subject(name, settings.domain),
+            subject=level_subject(name, settings, reacts_to_of(pass_fn)),
         )
         spent += r.duration_s
         results.append((name, r))

@@ -19,6 +19,10 @@ def command(args: argparse.Namespace) -> int:
     print(f"pass alone        {r.pass_ms:8.2f} ms/case (median)")
     print(f"harness loop      {r.harness_ms:8.2f} ms/example (median)  ratio {r.ratio:.2f}")
     print(f"means             pass {r.pass_mean_ms:.2f} ms, harness {r.harness_mean_ms:.2f} ms")
+    print(
+        f"cases it changed   {100 * r.exercised_share:.0f}%: pass {r.exercised_pass_ms:.2f} ms, harness {r.exercised_harness_ms:.2f} ms (medians);"
+        f" {r.exercised_pass_mean_ms:.2f} ms, {r.exercised_harness_mean_ms:.2f} ms (means)"
+    )
     print(f"CPU time medians  pass {r.pass_cpu_ms:.2f} ms, harness {r.harness_cpu_ms:.2f} ms  ratio {r.ratio_cpu:.2f}")
     print(f"throughput        {r.examples_per_s:8.1f} examples/s in one process; workers: {r.worker_examples_per_s}")
     print(f"speed-up, 2 workers {r.speedup_2_workers}   peak RSS {r.peak_rss_mb} MB   load average {r.load_avg}")

@@ -84,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--known", default=None, help="baseline of known finding buckets (text or JSON; see README)")
     run.add_argument("--device", type=device, default=_DEFAULTS.device, help="cpu, or cuda: also check on CUDA and CPU-vs-CUDA parity (default cpu)")
     run.add_argument("--stage-share", type=fraction, default=_DEFAULTS.stage_share, help=f"share of examples also taken through torch.export's stages (module, decompositions, save/load, unflatten); default {_DEFAULTS.stage_share}")
+    run.add_argument("--program-share", type=fraction, default=_DEFAULTS.program_share, help=f"--level program|mixed: share of programs also checked after run_decompositions and save/load and at other sizes; default {_DEFAULTS.program_share}")
     run.add_argument("--coverage", action="store_true", help="measure line/branch coverage of the pass's source (slower)")
     _shrink_option(run)
     _op_option(run)

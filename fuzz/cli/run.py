@@ -169,7 +169,7 @@ def _levels(args: argparse.Namespace) -> int:
         gaps = [f"the {name} level ran no example in its {share:.1f}s of the budget" for name, share in plan if not result.stats[f"level:{name}:examples"]]
         incomplete = _incomplete(result, signum, "; ".join(gaps), gaps)
         extras = Extras(known=setup.known, workers={"database": settings.report_form()["db"], "notes": notes}, incomplete=incomplete)
-        written = write_all(result, run_meta(args, settings, started, setup.pass_fn, level=settings.level), setup.report_dir, extras)
+        written = write_all(result, run_meta(args, settings, started, setup.pass_fn, level=settings.level, program_share=settings.program_share), setup.report_dir, extras)
     report = written.report
     print_summary(report, setup.report_dir, written.unwritten)
     _print_notes(notes)

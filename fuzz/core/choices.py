@@ -19,3 +19,7 @@ DEFAULT_DB = "reports/.fxfuzz-db"
 # The share of examples verify also takes through torch.export's stages (oracles.stages):
 # measured to keep a default campaign within 10% of its throughput without them.
 DEFAULT_STAGE_SHARE = 0.02
+
+# The share of programs (program level) whose export stages beyond ``ep.module()`` and other
+# sizes are checked (fxfuzz.oracles.program): they cost about three times the rest of a program.
+DEFAULT_PROGRAM_SHARE = 0.2

@@ -55,6 +55,9 @@ class Registered:
     sources: tuple[Source, ...] = ()
     # The input space (fxfuzz.core.choices.DOMAINS) whose graphs the pass is fuzzed on.
     domain: str = "export"
+    # The node kinds the pass rewrites (fxfuzz.strategies.regions.REACTION_STEPS): generation
+    # draws one in nearly every case; () keeps the mix of steps of a pass that declares none.
+    reacts_to: tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
@@ -85,8 +88,8 @@ _AUTOCAST = "torch._export.passes.replace_autocast_with_hop_pass"
 PIPE = "+"
 
 _STAGE_ROWS = (
-    Registered("set_grad", f"{_SET_GRAD}:replace_set_grad_with_hop_pass", SET_GRAD, 0, (Source(_SET_GRAD), *_SHARED)),
-    Registered("autocast", f"{_AUTOCAST}:replace_autocast_with_hop_pass", AUTOCAST, 1, (Source(_AUTOCAST), *_SHARED)),
+    Registered("set_grad", f"{_SET_GRAD}:replace_set_grad_with_hop_pass", SET_GRAD, 0, (Source(_SET_GRAD), *_SHARED), ("grad_toggle",)),
+    Registered("autocast", f"{_AUTOCAST}:replace_autocast_with_hop_pass", AUTOCAST, 1, (Source(_AUTOCAST), *_SHARED), ("autocast",)),
 )
 # Export stages in the order torch.export runs them on the pre-dispatch graph.
 EXPORT_STAGES: tuple[Registered, ...] = tuple(sorted(_STAGE_ROWS, key=lambda r: r.export_stage))  # type: ignore[arg-type, return-value]
@@ -99,6 +102,7 @@ def _pipeline_row(name: str, parts: Sequence[Registered]) -> Registered:
         PIPE.join(r.name for r in parts),
         union([r.contract for r in parts]),
         sources=tuple(dict.fromkeys(s for r in parts for s in r.sources)),
+        reacts_to=tuple(dict.fromkeys(k for r in parts for k in r.reacts_to)),
     )
 
 
@@ -180,6 +184,19 @@ def contract_of(pass_fn: Any) -> PassContract:
 
 def _contract_source(fn: Any) -> str:
     return "declared" if hasattr(fn, "fxfuzz_contract") else "default"
+
+
+def reacts_to_of(pass_fn: Any) -> tuple[str, ...]:
+    """The node kinds ``pass_fn`` reacts to: a registered pass's row's, a pipeline's parts'
+    together, else a plain callable's ``fxfuzz_reacts_to`` declaration; () for a pass that
+    declares nothing (generation then keeps its mix)."""
+    if isinstance(pass_fn, Pass):
+        if pass_fn.registered is not None:
+            return pass_fn.registered.reacts_to
+        if pass_fn.parts:
+            return tuple(dict.fromkeys(k for part in pass_fn.parts for k in reacts_to_of(part)))
+        pass_fn = pass_fn.fn
+    return tuple(getattr(pass_fn, "fxfuzz_reacts_to", ()))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
+from fxfuzz.core.choices import DEFAULT_PROGRAM_SHARE, DEFAULT_STAGE_SHARE
 
 # ``--budget`` alone, or neither limit: seconds a campaign runs.
 DEFAULT_BUDGET_S = 60.0
@@ -45,6 +45,7 @@ class CampaignSettings:
     # each bucket's first example (a quick CI job that needs the verdict, not small repros).
     max_shrink_s: float = 60.0
     stage_share: float = DEFAULT_STAGE_SHARE  # share of examples also taken through export's stages
+    program_share: float = DEFAULT_PROGRAM_SHARE  # share of programs also checked after later stages, at other sizes
     device: str = "cpu"  # verify's device: cuda adds CUDA runs and CPU/CUDA parity
     workers: int = 1
     example_timeout_s: float = 60.0  # seconds before a pass counts as hung (worker processes only)

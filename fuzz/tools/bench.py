@@ -13,7 +13,10 @@ cases the pass was timed on).
   same time over one process (each warm, started together);
 - ``peak_rss_mb``: the largest peak RSS of the in-process loop and of any worker process;
 - ``ms_by_step``: where the loop's time goes, per example, from ``fxfuzz.oracles.timing``'s
-  wall-clock steps (no profiler); ``--profile`` adds own time by area from cProfile.
+  wall-clock steps (no profiler); ``--profile`` adds own time by area from cProfile;
+- ``exercised_*``: the share of the cases the pass changed (its result's code differs from
+  the input's), and the pass and harness medians and means over those cases alone: what a
+  campaign pays on the cases that can show a defect of the pass.
 """
 
 from __future__ import annotations
@@ -28,14 +31,14 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 from fxfuzz.campaign.engine import CampaignResult, Hooks, Subject, run_campaign
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.cwd import import_from_cwd
-from fxfuzz.core.passes import PassFn, identity_pass, load_pass
+from fxfuzz.core.passes import PassFn, identity_pass, load_pass, reacts_to_of
 from fxfuzz.core.settings import NO_TIME_LIMIT_S, CampaignSettings
 from fxfuzz.oracles import verify
 from fxfuzz.oracles.timing import collecting
@@ -76,12 +79,18 @@ class BenchResult:
     peak_rss_mb: float
     findings: int
     load_avg: tuple[float, float, float]
+    exercised_share: float
+    exercised_pass_ms: float
+    exercised_harness_ms: float
+    exercised_pass_mean_ms: float
+    exercised_harness_mean_ms: float
     time_by_area: dict[str, float] = field(default_factory=dict)
     ms_by_step: dict[str, float] = field(default_factory=dict)
 
 
-def population(graphs: int, seed: int, domain: str = "export") -> list[Any]:
-    """The first ``graphs`` cases the default campaign draws with ``seed``."""
+def population(graphs: int, seed: int, domain: str = "export", reacts_to: tuple[str, ...] = ()) -> list[Any]:
+    """The first ``graphs`` cases the default campaign of a pass reacting to ``reacts_to``
+    draws with ``seed``."""
     cases: list[Any] = []
 
     def keep(case: Any, pass_fn: PassFn) -> list:
@@ -91,14 +100,14 @@ def population(graphs: int, seed: int, domain: str = "export") -> list[Any]:
     run_campaign(
         identity_pass,
         CampaignSettings(budget_s=NO_TIME_LIMIT_S, max_examples=graphs, seed=seed),
-        subject=Subject(bench_cases(domain), keep),
+        subject=Subject(bench_cases(domain, reacts_to), keep),
     )
     return cases
 
 
-def bench_cases(domain: str = "export") -> Any:
+def bench_cases(domain: str = "export", reacts_to: tuple[str, ...] = ()) -> Any:
     """The strategy of the population: the default graph cases, a little larger."""
-    return graph_cases(domain=domain, max_steps=BENCH_STEPS)
+    return graph_cases(domain=domain, max_steps=BENCH_STEPS, reacts_to=reacts_to)
 
 
 # (wall clock, this process's CPU time) in seconds. CPU time moves less than wall time when
@@ -114,9 +123,10 @@ def _elapsed_ms(start: Stamp, end: Stamp) -> tuple[float, float]:
     return (end[0] - start[0]) * 1000, (end[1] - start[1]) * 1000
 
 
-def pass_times_ms(cases: list[Any], pass_fn: PassFn) -> list[tuple[float, float]]:
+def pass_times_ms(cases: list[Any], pass_fn: PassFn) -> list[tuple[float, float, bool]]:
     """(wall, CPU) time of ``pass_fn`` alone on a fresh copy of each case, under its ambient
-    grad mode (copies are made outside the timed region)."""
+    grad mode (copies are made outside the timed region), and whether it changed the case
+    (returned a graph whose code differs; a pass that raised changed nothing)."""
     times = []
     before = torch.is_grad_enabled()
     try:
@@ -125,10 +135,11 @@ def pass_times_ms(cases: list[Any], pass_fn: PassFn) -> list[tuple[float, float]
             torch.set_grad_enabled(case.ambient_grad)
             start = _stamp()
             try:
-                pass_fn(work.gm, work.signature)
+                gm, _ = pass_fn(work.gm, work.signature)
             except Exception:
-                pass  # a crashing pass is still a measured pass
-            times.append(_elapsed_ms(start, _stamp()))
+                gm = None  # a crashing pass is still a measured pass
+            end = _stamp()
+            times.append((*_elapsed_ms(start, end), gm is not None and replace(case, gm=gm).code() != case.code()))
     finally:
         torch.set_grad_enabled(before)
     return times[WARMUP:]
@@ -154,7 +165,7 @@ def harness_loop(
         pass_fn,
         CampaignSettings(budget_s=NO_TIME_LIMIT_S, max_examples=graphs, seed=seed),
         hooks=Hooks(progress),
-        subject=Subject(bench_cases(domain), check),
+        subject=Subject(bench_cases(domain, reacts_to_of(pass_fn)), check),
     )
     times = [_elapsed_ms(a, b) for a, b in zip(stamps, stamps[1:])]
     return times, result, found["findings"]
@@ -261,14 +272,17 @@ def run_bench(
     """Measure the pass, the harness loop and the worker speed-up on one population, with
     ``stage_share`` of the examples through the export stages (0: none)."""
     pass_fn = load_pass(pass_spec)
-    cases = population(graphs, seed)
+    cases = population(graphs, seed, reacts_to=reacts_to_of(pass_fn))
     nodes = statistics.median(c.compute_nodes() for c in cases)
-    pass_times, pass_cpu = zip(*pass_times_ms(cases, pass_fn))
+    pass_times, pass_cpu, changed = zip(*pass_times_ms(cases, pass_fn))
     pass_ms, pass_cpu_ms = statistics.median(pass_times), statistics.median(pass_cpu)
     with collecting() as steps:
         loop_times, result, findings = harness_loop(graphs, seed, pass_fn, stage_share)
     times, cpu = zip(*loop_times)
     harness_ms, harness_cpu_ms = statistics.median(times), statistics.median(cpu)
+    # The loop judges the population's cases in its order (same strategy, same seed).
+    exercised = [(p, h) for p, h, c in zip(pass_times, times, changed) if c] or [(0.0, 0.0)]
+    ex_pass, ex_harness = zip(*exercised)
     # The breakdown by area comes from a second, profiled run of the same loop: cProfile slows
     # Python-heavy code (fx codegen, Hypothesis) two to three times, which would inflate
     # harness_ms and the one-process throughput if they were timed under it.
@@ -302,6 +316,11 @@ def run_bench(
         peak_rss_mb=max(rss),
         findings=findings,
         load_avg=tuple(round(x, 2) for x in os.getloadavg()),  # type: ignore[arg-type]
+        exercised_share=round(sum(changed) / len(changed), 3),
+        exercised_pass_ms=round(statistics.median(ex_pass), 3),
+        exercised_harness_ms=round(statistics.median(ex_harness), 3),
+        exercised_pass_mean_ms=round(statistics.mean(ex_pass), 3),
+        exercised_harness_mean_ms=round(statistics.mean(ex_harness), 3),
         time_by_area=time_by_area(profiler) if profiler else {},
         ms_by_step=time_by_step(steps, list(times)),
     )
