@@ -334,3 +334,26 @@ def test_program_entries_pasting_code_into_the_source_are_skipped_and_kept(tmp_p
 def test_graph_codec_refuses_oversized_entries_before_parsing():
     with pytest.raises(SerializeError, match="MiB"):
         GRAPH_CASES.loads(b" " * (65 * 2**20))
+
+
+def test_op_options_naming_a_source_load_it_and_hand_it_to_workers(tmp_path):
+    """``--op SOURCE`` / ``--fxfuzz-op SOURCE`` (no ``:attr``): the source runs once, its
+    operators are recorded as coming from it, and worker processes get it; one that cannot be
+    loaded is one UsageError naming the option."""
+    from fxfuzz.core.errors import UsageError
+    from fxfuzz.core.op_sources import named_sources, op_sources
+    from fxfuzz.strategies.custom import register_ops
+
+    source = tmp_path / "trust_ops.py"
+    source.write_text(
+        "import torch\nlib = torch.library.Library('trustops', 'DEF')\nlib.define('twice(Tensor x) -> Tensor')\n"
+        "lib.impl('twice', lambda x: x * 2, 'CompositeExplicitAutograd')\n"
+    )
+    assert register_ops([str(source)], "--fxfuzz-op") == []  # a source adds no op-table entry
+    assert str(source) in named_sources()
+    assert op_sources(["trustops::twice.default"]) == {"trustops::twice": str(source)}
+    assert resolve_target("trustops::twice.default") is not None
+    with pytest.raises(UsageError, match="--fxfuzz-op"):
+        register_ops([str(tmp_path / "missing.py")], "--fxfuzz-op")
+    with pytest.raises(UsageError, match="--op no_such_module_for_fxfuzz"):
+        register_ops(["no_such_module_for_fxfuzz"], "--op")
