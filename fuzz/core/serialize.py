@@ -48,6 +48,8 @@ def json_data(raw: bytes | str) -> Any:
         return json.loads(raw)
     except (ValueError, RecursionError) as e:
         raise SerializeError(f"not valid JSON: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}") from None
+
+
 # ---------------------------------------------------------------------------- targets
 
 
