@@ -25,7 +25,8 @@ from test_custom_ops import CUSTOM_PROGRAM
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 FINDING = {"oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}}
-# Seconds one load may take: a real one takes well under a tenth of that.
+# CPU seconds one load may take (CPU time: the suite shares its machine): a real one takes well
+# under a tenth of that.
 BOUND_S = 2.0
 # Few examples per run (the whole file stays under ~20 s); CI's runs draw different ones each time.
 FUZZ = settings(max_examples=20, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -101,19 +102,19 @@ def mutated(draw: st.DrawFn, docs: list[Any]) -> Any:
         elif action == "wrap":
             parent[key] = draw(st.sampled_from([[parent[key]], {"tuple": parent[key]}, {"x": parent[key]}]))
         elif isinstance(parent, list):
-            parent.extend([parent[key]] * draw(st.integers(1, 1000)))
+            parent.extend([parent[key]] * draw(st.integers(1, 300)))
         else:
-            parent[key] = [parent[key]] * draw(st.integers(2, 1000))
+            parent[key] = [parent[key]] * draw(st.integers(2, 300))
     return doc
 
 
 def _loads_or_refuses(load: Any, data: Any) -> None:
-    start = time.monotonic()
+    start = time.process_time()
     try:
         load(data)
     except FxfuzzError as e:
         assert "\n" not in str(e), str(e)
-    assert time.monotonic() - start < BOUND_S
+    assert time.process_time() - start < BOUND_S
 
 
 @FUZZ

@@ -131,16 +131,16 @@ def test_size_expression_bombs_are_refused_within_a_second():
         "Add(" * 5000 + "Integer(1)" + ")" * 5000,
         "Integer(" + "9" * 5000 + ")",
     ):
-        start = time.monotonic()
+        start = time.process_time()
         with pytest.raises(SizeExpressionError):
             parse_size(bomb)
-        assert time.monotonic() - start < 1, bomb[:60]
+        assert time.process_time() - start < 1, bomb[:60]
     case = _case()
     _node(case, "aten::sin.default")["val"]["tensor"]["shape"] = [{"sym": "Pow(Integer(10), Pow(Integer(10), Integer(10)))"}]
-    start = time.monotonic()
+    start = time.process_time()
     with pytest.raises(UntrustedError, match="exponent"):
         case_from_dict(case)
-    assert time.monotonic() - start < 1
+    assert time.process_time() - start < 1
 
 
 def test_real_size_expressions_still_parse():
@@ -195,10 +195,10 @@ def test_hostile_fields_are_one_serialize_error(tmp_path):
         broken(lambda c: c.update(symbols={"s0": {"hint": 10**12, "min": 2, "max": None}})),
         broken(lambda c: c.update(custom_ops=["x"])),
     ):
-        start = time.monotonic()
+        start = time.process_time()
         with pytest.raises(SerializeError):
             case_from_dict(case)
-        assert time.monotonic() - start < 2
+        assert time.process_time() - start < 2
 
 
 def test_a_repro_whose_fields_are_wrong_is_one_line(tmp_path, refused):
