@@ -378,7 +378,7 @@ def _treespec(spec: Any) -> Any:
     (fx pastes the keys into the code it generates)."""
     from torch.utils._pytree import treespec_loads
 
-    loaded = treespec_loads(_short_str(spec, "a pytree spec", MAX_STRING))
+    loaded = treespec_loads(_short_str(spec, "a pytree spec", 2**20))
     pending = [loaded]
     while pending:
         node = pending.pop()
