@@ -294,7 +294,7 @@ def test_cli_run_notes_and_counts_the_database_entries_it_skips(tmp_path):
             "--max-shrink-s", "0", "--report-dir", str(tmp_path / "out")]  # fmt: skip
     run = subprocess.run(argv, capture_output=True, text=True, cwd=str(tmp_path), timeout=600)
     assert "Traceback" not in run.stderr and run.returncode in (0, 1), run.stdout + run.stderr
-    assert sum(line.startswith("fxfuzz: note: left a saved example") for line in run.stderr.splitlines()) == len(entries)
+    assert sum(line.startswith("fxfuzz: note: left saved example") for line in run.stderr.splitlines()) == len(entries)
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["stats"]["skipped_untrusted"] == len(_channels(tmp_path)) and report["stats"]["unloadable"] == 3
     assert set(entries) <= set(db.fetch(_failures_key(load_pass("set_grad"))))
