@@ -61,7 +61,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="SPEC",
         help="add a custom operator to the generated graphs' op table: pkg.module:attr or file.py:attr naming "
-        "the operator or an fxfuzz.strategies.op_spec(...) entry with its input constraints (repeatable)",
+        "the operator or an fxfuzz.strategies.op_spec(...) entry with its input constraints; or load a source of "
+        "custom operators, pkg.module or file.py, without adding them (repeatable)",
     )
     group.addoption(
         "--fxfuzz-domain",

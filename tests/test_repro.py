@@ -227,5 +227,7 @@ def test_a_pipeline_repro_records_its_spec_and_replays_every_part(tmp_path):
     assert load_repro(py).pass_spec == spec == load_repro(py[:-3] + ".json").pass_spec
     run = _standalone(py)
     assert run.returncode == 1 and "FAIL" in run.stdout, run.stdout + run.stderr
-    assert main(["repro", py[:-3] + ".json"]) == 1
+    # A .json names a pass file for information only: it replays once the user gives it.
+    assert main(["repro", py[:-3] + ".json"]) == 2
+    assert main(["repro", py[:-3] + ".json", "--pass", spec]) == 1
     assert main(["repro", py[:-3] + ".json", "--pass", "set_grad+autocast"]) == 0

@@ -131,16 +131,16 @@ def test_size_expression_bombs_are_refused_within_a_second():
         "Add(" * 5000 + "Integer(1)" + ")" * 5000,
         "Integer(" + "9" * 5000 + ")",
     ):
-        start = time.monotonic()
+        start = time.process_time()
         with pytest.raises(SizeExpressionError):
             parse_size(bomb)
-        assert time.monotonic() - start < 1, bomb[:60]
+        assert time.process_time() - start < 1, bomb[:60]
     case = _case()
     _node(case, "aten::sin.default")["val"]["tensor"]["shape"] = [{"sym": "Pow(Integer(10), Pow(Integer(10), Integer(10)))"}]
-    start = time.monotonic()
+    start = time.process_time()
     with pytest.raises(UntrustedError, match="exponent"):
         case_from_dict(case)
-    assert time.monotonic() - start < 1
+    assert time.process_time() - start < 1
 
 
 def test_real_size_expressions_still_parse():
@@ -195,10 +195,10 @@ def test_hostile_fields_are_one_serialize_error(tmp_path):
         broken(lambda c: c.update(symbols={"s0": {"hint": 10**12, "min": 2, "max": None}})),
         broken(lambda c: c.update(custom_ops=["x"])),
     ):
-        start = time.monotonic()
+        start = time.process_time()
         with pytest.raises(SerializeError):
             case_from_dict(case)
-        assert time.monotonic() - start < 2
+        assert time.process_time() - start < 2
 
 
 def test_a_repro_whose_fields_are_wrong_is_one_line(tmp_path, refused):
@@ -294,7 +294,7 @@ def test_cli_run_notes_and_counts_the_database_entries_it_skips(tmp_path):
             "--max-shrink-s", "0", "--report-dir", str(tmp_path / "out")]  # fmt: skip
     run = subprocess.run(argv, capture_output=True, text=True, cwd=str(tmp_path), timeout=600)
     assert "Traceback" not in run.stderr and run.returncode in (0, 1), run.stdout + run.stderr
-    assert sum(line.startswith("fxfuzz: note: left a saved example") for line in run.stderr.splitlines()) == len(entries)
+    assert sum(line.startswith("fxfuzz: note: left saved example") for line in run.stderr.splitlines()) == len(entries)
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["stats"]["skipped_untrusted"] == len(_channels(tmp_path)) and report["stats"]["unloadable"] == 3
     assert set(entries) <= set(db.fetch(_failures_key(load_pass("set_grad"))))
@@ -334,3 +334,26 @@ def test_program_entries_pasting_code_into_the_source_are_skipped_and_kept(tmp_p
 def test_graph_codec_refuses_oversized_entries_before_parsing():
     with pytest.raises(SerializeError, match="MiB"):
         GRAPH_CASES.loads(b" " * (65 * 2**20))
+
+
+def test_op_options_naming_a_source_load_it_and_hand_it_to_workers(tmp_path):
+    """``--op SOURCE`` / ``--fxfuzz-op SOURCE`` (no ``:attr``): the source runs once, its
+    operators are recorded as coming from it, and worker processes get it; one that cannot be
+    loaded is one UsageError naming the option."""
+    from fxfuzz.core.errors import UsageError
+    from fxfuzz.core.op_sources import named_sources, op_sources
+    from fxfuzz.strategies.custom import register_ops
+
+    source = tmp_path / "trust_ops.py"
+    source.write_text(
+        "import torch\nlib = torch.library.Library('trustops', 'DEF')\nlib.define('twice(Tensor x) -> Tensor')\n"
+        "lib.impl('twice', lambda x: x * 2, 'CompositeExplicitAutograd')\n"
+    )
+    assert register_ops([str(source)], "--fxfuzz-op") == []  # a source adds no op-table entry
+    assert str(source) in named_sources()
+    assert op_sources(["trustops::twice.default"]) == {"trustops::twice": str(source)}
+    assert resolve_target("trustops::twice.default") is not None
+    with pytest.raises(UsageError, match="--fxfuzz-op"):
+        register_ops([str(tmp_path / "missing.py")], "--fxfuzz-op")
+    with pytest.raises(UsageError, match="--op no_such_module_for_fxfuzz"):
+        register_ops(["no_such_module_for_fxfuzz"], "--op")

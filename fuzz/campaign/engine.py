@@ -277,7 +277,8 @@ class SavedFailures:
                 kind = "skipped_untrusted" if isinstance(e, UntrustedError) else "unloadable"
                 self.skipped[kind] += 1
                 why = str(e).splitlines()[0][:500] if str(e) else type(e).__name__
-                self.notes.append(f"left a saved example in the database, not replayed ({kind}): {why}")
+                entry = hashlib.sha1(raw).hexdigest()[:12]  # tells entries with the same complaint apart
+                self.notes.append(f"left saved example {entry} in the database, not replayed ({kind}): {why}")
                 continue
             loaded.append(((case.compute_nodes(), len(raw), raw), case))
         return [(size[2], case) for size, case in sorted(loaded, key=lambda sc: sc[0])]

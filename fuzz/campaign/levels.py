@@ -84,7 +84,7 @@ def check_program_data(d: Any) -> None:
     while pending:
         key, v = pending.pop()
         if key in _PROGRAM_CHOICES:
-            if v not in _PROGRAM_CHOICES[key]:
+            if not (v is None or isinstance(v, str)) or v not in _PROGRAM_CHOICES[key]:
                 raise SerializeError(f"a saved program's {key} {str(v)[:80]!r} is not one of {sorted(map(str, _PROGRAM_CHOICES[key]))}")
         elif key == "outputs":
             for item in v if isinstance(v, list) else [None]:
@@ -106,8 +106,8 @@ def check_program_data(d: Any) -> None:
 
 def _program_loads(raw: bytes) -> Any:
     data = json_data(raw)
-    check_program_data(data)
     try:
+        check_program_data(data)
         program = from_data(data)
         if not isinstance(program, Program) or not all(type(n) is int and 1 <= n <= _MAX_DIM for n in program.shape):
             raise SerializeError("not a saved program (a Program with sizes of 1 to 4096)")
@@ -117,7 +117,7 @@ def _program_loads(raw: bytes) -> Any:
         ast.parse(module_source(program))
     except SerializeError:
         raise
-    except Exception as e:  # the data's shape made rendering fail: malformed, one line
+    except Exception as e:  # the data's shape made checking or rendering fail: malformed, one line
         raise SerializeError(f"malformed saved program: {type(e).__name__}: {str(e)[:200]}") from None
     return program
 

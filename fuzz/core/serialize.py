@@ -32,8 +32,10 @@ FORMAT = "fxfuzz-case/1"
 # Bounds on a saved case, checked before anything is built from it: every generated case is far
 # inside them, and a hostile one cannot make the loader recurse, allocate or loop without limit.
 MAX_JSON_DEPTH = 100  # nesting of the JSON document
-MAX_JSON_ITEMS = 2_000_000  # values in the JSON document
+MAX_JSON_ITEMS = 1_000_000  # values in the JSON document
 MAX_GRAPH_DEPTH = 16  # graphs nested in graphs
+MAX_NODES = 2048  # nodes of a case, nested graphs included (generated ones have tens)
+MAX_ARGS = 1024  # items of one list, tuple or dict in a node's arguments
 MAX_ELEMENTS = 2**24  # elements of an input tensor, a traced tensor or a list of sizes
 MAX_STRING = 10_000  # characters of a name, a target or a spec
 MAX_CASE_BYTES = 64 * 2**20  # a saved case or repro, as JSON
@@ -48,6 +50,8 @@ def json_data(raw: bytes | str) -> Any:
         return json.loads(raw)
     except (ValueError, RecursionError) as e:
         raise SerializeError(f"not valid JSON: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}") from None
+
+
 # ---------------------------------------------------------------------------- targets
 
 
@@ -182,7 +186,7 @@ def _short_str(v: Any, what: str, limit: int = 64) -> str:
 def decode_arg(a: Any, nodes: dict[str, fx.Node]) -> Any:
     """Inverse of ``encode_arg``; ``nodes`` maps names to the nodes already rebuilt."""
     if isinstance(a, list):
-        return [decode_arg(x, nodes) for x in a]
+        return [decode_arg(x, nodes) for x in _items(a, "a list", 0, MAX_ARGS)]
     if not isinstance(a, dict):
         if a is not None and not isinstance(a, (bool, int, float, str)):
             raise SerializeError(f"malformed argument of type {type(a).__name__}")
@@ -196,8 +200,8 @@ def decode_arg(a: Any, nodes: dict[str, fx.Node]) -> Any:
         return nodes[v]
     decoders = {
         "float": lambda v: float(_short_str(v, "a float")),
-        "tuple": lambda v: tuple(decode_arg(x, nodes) for x in _items(v, "a tuple")),
-        "dict": lambda v: {decode_arg(k, nodes): decode_arg(x, nodes) for k, x in (_pair(kx) for kx in _items(v, "a dict"))},
+        "tuple": lambda v: tuple(decode_arg(x, nodes) for x in _items(v, "a tuple", 0, MAX_ARGS)),
+        "dict": lambda v: {decode_arg(k, nodes): decode_arg(x, nodes) for k, x in (_pair(kx) for kx in _items(v, "a dict", 0, MAX_ARGS))},
         "device": lambda v: torch.device(_short_str(v, "a device")),
         "slice": lambda v: slice(*(decode_arg(x, nodes) for x in _items(v, "a slice", 3, 3))),
         "ellipsis": lambda v: Ellipsis,
@@ -374,7 +378,7 @@ def _treespec(spec: Any) -> Any:
     (fx pastes the keys into the code it generates)."""
     from torch.utils._pytree import treespec_loads
 
-    loaded = treespec_loads(_short_str(spec, "a pytree spec", MAX_STRING))
+    loaded = treespec_loads(_short_str(spec, "a pytree spec", 2**20))
     pending = [loaded]
     while pending:
         node = pending.pop()
@@ -387,11 +391,25 @@ def _treespec(spec: Any) -> Any:
     return loaded
 
 
+def _node_count(graph: Any) -> int:
+    """Nodes of a serialized graph and its nested ones, counted before any is built."""
+    count, pending = 0, [graph]
+    while pending and count <= MAX_NODES:
+        g = pending.pop()
+        if isinstance(g, dict):
+            count += len(g.get("nodes", ()))
+            subs = g.get("submodules", {})
+            pending.extend(subs.values() if isinstance(subs, dict) else ())
+    return count
+
+
 def decode_graph_module(d: Any, fake: FakeTensorMode, depth: int = 0) -> fx.GraphModule:
     """Rebuild a GraphModule with its nested modules, tensor attributes and node metas
     (``val`` as fakes of ``fake``)."""
     if depth > MAX_GRAPH_DEPTH:
         raise SerializeError(f"graphs nested deeper than {MAX_GRAPH_DEPTH}")
+    if depth == 0 and _node_count(d) > MAX_NODES:
+        raise SerializeError(f"a case of more than {MAX_NODES} nodes")
     root = torch.nn.Module()
     for target, sub in d.get("submodules", {}).items():
         set_attr(root, _attr_path(target), decode_graph_module(sub, fake, depth + 1))
@@ -542,16 +560,18 @@ def case_to_dict(case: GraphCase) -> dict[str, Any]:
 def check_json_bounds(d: Any) -> None:
     """SerializeError unless the JSON value ``d`` nests at most ``MAX_JSON_DEPTH`` deep and holds
     at most ``MAX_JSON_ITEMS`` values; walked without recursion, before any decoding recurses."""
-    pending, count = [(d, 0)], 0
-    while pending:
-        v, depth = pending.pop()
-        count += 1
+    level, depth, count = [d], 0, 0
+    while level:  # one nesting level at a time
+        count += len(level)
         if depth > MAX_JSON_DEPTH or count > MAX_JSON_ITEMS:
             raise SerializeError(f"a case nested deeper than {MAX_JSON_DEPTH} or holding more than {MAX_JSON_ITEMS} values")
-        if isinstance(v, dict):
-            pending.extend((x, depth + 1) for x in v.values())
-        elif isinstance(v, list):
-            pending.extend((x, depth + 1) for x in v)
+        deeper: list[Any] = []
+        for v in level:
+            if type(v) is dict:
+                deeper.extend(v.values())
+            elif type(v) is list:
+                deeper.extend(v)
+        level, depth = deeper, depth + 1
 
 
 def _symbols(d: Any) -> dict[str, dict[str, Any]]:
@@ -608,7 +628,7 @@ def case_from_dict(d: Any) -> GraphCase:
         case = GraphCase(
             gm=decode_graph_module(d["graph"], fake),
             signature=decode_signature(d["signature"]),
-            inputs=tuple(decode_tensor(t) for t in _items(d["inputs"], '"inputs"', 0, 10_000)),
+            inputs=tuple(decode_tensor(t) for t in _items(d["inputs"], '"inputs"', 0, MAX_NODES)),
             ambient_grad=_flag(d["ambient_grad"]),
             domain=_short_str(d.get("domain", "export"), '"domain"'),
             features=dict(features),

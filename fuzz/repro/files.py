@@ -11,7 +11,6 @@ either form back for ``fxfuzz repro``.
 from __future__ import annotations
 
 import ast
-import importlib
 import importlib.util
 import json
 import keyword
@@ -26,7 +25,7 @@ from fxfuzz.core.choices import DEVICES
 from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.passes import PIPE, REGISTRY, import_spec, load_pass
 from fxfuzz.core.program import CLASS_NAME, Program, module_source, pasted_source
-from fxfuzz.core.serialize import MAX_CASE_BYTES, case_from_dict, json_data, target_name
+from fxfuzz.core.serialize import MAX_CASE_BYTES, case_from_dict, json_data, resolve_target, target_name
 from fxfuzz.oracles import program_runtime
 from fxfuzz.repro import standalone_check
 
@@ -57,15 +56,9 @@ class _Source:
         if "::" in name:
             ns, rest = name.split("::", 1)
             return f"torch.ops.{ns}.{rest}"
-        parts = name.split(".")
-        for cut in range(len(parts) - 1, 0, -1):
-            try:
-                importlib.import_module(".".join(parts[:cut]))
-            except ImportError:
-                continue
-            self.imports.add(".".join(parts[:cut]))
-            return name
-        raise SerializeError(f"unknown call target {name!r}")
+        resolve_target(name)  # an allowed Python callable, stored as module.attr: nothing else is written
+        self.imports.add(name.rpartition(".")[0])
+        return name
 
     def arg(self, a: Any, names: dict[str, str]) -> str:
         if isinstance(a, list):

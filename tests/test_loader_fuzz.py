@@ -1,0 +1,163 @@
+"""The loaders of saved data, fuzzed (issue 33): real repro files, database entries (graph
+cases and programs) mutated field by field (deleted, retyped, huge, deeply nested, hostile
+strings) or cut short either load or raise fxfuzz's one-line error, quickly; never another
+exception, a hang or a memory blow-up."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+import time
+from typing import Any
+
+from fxfuzz.campaign.engine import GRAPH_CASES
+from fxfuzz.campaign.levels import PROGRAMS
+from fxfuzz.core.errors import FxfuzzError
+from fxfuzz.core.program import to_data
+from fxfuzz.core.serialize import case_to_dict
+from fxfuzz.repro.files import load_repro, repro_document
+from handmade import no_grad_region_case, pytree_case
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_custom_ops import CUSTOM_PROGRAM
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+FINDING = {"oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}}
+# CPU seconds one load may take (CPU time: the suite shares its machine): a real one takes well
+# under a tenth of that.
+BOUND_S = 2.0
+# Few examples per run (the whole file stays under ~20 s); CI's runs draw different ones each time.
+FUZZ = settings(max_examples=20, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+
+def _repros() -> list[dict[str, Any]]:
+    """Real repro documents: the suite's saved ones (nested cond graphs, size symbols, a custom
+    operator) and two written here (grad regions; a pytree calling convention)."""
+    docs = []
+    for name in sorted(os.listdir(DATA)):
+        with open(os.path.join(DATA, name)) as fh:
+            docs.append(json.load(fh))
+    for case in (no_grad_region_case(), pytree_case()):
+        docs.append(json.loads(json.dumps(repro_document("r", FINDING, case_to_dict(case), "set_grad"))))
+    return docs
+
+
+REPROS = _repros()
+PROGRAM = to_data(CUSTOM_PROGRAM)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+HOSTILE = st.one_of(
+    st.sampled_from(
+        [
+            None, True, -1, 0, 10**12, 2**70, -(2**63), 1e308, float("nan"), "", "x" * 100_000,
+            "os.system", "builtins.eval", "higher_order::inductor_compiled_code", "aten::from_file.default",
+            "__import__('os').system('true')", "Integer(10)**Integer(10)**Integer(10)",
+            {}, [], [10**6] * 64, [1.0] * 100_000, _nested(500), {"callable": "os.system"}, {"dtype": "load"},
+            {"sym": "Pow(Integer(10), Pow(Integer(10), Integer(10)))"}, {"sym": "Symbol('s0', integer=True, positive=True)"},
+            {"node": "nope"}, {"tuple": [10**12, 10**12]}, {"slice": [1]}, {"float": "1e999999"}, {"device": "cuda:99"},
+            {"tensor": {"shape": [10**12], "stride": [1], "dtype": "float32", "device": "cpu", "requires_grad": False}},
+            {"evilns::op": "os"}, {"type": "Op", "out": "x", "op": "add", "args": ["eval", "x"]},
+        ]
+    ),  # fmt: skip
+    st.text(max_size=30),
+    st.integers(),
+    st.floats(),
+)
+
+
+def _spots(doc: Any) -> list[tuple[Any, Any]]:
+    """Every (container, key) of ``doc``: the places a mutation can hit."""
+    spots, pending = [], [doc]
+    while pending:
+        v = pending.pop()
+        items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ()
+        for k, x in items:
+            spots.append((v, k))
+            pending.append(x)
+    return spots
+
+
+@st.composite
+def mutated(draw: st.DrawFn, docs: list[Any]) -> Any:
+    doc = copy.deepcopy(draw(st.sampled_from(docs)))
+    for _ in range(draw(st.integers(1, 3))):
+        spots = _spots(doc)
+        if not spots:
+            break
+        parent, key = draw(st.sampled_from(spots))
+        action = draw(st.sampled_from(["delete", "replace", "replace", "wrap", "duplicate"]))
+        if action == "delete":
+            del parent[key]
+        elif action == "replace":
+            parent[key] = draw(HOSTILE)
+        elif action == "wrap":
+            parent[key] = draw(st.sampled_from([[parent[key]], {"tuple": parent[key]}, {"x": parent[key]}]))
+        elif isinstance(parent, list):
+            parent.extend([parent[key]] * draw(st.integers(1, 300)))
+        else:
+            parent[key] = [parent[key]] * draw(st.integers(2, 300))
+    return doc
+
+
+def _loads_or_refuses(load: Any, data: Any) -> None:
+    start = time.process_time()
+    try:
+        load(data)
+    except FxfuzzError as e:
+        assert "\n" not in str(e), str(e)
+    assert time.process_time() - start < BOUND_S
+
+
+@FUZZ
+@given(mutated(REPROS))
+def test_mutated_repro_files_load_or_are_one_line(doc):
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "r.json")
+        with open(path, "w") as fh:
+            json.dump(doc, fh)
+        _loads_or_refuses(load_repro, path)
+
+
+@FUZZ
+@given(mutated([d["case"] for d in REPROS]))
+def test_mutated_database_entries_load_or_are_refused(case):
+    _loads_or_refuses(GRAPH_CASES.loads, json.dumps(case).encode())
+
+
+@settings(FUZZ, max_examples=40)
+@given(mutated([PROGRAM]))
+def test_mutated_program_entries_load_or_are_refused(program):
+    _loads_or_refuses(PROGRAMS.loads, json.dumps(program).encode())
+
+
+@FUZZ
+@given(st.sampled_from(REPROS), st.floats(0, 1), st.binary(max_size=8))
+def test_repro_files_cut_short_or_corrupted_are_one_line(doc, where, junk):
+    raw = json.dumps(doc).encode()
+    cut = raw[: int(len(raw) * where)] + junk
+    _loads_or_refuses(GRAPH_CASES.loads, cut)
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "r.json")
+        with open(path, "wb") as fh:
+            fh.write(cut)
+        _loads_or_refuses(load_repro, path)
+
+
+def test_the_unmutated_documents_load():
+    """The fuzz tests start from documents that load: a refusal of every input proves nothing."""
+    for doc in REPROS:
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "r.json")
+            with open(path, "w") as fh:
+                json.dump(doc, fh)
+            assert load_repro(path).case.compute_nodes() > 0
+    assert PROGRAMS.loads(json.dumps(PROGRAM).encode()).code() == CUSTOM_PROGRAM.code()
