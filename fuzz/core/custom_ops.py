@@ -98,7 +98,7 @@ def _legacy_ops():
         warnings.simplefilter("ignore", DeprecationWarning)  # the API is deprecated; graphs still use it
 
         @custom_op("fxfuzz::tanh_mask")
-        def tanh_mask(x: Tensor) -> tuple[Tensor, Tensor]: ...
+        def tanh_mask(x: Tensor) -> tuple[Tensor, Tensor]: ...  # type: ignore[empty-body]  # a schema: kernels are registered below
 
     # Both devices: with a CPU kernel alone every generated graph calling it raised on CUDA on both
     # sides alike, which left --device cuda blind to those cases (seen on the first GPU run).
@@ -147,7 +147,7 @@ def define_missing(sources):
         if source.endswith(".py"):
             module_name = "fxfuzz_ops_" + source.rpartition("/")[2][:-3]
             spec = importlib.util.spec_from_file_location(module_name, source)
-            if spec is None:
+            if spec is None or spec.loader is None:
                 raise ImportError(f"no such file: {source}")
             module = importlib.util.module_from_spec(spec)
             sys.modules[module_name] = module

@@ -56,10 +56,10 @@ def _from_json(path: str, text: str) -> dict[str, str]:
     if not isinstance(entries, list):
         raise KnownFileError(f"{path}: expected a list of bucket ids, {{\"known\": [...]}} or a report.json")
     known = {}
-    for e in entries:
-        bid, reason = (e, "") if isinstance(e, str) else (e.get("id"), e.get("reason", "")) if isinstance(e, dict) else (None, "")
+    for entry in entries:
+        bid, reason = (entry, "") if isinstance(entry, str) else (entry.get("id"), entry.get("reason", "")) if isinstance(entry, dict) else (None, "")
         if not isinstance(bid, str) or not _BUCKET.match(bid):
-            raise KnownFileError(f"{path}: not a bucket id: {e!r}")
+            raise KnownFileError(f"{path}: not a bucket id: {entry!r}")
         known[bid] = str(reason or "")
     return known
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
+from collections.abc import Callable
 from typing import Any
 
 import sympy
@@ -120,7 +121,7 @@ def decode_arg(a: Any, nodes: dict[str, fx.Node]) -> Any:
         if v not in nodes:
             raise SerializeError(f"argument refers to unknown node {v!r}")
         return nodes[v]
-    decoders = {
+    decoders: dict[str, Callable[[Any], Any]] = {
         "float": float,
         "tuple": lambda v: tuple(decode_arg(x, nodes) for x in v),
         "dict": lambda v: {decode_arg(k, nodes): decode_arg(x, nodes) for k, x in v},
@@ -270,7 +271,8 @@ def decode_graph_module(d: dict[str, Any], fake: FakeTensorMode) -> fx.GraphModu
         graph._codegen = fx.graph._PyTreeCodeGen(
             fx.graph._PyTreeInfo(
                 p["orig_args"],
-                treespec_loads(p["in_spec"]) if p["in_spec"] else None,
+                # torch types in_spec as always present; a case keeps whatever the graph had.
+                treespec_loads(p["in_spec"]) if p["in_spec"] else None,  # type: ignore[arg-type]
                 treespec_loads(p["out_spec"]) if p["out_spec"] else None,
             )
         )
@@ -287,7 +289,7 @@ def _encode_argument(a: Any) -> dict[str, Any]:
 
 def _decode_argument(d: dict[str, Any]) -> Any:
     cls = getattr(gs, d["type"], None)
-    if cls is None or not dataclasses.is_dataclass(cls):
+    if not isinstance(cls, type) or not dataclasses.is_dataclass(cls):
         raise SerializeError(f"unknown signature argument type {d['type']!r}")
     return cls(**{k: decode_arg(v, {}) for k, v in d.items() if k != "type"})
 
