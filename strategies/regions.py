@@ -33,7 +33,7 @@ def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
     """A run of steps at nesting ``depth``; every region restores the modes it entered from
     (except where the adversarial domain decides otherwise)."""
     s.max_depth = max(s.max_depth, depth)
-    kinds = _LEAF_STEPS if depth >= MAX_DEPTH else _ADVERSARIAL_STEPS if s.domain == "adversarial" else _STEPS
+    kinds: tuple[str, ...] = _LEAF_STEPS if depth >= MAX_DEPTH else _ADVERSARIAL_STEPS if s.domain == "adversarial" else _STEPS
     kinds += _SIZE_STEPS
     # A "one more step?" choice before each step, rather than a count up front: the shrinker
     # then deletes any single step, not only the last ones.
