@@ -326,6 +326,7 @@ def run_campaign(
         record(case, {bucket_id(f): f for f in check(case, pass_fn)})
 
     for raw, case in store.saved() if store and replay_saved else []:
+        assert store is not None  # iterated only with one
         if result.examples >= max_examples or time.monotonic() >= deadline or (stop is not None and stop()):
             break
         result.stats["saved_replayed"] += 1

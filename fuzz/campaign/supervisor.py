@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Pipe, wait
-from typing import Any
+from typing import Any, TextIO
 
 from fxfuzz.campaign.database import DatabaseSpec, open_database
 from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, SavedFailures, bucket_id, database_key
@@ -199,7 +199,7 @@ class Supervisor:
             "examples_args": self.opts.examples_args,
             "first": first,
         }
-        log = subprocess.DEVNULL
+        log: int | TextIO = subprocess.DEVNULL
         if self.opts.log_dir:
             os.makedirs(self.opts.log_dir, exist_ok=True)
             log = open(worker_log(self.opts.log_dir, index), "a")
@@ -326,7 +326,7 @@ class Supervisor:
         w.conn.close()
 
     def _totals(self) -> tuple[int, Counter, Counter]:
-        examples, counts, stats = 0, Counter(), Counter()
+        examples, counts, stats = 0, Counter[str](), Counter[str]()
         for w in self.workers + self.closed:
             examples += w.examples
             counts.update(w.counts)
@@ -393,8 +393,8 @@ class Supervisor:
         for conn in wait(list(conns), timeout):
             w = conns[conn]  # type: ignore[index]
             try:
-                while conn.poll():
-                    self._on_message(w, *conn.recv())
+                while w.conn.poll():
+                    self._on_message(w, *w.conn.recv())
             except (EOFError, OSError):
                 pass  # the worker is gone; _check_health decides what that means
 
