@@ -43,6 +43,7 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
     # Off by default: tracing costs about 75% more CPU per example on Python 3.11 (docs/benchmark.md).
     targets = coverage_targets(args.pass_spec, setup.pass_fn) if args.coverage else []
     workers = args.workers or auto_workers()
+    logs = worker_logs(setup.report_dir, workers)
     opts = CampaignOptions(
         pass_spec=args.pass_spec,
         budget_s=setup.budget_s,
@@ -58,7 +59,7 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
         max_shrink_s=args.max_shrink_s,
         known=frozenset(setup.known),
         coverage_include=[t.path for t in targets],
-        log_dir=worker_logs(setup.report_dir, workers),
+        log_dir=logs,
     )
     started = utc_now()
     progress = ProgressPrinter(setup.budget_s, setup.max_examples)
@@ -108,7 +109,7 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
         report = write_all(result, meta, setup.report_dir, extras)
     print_summary(report, setup.report_dir)
     _print_notes(parallel.notes)
-    return _exit_status(report, signum, opts.log_dir)
+    return _exit_status(report, signum, logs)
 
 
 def _incomplete(result: CampaignResult, signum: int | None, why: str, gaps: list[str]) -> str | None:
