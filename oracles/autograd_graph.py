@@ -103,12 +103,12 @@ def _second_order(first: Grads, leaves: list[torch.Tensor], seed: int) -> Grads:
     """The gradient, into every leaf, of the first-order gradients weighted by seeded cotangents."""
     assert first.values is not None
     positions, values = first.leaves, first.values
-    live = [i for i, g in enumerate(values) if g is not None and g.requires_grad]
+    live = {i: g for i, g in enumerate(values) if g is not None and g.requires_grad}
     if not live:
         return Grads(positions, [None] * len(leaves))
-    cots = [random_like(values[i], seed + SECOND_ORDER_SEED + i) for i in live]  # type: ignore[arg-type]
+    cots = [random_like(g, seed + SECOND_ORDER_SEED + i) for i, g in live.items()]
     try:
-        return Grads(positions, list(torch.autograd.grad([values[i] for i in live], leaves, cots, allow_unused=True)))
+        return Grads(positions, list(torch.autograd.grad(list(live.values()), leaves, cots, allow_unused=True)))
     except Exception as e:  # any error of autograd's is an observation, as in input_grads
         return Grads(positions, None, release_frames(e))
 

@@ -68,7 +68,9 @@ class CleanedUp:
     @functools.cached_property
     def same_code(self) -> bool:
         """Nothing was dead: the result's own runs already show the cleaned module's behaviour."""
-        return code_of(self.result[0]) == code_of(self.transformed)
+        result = self.result[0]
+        assert result is not None  # asked only once the clean-up succeeded
+        return code_of(result) == code_of(self.transformed)
 
 
 def check_downstream(transformed: fx.GraphModule, first: Run, ref: Reference, cleaned: CleanedUp | None = None) -> list[Finding]:
@@ -90,7 +92,7 @@ def check_downstream(transformed: fx.GraphModule, first: Run, ref: Reference, cl
             Finding("structure", "rerun_changes_meaning", f"running the result a second time: {_first(again)}")
         )
     result, error = cleaned.result
-    if error is not None:
+    if result is None:  # _attempt gives a value or the error
         if cleaned.original_result[1] is None:
             findings.append(
                 Finding(
@@ -103,8 +105,8 @@ def check_downstream(transformed: fx.GraphModule, first: Run, ref: Reference, cl
         return findings
     changed = [] if cleaned.same_code else diffs(result)
     if changed:
-        orig_cleaned, orig_error = cleaned.original_result
-        if orig_error is None and not diffs(orig_cleaned, ref.run):
+        orig_cleaned, _ = cleaned.original_result
+        if orig_cleaned is not None and not diffs(orig_cleaned, ref.run):
             findings.append(
                 Finding(
                     "structure",

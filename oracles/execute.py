@@ -196,7 +196,7 @@ def _retargeted(node: fx.Node, target: torch.device) -> tuple[tuple[Any, ...], d
     args, kwargs = fx.node.map_aggregate((node.args, node.kwargs), lambda a: target if isinstance(a, torch.device) else a)
     if node.target is _AUTOCAST_ENTER and args and isinstance(args[0], str):
         args = (target.type, *args[1:])
-    return args, kwargs  # type: ignore[return-value]
+    return args, kwargs
 
 
 def on_device(gm: fx.GraphModule, device: str) -> fx.GraphModule:

@@ -35,8 +35,11 @@ except ImportError:  # pragma: no cover - depends on the torch version
 
 def _state(sig: ExportGraphSignature, inputs: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The state dict and constants table an ExportedProgram needs for the lifted inputs."""
-    state, constants = {}, {}
+    state: dict[str, Any] = {}
+    constants: dict[str, Any] = {}
     for spec, value in zip(sig.input_specs, inputs):
+        if spec.target is None:
+            continue  # a user input or a token: no state
         if spec.kind == InputKind.PARAMETER and isinstance(value, torch.Tensor):
             state[spec.target] = torch.nn.Parameter(value.detach(), requires_grad=value.requires_grad)
         elif spec.kind == InputKind.BUFFER and spec.persistent:
@@ -83,7 +86,7 @@ def exported_program(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequ
 def _range_constraints(gm: fx.GraphModule) -> dict[Any, Any]:
     """Each symbol of the placeholders' sizes with its range, as export records them: what
     ``ep.module()`` checks a call's sizes against, and what save/load and decompositions carry."""
-    ranges = {}
+    ranges: dict[Any, Any] = {}
     for n in gm.graph.find_nodes(op="placeholder"):
         val = n.meta.get("val")
         for d in val.shape if isinstance(val, torch.Tensor) else ():

@@ -181,7 +181,7 @@ def _check_mode(
             torch.set_grad_enabled(grad_mode)
             case = from_module(program_class(), example_inputs(), stage=stages[0].name, dynamic_shapes=dynamic_shapes)
         except ExportFailed as e:
-            return [_export_crash(e.__cause__)]  # export failed before it reached the pass
+            return [_export_crash(e.__cause__ or e)]  # export failed before it reached the pass
         finally:
             torch.set_grad_enabled(before)
         sizes = valid_sizes(case.gm, sizes)

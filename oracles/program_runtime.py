@@ -38,7 +38,7 @@ def observe_module(module, args, grad_mode, seed=0):
     parameters and buffers afterwards, and the gradients of the inputs and parameters
     (backward from every differentiable output with a cotangent seeded by its position)."""
     args = fresh_inputs(args)
-    seen = {"error": None, "leaves": None, "structure": None, "grads": {}, "backward_error": None}
+    seen: dict[str, object] = {"error": None, "leaves": None, "structure": None, "grads": {}, "backward_error": None}
     before = torch.is_grad_enabled()
     torch.set_grad_enabled(grad_mode)
     try:

@@ -3,7 +3,8 @@ user-visible calling convention must not change."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 from fxfuzz.oracles.finding import Finding
 from torch import fx
@@ -53,7 +54,7 @@ def _names_match_graph(gm: fx.GraphModule, sig: ExportGraphSignature) -> list[Fi
                 {"specs": input_names, "placeholders": placeholders},
             )
         )
-    outputs = list(gm.graph.output_node().args[0])
+    outputs = list(cast(Sequence[Any], gm.graph.output_node().args[0]))  # export outputs a tuple
     if len(outputs) != len(sig.output_specs):
         findings.append(
             Finding(

@@ -125,7 +125,7 @@ def check_stages(
     if sig is None:
         return []  # reported as signature_missing
     users = [v for s, v in zip(original_sig.input_specs, inputs) if s.kind == InputKind.USER_INPUT]
-    findings = []
+    findings: list[Finding] = []
     for stage in stages:
         # Each side's ExportedProgram afresh for each stage: a call of one stage's module
         # updates the buffers the next would start from.

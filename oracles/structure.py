@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, cast
 
 import torch
 from fxfuzz.core.contract import PassContract
@@ -37,7 +37,7 @@ def _def_use(name: str, graph: fx.Graph) -> list[Finding]:
 def _subgraph_of(mod: fx.GraphModule, node: fx.Node) -> tuple[int, fx.GraphModule] | None:
     for i, arg in enumerate(node.args):
         if isinstance(arg, fx.Node) and arg.op == "get_attr":
-            sub = getattr(mod, arg.target, None)
+            sub = getattr(mod, cast(str, arg.target), None)
             if isinstance(sub, fx.GraphModule):
                 return i, sub
     return None
@@ -97,10 +97,10 @@ def _hop_problems(mod: fx.GraphModule, node: fx.Node) -> list[str]:
 def unused_submodules(gm: fx.GraphModule) -> set[str]:
     """Qualified names of the submodules that no ``get_attr`` or ``call_module`` node of
     their parent graph reads (the module and every nested GraphModule)."""
-    unused = set()
+    unused: set[str] = set()
     for name, mod in graph_modules(gm):
         prefix = "" if mod is gm else f"{name}."
-        read = set()
+        read: set[str] = set()
         for n in mod.graph.nodes:
             if n.op in ("get_attr", "call_module"):
                 parts = str(n.target).split(".")

@@ -7,7 +7,7 @@ import functools
 import logging
 import operator
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from fxfuzz.core.case import graph_module
@@ -58,7 +58,7 @@ class GraphBuilder:
         self.grad_mode = grad_mode
         self.input_specs: list[InputSpec] = []
         self.inputs: list[torch.Tensor] = []
-        self.attrs: dict[str, torch.nn.Module] = {}
+        self.attrs: dict[str, torch.nn.Module | torch.Tensor] = {}
         # (dtype, enabled) of each autocast region the next node runs inside, outermost first.
         self.autocast: list[tuple[torch.dtype, bool]] = []
         # The node that computes each symbolic size (by its simplified expression): a SymInt
@@ -72,7 +72,9 @@ class GraphBuilder:
 
     def sym_expr(self, value: torch.SymInt) -> Any:
         """``value``'s expression with the ShapeEnv's replacements applied."""
-        return self.fake_mode.shape_env.simplify(value.node.expr)
+        env = self.fake_mode.shape_env
+        assert env is not None  # called on symbolic graphs only
+        return env.simplify(value.node.expr)
 
     def size_node(self, value: torch.SymInt, owner: tuple[fx.Node, int] | None = None) -> fx.Node | int:
         """The node computing ``value``: an existing one, else ``sym_size.int`` of a placeholder
@@ -100,7 +102,11 @@ class GraphBuilder:
 
     def _meta_of(self, arg: Any) -> Any:
         # A get_attr stands for its subgraph module, which HOPs take in place of a tensor.
-        return fx.node.map_arg(arg, lambda n: self.attrs[n.target] if n.op == "get_attr" else n.meta.get("val"))
+        # Not an fx Argument (torch's type for map_arg's results): a fake tensor or a module.
+        def meta(n: fx.Node) -> Any:
+            return self.attrs[cast(str, n.target)] if n.op == "get_attr" else n.meta.get("val")
+
+        return fx.node.map_arg(arg, meta)
 
     def _propagate(self, target: Callable[..., Any], args: Sequence[Any], kwargs: dict) -> Any:
         """Run ``target`` on fake tensors under the grad mode and autocast state the node
@@ -196,7 +202,7 @@ class GraphBuilder:
         self.autocast.pop()
         return node
 
-    def get_attr(self, name: str, module: torch.nn.Module) -> fx.Node:
+    def get_attr(self, name: str, module: torch.nn.Module | torch.Tensor) -> fx.Node:
         """Attach ``module`` under a fresh attribute name (``name`` or ``name_1``...)."""
         unique = name
         while unique in self.attrs:

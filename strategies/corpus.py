@@ -26,6 +26,8 @@ def _t(*values: float, requires_grad: bool = False) -> torch.Tensor:
 class NoGradBufferUpdate(nn.Module):
     """Running statistics: a buffer updated in place under no_grad, as BatchNorm does."""
 
+    running: torch.Tensor  # a buffer: nn.Module's attribute lookup types it Tensor | Module
+
     def __init__(self) -> None:
         super().__init__()
         self.w = nn.Parameter(_t(0.5, -1.0, 2.0))
@@ -68,6 +70,8 @@ class LiftedConstants(nn.Module):
 class EmptyAndNoneOutputs(nn.Module):
     """None outputs and a grad block whose region returns nothing."""
 
+    seen: torch.Tensor
+
     def __init__(self) -> None:
         super().__init__()
         self.register_buffer("seen", torch.zeros(3))
@@ -80,6 +84,8 @@ class EmptyAndNoneOutputs(nn.Module):
 
 class OnlyStateUpdate(nn.Module):
     """Returns no tensor at all: the only effect is a buffer update under no_grad."""
+
+    count: torch.Tensor
 
     def __init__(self) -> None:
         super().__init__()

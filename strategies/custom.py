@@ -74,11 +74,12 @@ def op_spec(
     if written not in ([], [0]):
         raise UsageError(f"{schema.name}: only an operator mutating its first argument can be drawn")
     name = schema.name if overload._overloadname == "default" else f"{schema.name}.{overload._overloadname}"
+    extra: dict[str, Any] = {} if arguments is None else {"extra": arguments}  # else OpSpec's default
     return OpSpec(
         name,
         overload,
         arity,
-        **({"extra": arguments} if arguments is not None else {}),
+        **extra,
         dtypes=dtypes,
         fits=fits,
         min_dim=min_dim,

@@ -87,9 +87,9 @@ def draw_inplace(draw: st.DrawFn, s: State) -> bool:
     first = [v for v in targets if dtype_ok(spec, _meta(v))]
     operands = _operands(draw, spec, first, s.pool)
     # ``x.mul_(x)`` saves x for its own backward and then overwrites it: autograd refuses it.
-    if operands and any(o.node is operands[0].node for o in operands[1:]):
-        operands = None
-    node = _emit(draw, s, spec, operands) if operands else None
+    if not operands or any(o.node is operands[0].node for o in operands[1:]):
+        return False
+    node = _emit(draw, s, spec, operands)
     if node is None:
         return False
     target = operands[0].node
@@ -113,9 +113,10 @@ def draw_tensor_attr(draw: st.DrawFn, s: State) -> None:
     like one the passes create (``submod_1``), or one more read of an existing one, so that
     inlining a region that reads it collides with an attribute the parent already has."""
     b = s.builder
-    existing = [name for name, attr in b.attrs.items() if isinstance(attr, torch.Tensor)]
-    if existing and draw(st.booleans()):
-        node = b.graph.get_attr(draw(st.sampled_from(existing)))
+    existing = {name: attr for name, attr in b.attrs.items() if isinstance(attr, torch.Tensor)}
+    if bool(existing) and draw(st.booleans()):  # bool(): else mypy types draw() by the left operand
+        name = draw(st.sampled_from(list(existing)))
+        node, value = b.graph.get_attr(name), existing[name]
         s.stats["adversarial:tensor_attr_reread"] += 1
     else:
         like = _meta(pick(draw, s.pool))
@@ -123,6 +124,6 @@ def draw_tensor_attr(draw: st.DrawFn, s: State) -> None:
         value = torch.linspace(-1.0, 1.0, size_hint(like.numel())).reshape(shape).to(like.dtype)
         node = b.get_attr(attr_name(draw, s.domain, "_tensor_constant0"), value)
         s.stats["adversarial:tensor_attr"] += 1
-    node.meta["val"] = b.fake_mode.from_tensor(b.attrs[node.target], static_shapes=True)
+    node.meta["val"] = b.fake_mode.from_tensor(value, static_shapes=True)
     # Not mutable and alias: a shared constant, never updated in place nor returned by a subgraph.
     s.pool.append(Value(node, alias=True))

@@ -45,7 +45,7 @@ def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
     needs no such node shrinks to a case that still ends with one, empty; a pass that declares
     nothing draws no extra choice and keeps the mix of steps as it was."""
     s.max_depth = max(s.max_depth, depth)
-    kinds = _LEAF_STEPS if depth >= MAX_DEPTH else _ADVERSARIAL_STEPS if s.domain == "adversarial" else _STEPS
+    kinds: tuple[str, ...] = _LEAF_STEPS if depth >= MAX_DEPTH else _ADVERSARIAL_STEPS if s.domain == "adversarial" else _STEPS
     kinds += _SIZE_STEPS
     # Owing is the simplest choice: Hypothesis extends the first tens of cases of a run with
     # each choice's simplest value, and a short gate or campaign runs little else.

@@ -26,7 +26,7 @@ hop = torch.ops.higher_order
 try:  # private to torch's cond (2.13): how its fake implementation merges the branches' metas
     from torch._higher_order_ops.cond import _merge_output
 except ImportError:
-    _merge_output = None
+    _merge_output = None  # type: ignore[assignment]
 
 # draw, subgraph state, depth: fills a subgraph with steps (regions.draw_block).
 Body = Callable[[st.DrawFn, State, int], None]
@@ -72,7 +72,7 @@ def _operands(draw: st.DrawFn, s: State) -> list[Value]:
 def _predicate(draw: st.DrawFn, s: State) -> fx.Node:
     """A 0-d bool: an existing one, or ``x.sum() > 0`` as user code writes it."""
     ready = [v for v in s.pool if v.node.meta["val"].dtype == torch.bool and v.node.meta["val"].dim() == 0]
-    if ready and draw(st.booleans()):
+    if bool(ready) and draw(st.booleans()):  # bool(): else mypy types draw() by the left operand
         return pick(draw, ready).node
     total = s.builder.call(aten.sum.default, [pick(draw, s.pool).node])
     return s.builder.call(aten.gt.Scalar, [total, 0])

@@ -81,11 +81,14 @@ def draw_dims(draw: st.DrawFn, base: tuple[int, ...], stats: Counter) -> tuple[D
         return None, frozenset(chosen)
     dims = Dims(symbolic_mode())
     env = dims.mode.shape_env
+    assert env is not None  # symbolic_mode() always makes one
     for i, (hint, upper) in enumerate(zip(chosen, uppers)):
         constraint = None if upper is None else StrictMinMaxConstraint(vr=ValueRanges(2, upper), warn_only=False)
         source = ConstantSource(f"dim{i}")
         sym = env.create_symbol(hint, source, dynamic_dim=DimDynamic.DYNAMIC, constraint_dim=constraint)
-        dims.by_size[hint] = env.create_symintnode(sym, hint=hint, source=source)
+        node = env.create_symintnode(sym, hint=hint, source=source)
+        assert isinstance(node, torch.SymInt)  # a fresh symbol, never a constant
+        dims.by_size[hint] = node
         stats["symbolic:range" if upper else "symbolic:auto"] += 1
     return dims, frozenset(chosen)
 
@@ -202,6 +205,7 @@ def draw_sizes(draw: st.DrawFn, dims: Dims, stats: Counter, graph: fx.Graph) -> 
     symbol keeps its value). Empty when no placeholder carries a symbol or the graph
     specialized every one: other sizes would then run the traced inputs again."""
     env = dims.mode.shape_env
+    assert env is not None  # symbolic_mode() always makes one
     used = {
         sym
         for n in graph.nodes

@@ -139,8 +139,8 @@ def union_coverage(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     rows = []
     for path, files in by_path.items():
         missed = set.intersection(*(set(f["missing_lines"]) for f in files))
-        known = [f.get("missing_branches") for f in files]
-        bmissed = None if None in known else [list(b) for b in set.intersection(*({tuple(b) for b in k} for k in known))]
+        known = [{tuple(b) for b in f["missing_branches"]} for f in files if f.get("missing_branches") is not None]
+        bmissed = None if len(known) < len(files) else [list(b) for b in set.intersection(*known)]
         first = files[0]
         rows.append(_file_row(first["module"], path, first["scope"], first["lines"]["total"], list(missed), first["branches"]["total"], bmissed))
     return _summary(rows)

@@ -25,6 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from fxfuzz.campaign.engine import (
     Blame,
@@ -97,8 +98,8 @@ def interface_differences(candidate: Interface, baseline: Interface, compare_spe
         diff = [f"{b} became {c}" for b, c in zip(baseline.specs, candidate.specs) if b != c][:3]
         found.append(Finding("signature", "vs_baseline_signature_differs", f"the signature differs from the baseline's: {diff}"))
     if candidate.meta != baseline.meta:
-        diff = sorted(set(baseline.meta) ^ set(candidate.meta))[:3]
-        found.append(Finding("structure", "vs_baseline_metadata_differs", f"node metadata keys differ from the baseline's: {diff}"))
+        keys = sorted(set(baseline.meta) ^ set(candidate.meta))[:3]
+        found.append(Finding("structure", "vs_baseline_metadata_differs", f"node metadata keys differ from the baseline's: {keys}"))
     return found
 
 
@@ -179,8 +180,10 @@ def regressions_both_modes(
 
 def case_of(bucket: Bucket) -> GraphCase:
     """The bucket's case under the ambient grad mode that showed its regression."""
-    ambient = bucket.finding.details.get("ambient_grad", bucket.case.ambient_grad)
-    return with_ambient(bucket.case, bool(ambient))  # type: ignore[arg-type]
+    case = bucket.case
+    assert isinstance(case, GraphCase)  # the gate judges graph cases only
+    ambient = bucket.finding.details.get("ambient_grad", case.ambient_grad)
+    return with_ambient(case, bool(ambient))
 
 
 @dataclass
@@ -355,7 +358,7 @@ def with_pytree_convention(case: GraphCase) -> GraphCase:
     names = [n.name for n in out.gm.graph.nodes if n.op == "placeholder"]
     results = out.gm.graph.output_node().args[0]
     in_spec = pytree.tree_flatten((tuple(names), {}))[1]
-    out_spec = pytree.tree_flatten({f"out{i}": 0 for i in range(len(results))})[1]
+    out_spec = pytree.tree_flatten({f"out{i}": 0 for i in range(len(cast(Sequence[Any], results)))})[1]  # export outputs a tuple
     out.gm.graph._codegen = _PyTreeCodeGen(_PyTreeInfo(names, in_spec, out_spec))
     out.gm.recompile()
     return out

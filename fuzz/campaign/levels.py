@@ -151,7 +151,7 @@ def _rekeyed(level: str, bucket: Bucket) -> Bucket:
     return dataclasses.replace(bucket, id=at_level(level, bucket.id))
 
 
-def add_level_rates(stats: dict[str, int | float]) -> None:
+def add_level_rates(stats: MutableMapping[str, Any]) -> None:
     """Set each level's ``level:<name>:examples_per_s`` from its ``examples`` and
     ``duration_ms`` counters: a rate is derived, never summed."""
     for key in [k for k in stats if k.startswith("level:") and k.endswith(":duration_ms")]:

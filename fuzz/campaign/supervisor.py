@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Pipe, wait
-from typing import Any
+from typing import Any, TextIO
 
 from fxfuzz.campaign.database import open_database
 from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, SavedFailures, StopReason, bucket_id, database_key
@@ -335,7 +335,7 @@ class Supervisor:
         w.conn.close()
 
     def _totals(self) -> tuple[int, Counter, Counter]:
-        examples, counts, stats = 0, Counter(), Counter()
+        examples, counts, stats = 0, Counter[str](), Counter[str]()
         for w in self.workers + self.closed:
             examples += w.examples
             counts.update(w.counts)

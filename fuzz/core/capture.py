@@ -44,6 +44,8 @@ def _input_values(
         if spec.kind == InputKind.USER_INPUT:
             values.append(clone_input(next(users)))
             continue
+        # Parameters, buffers and constants always name their attribute.
+        assert spec.target is not None
         try:
             value = _attr(module, spec.target)
         except AttributeError:
@@ -77,6 +79,7 @@ def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict, dyn
     lift = getattr(trace, _LIFT, None)
 
     def keep_lifted(*a: Any, **k: Any) -> Any:
+        assert lift is not None  # patched in only where export has it
         constants = lift(*a, **k)
         lifted.update(constants)
         return constants

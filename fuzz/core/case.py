@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar, cast
 
 import torch
 from torch import fx
@@ -79,13 +79,16 @@ class GraphCase:
         )
 
 
-def clone_input(t: object, device: torch.device | str | None = None) -> object:
+_T = TypeVar("_T")
+
+
+def clone_input(t: _T, device: torch.device | str | None = None) -> _T:
     """A fresh leaf with the same value and requires_grad flag (on ``device`` when given);
     non-tensors pass through."""
     if not isinstance(t, torch.Tensor):
         return t
     c = t.detach().to(device or t.device, copy=True)
-    return c.requires_grad_(t.requires_grad)
+    return cast(_T, c.requires_grad_(t.requires_grad))
 
 
 def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:

@@ -22,7 +22,8 @@ EXTRA_SIZES = 2
 
 def input_symbols(gm: fx.GraphModule) -> tuple[ShapeEnv | None, list[sympy.Symbol]]:
     """The ShapeEnv behind ``gm``'s placeholder metas and the symbols of their sizes, by name."""
-    env, symbols = None, set()
+    env: ShapeEnv | None = None
+    symbols: set[sympy.Symbol] = set()
     for n in gm.graph.nodes:
         val = n.meta.get("val") if n.op == "placeholder" else None
         for size in val.shape if isinstance(val, torch.Tensor) else ():

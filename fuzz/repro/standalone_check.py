@@ -34,6 +34,8 @@ def load_pass(spec):
 def _load_one(where, attr):
     if where.endswith(".py"):
         spec = importlib.util.spec_from_file_location("repro_pass_module", where)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {where}")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     else:

@@ -152,7 +152,7 @@ def harness_loop(
     stages): per-example (wall, CPU) times in ms, the result, and the number of findings
     (counted, not shrunk)."""
     stamps = [_stamp()]
-    found = Counter()
+    found = Counter[str]()
 
     def check(case: Any, fn: PassFn) -> list:
         found["findings"] += len(verify(case, fn, stage_share=stage_share))

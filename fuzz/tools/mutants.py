@@ -185,7 +185,7 @@ def load_pass_variant(pass_name: str = "set_grad", mutant: Mutant | SourceEdit |
         new = types.ModuleType(module_name)
         new.__dict__.update(module.__dict__)
         code = compile(
-            ast.Module(body=defs, type_ignores=[]),
+            ast.Module(body=[*defs], type_ignores=[]),
             module.__file__ or module_name,
             "exec",
             # The sources use postponed annotations naming TYPE_CHECKING-only imports.

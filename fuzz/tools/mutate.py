@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from fxfuzz.campaign.gate import StopGate, run_gate
 from fxfuzz.core.passes import load_pass
@@ -88,7 +89,7 @@ def run_mutant(
     mutated = load_pass_variant(pass_name, mutant)
     kills: list[str] = []
 
-    def candidate(gm: object, sig: object) -> object:
+    def candidate(gm: Any, sig: Any) -> tuple[Any, Any]:
         with _alarm(PASS_HANG_S):
             return mutated(gm, sig)
 

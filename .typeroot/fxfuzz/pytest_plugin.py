@@ -1,0 +1,1 @@
+../../fuzz/pytest_plugin.py
