@@ -106,7 +106,7 @@ def interface_differences(candidate: Interface, baseline: Interface, compare_spe
 def judge(case: GraphCase, pass_fn: PassFn, stage_share: float = DEFAULT_STAGE_SHARE) -> Judged:
     """``fxfuzz.oracles.verify`` of ``pass_fn`` on ``case`` (``stage_share`` of cases through
     export's stages), keeping the first graph the pass returned."""
-    outputs: list[tuple[object, object]] = []
+    outputs: list[tuple[fx.GraphModule, Interface]] = []
 
     def recording(gm: object, sig: object) -> tuple[object, object]:
         out = pass_fn(gm, sig)

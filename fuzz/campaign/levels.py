@@ -15,7 +15,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, Codec, Hooks, Progress, StopReason, Subject, run_campaign

@@ -209,7 +209,7 @@ class Supervisor:
         )
         start_file = os.path.join(self.start_dir, f"w{index}g{generation}.json")
         start.write(start_file)
-        log = subprocess.DEVNULL
+        log: int | TextIO = subprocess.DEVNULL
         if self.campaign.log_dir:
             os.makedirs(self.campaign.log_dir, exist_ok=True)
             log = open(worker_log(self.campaign.log_dir, index), "a")
@@ -403,8 +403,8 @@ class Supervisor:
         for conn in wait(list(conns), timeout):
             w = conns[conn]  # type: ignore[index]
             try:
-                while conn.poll():
-                    self._on_message(w, conn.recv())
+                while w.conn.poll():
+                    self._on_message(w, w.conn.recv())
             except (EOFError, OSError):
                 pass  # the worker is gone; _check_health decides what that means
 

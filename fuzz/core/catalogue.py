@@ -107,6 +107,8 @@ def _program(gm: fx.GraphModule, sig: ExportGraphSignature) -> Any:
     state: dict[str, Any] = {}
     constants: dict[str, Any] = {}
     for spec in sig.input_specs:
+        if spec.target is None:  # a user input: nothing of the module's state
+            continue
         if spec.kind == InputKind.PARAMETER:
             state[spec.target] = torch.nn.Parameter(torch.empty(0))
         elif spec.kind == InputKind.BUFFER and spec.persistent:

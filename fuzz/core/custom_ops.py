@@ -143,7 +143,7 @@ def load_source(source):
         return importlib.import_module(source)
     module_name = "fxfuzz_ops_" + source.rpartition("/")[2][:-3]
     spec = importlib.util.spec_from_file_location(module_name, source)
-    if spec is None:
+    if spec is None or spec.loader is None:
         raise ImportError(f"no such file: {source}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module

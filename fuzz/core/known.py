@@ -84,10 +84,10 @@ def _from_json(path: str, text: str) -> dict[str, str]:
     if not isinstance(entries, list):
         raise KnownFileError(f"{path}: expected a list of bucket ids, {{\"known\": [...]}} or a report.json")
     known = {}
-    for e in entries:
-        bid, reason = (e, "") if isinstance(e, str) else (e.get("id"), e.get("reason")) if isinstance(e, dict) else (None, "")
-        if not is_bucket_id(bid):
-            raise KnownFileError(f"{path}: not a bucket id: {reprlib.repr(e)}")
+    for entry in entries:
+        bid, reason = (entry, "") if isinstance(entry, str) else (entry.get("id"), entry.get("reason")) if isinstance(entry, dict) else (None, "")
+        if not (isinstance(bid, str) and is_bucket_id(bid)):
+            raise KnownFileError(f"{path}: not a bucket id: {reprlib.repr(entry)}")
         if not (reason is None or isinstance(reason, str) and len(reason) <= MAX_LINE):
             raise KnownFileError(f"{path}: the reason of {bid} is not a string of at most {MAX_LINE} characters")
         known[bid] = reason or ""

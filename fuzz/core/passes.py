@@ -88,8 +88,8 @@ _AUTOCAST = "torch._export.passes.replace_autocast_with_hop_pass"
 PIPE = "+"
 
 _STAGE_ROWS = (
-    Registered("set_grad", f"{_SET_GRAD}:replace_set_grad_with_hop_pass", SET_GRAD, 0, (Source(_SET_GRAD), *_SHARED), ("grad_toggle",)),
-    Registered("autocast", f"{_AUTOCAST}:replace_autocast_with_hop_pass", AUTOCAST, 1, (Source(_AUTOCAST), *_SHARED), ("autocast",)),
+    Registered("set_grad", f"{_SET_GRAD}:replace_set_grad_with_hop_pass", SET_GRAD, 0, (Source(_SET_GRAD), *_SHARED), reacts_to=("grad_toggle",)),
+    Registered("autocast", f"{_AUTOCAST}:replace_autocast_with_hop_pass", AUTOCAST, 1, (Source(_AUTOCAST), *_SHARED), reacts_to=("autocast",)),
 )
 # Export stages in the order torch.export runs them on the pre-dispatch graph.
 EXPORT_STAGES: tuple[Registered, ...] = tuple(sorted(_STAGE_ROWS, key=lambda r: r.export_stage))  # type: ignore[arg-type, return-value]

@@ -95,7 +95,7 @@ def _size_node(node, depth):
         name = _literal(node.args[0])
         if not (isinstance(name, str) and name.isidentifier() and len(name) <= 32):
             raise SizeExpressionError(f"bad size symbol name {name!r}")
-        return sympy.Symbol(name, **{k.arg: True for k in node.keywords})
+        return sympy.Symbol(name, **{k.arg: True for k in node.keywords if k.arg})
     if node.keywords:
         raise SizeExpressionError(f"keyword arguments to {node.func.id} in a size expression")
     if cls in (sympy.Integer, sympy.Rational):

@@ -11,9 +11,11 @@ whatever they add.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import sympy
@@ -198,7 +200,7 @@ def decode_arg(a: Any, nodes: dict[str, fx.Node]) -> Any:
         if not isinstance(v, str) or v not in nodes:
             raise SerializeError(f"argument refers to unknown node {str(v)[:200]!r}")
         return nodes[v]
-    decoders = {
+    decoders: dict[str, Callable[[Any], Any]] = {
         "float": lambda v: float(_short_str(v, "a float")),
         "tuple": lambda v: tuple(decode_arg(x, nodes) for x in _items(v, "a tuple", 0, MAX_ARGS)),
         "dict": lambda v: {decode_arg(k, nodes): decode_arg(x, nodes) for k, x in (_pair(kx) for kx in _items(v, "a dict", 0, MAX_ARGS))},
@@ -206,7 +208,7 @@ def decode_arg(a: Any, nodes: dict[str, fx.Node]) -> Any:
         "slice": lambda v: slice(*(decode_arg(x, nodes) for x in _items(v, "a slice", 3, 3))),
         "ellipsis": lambda v: Ellipsis,
         "callable": resolve_target,
-        **{kind: (lambda v, kind=kind: enum(kind, v)) for kind in _ENUMS.values()},
+        **{kind: functools.partial(enum, kind) for kind in _ENUMS.values()},
     }
     if key not in decoders:
         raise SerializeError(f"unknown argument encoding {str(key)[:80]!r}")
@@ -450,7 +452,8 @@ def decode_graph_module(d: Any, fake: FakeTensorMode, depth: int = 0) -> fx.Grap
         graph._codegen = fx.graph._PyTreeCodeGen(
             fx.graph._PyTreeInfo(
                 [_identifier(a, "a pytree argument") for a in _items(p["orig_args"], "pytree arguments", 0, 10_000)],
-                _treespec(p["in_spec"]) if p["in_spec"] else None,
+                # torch annotates in_spec as a TreeSpec, yet graphs without one carry None.
+                _treespec(p["in_spec"]) if p["in_spec"] else None,  # type: ignore[arg-type]
                 _treespec(p["out_spec"]) if p["out_spec"] else None,
             )
         )

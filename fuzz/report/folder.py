@@ -4,6 +4,7 @@ issues/ (an upstream-ready issue text per new bucket), report.md, report.html an
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -250,7 +251,7 @@ def write_documents(report: dict[str, Any], report_dir: str) -> list[str]:
     write("report.json", lambda: json.dumps(report, indent=2, default=str))
     for f in report["findings"]:
         if f["issue"]:
-            write(f["issue"], lambda f=f: _issue_text(report, report_dir, f))
+            write(f["issue"], functools.partial(_issue_text, report, report_dir, f))
     write("report.md", lambda: render_markdown(report))
     write("report.html", lambda: render_html(report))
     write("junit.xml", lambda: render_junit(report))

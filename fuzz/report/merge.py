@@ -8,6 +8,7 @@ writes. Anything that cannot be merged raises ``ReportError`` (one line, exit st
 
 from __future__ import annotations
 
+import functools
 import os
 import reprlib
 import shutil
@@ -253,7 +254,7 @@ def write_merged(merged: Merged, out_dir: str) -> list[str]:
                 # Checked again as it is copied: only files inside the input folder are.
                 if inside_problem(folder, source) is None:
                     target = os.path.join(out_dir, f["repro"].removesuffix(".py") + ext)
-                    attempt(unwritten, os.path.relpath(target, out_dir), lambda s=source, t=target: _copy(os.path.join(folder, s), t))
+                    attempt(unwritten, os.path.relpath(target, out_dir), functools.partial(_copy, os.path.join(folder, source), target))
     return unwritten + write_documents(merged.report, out_dir)
 
 
