@@ -65,6 +65,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "custom operators, pkg.module or file.py, without adding them (repeatable)",
     )
     group.addoption(
+        "--fxfuzz-contract",
+        dest="fxfuzz_contract",
+        default=CampaignSettings.contract,
+        metavar="NAME",
+        help="hold the pass and the baseline to this contract instead of their own: meaning, refines, set_grad or autocast",
+    )
+    group.addoption(
         "--fxfuzz-domain",
         dest="fxfuzz_domain",
         default=CampaignSettings.domain,
@@ -134,11 +141,16 @@ def _properties(pass_fn: Any, baseline: Any, domain: str = "export") -> dict[str
 
 
 def _loaded_pass(config: pytest.Config, option: str = "fxfuzz_pass") -> Any:
-    from fxfuzz.core.errors import PassSpecError
+    from fxfuzz.core.contract import contract_option
+    from fxfuzz.core.errors import PassSpecError, UsageError
     from fxfuzz.core.passes import load_pass
 
     try:
-        return load_pass(config.getoption(option))
+        contract = contract_option(config.getoption("fxfuzz_contract"))
+    except UsageError as e:
+        raise pytest.UsageError(f"--fxfuzz-contract: {e}") from None
+    try:
+        return load_pass(config.getoption(option), contract)
     except PassSpecError as e:
         raise pytest.UsageError(f"--{option.replace('_', '-')}: {e}") from None
 

@@ -44,6 +44,7 @@ from fxfuzz.campaign.protocol import Task
 from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, run_parallel, to_campaign_result
 from fxfuzz.core.case import GraphCase, copy_graph_module
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
+from fxfuzz.core.contract import contract_option
 from fxfuzz.core.passes import PassFn, contract_of, load_pass
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, target_name
 from fxfuzz.core.settings import CampaignSettings
@@ -286,7 +287,7 @@ def gate_check(baseline: str, blame: Blame, settings: CampaignSettings, both_mod
     """The judgement of a gate case (a worker process loads it by name, ``fxfuzz.campaign.supervisor``):
     the regressions of the pass under test against ``baseline``, in both grad modes (fresh
     cases) or in the case's own (corpus cases, captured under each mode)."""
-    base = load_pass(baseline)
+    base = load_pass(baseline, contract_option(settings.contract))
     judged = regressions_both_modes if both_modes else regressions
     return lambda case, candidate: judged(case, candidate, base, blame, settings.stage_share)
 

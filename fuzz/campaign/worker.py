@@ -101,6 +101,7 @@ def worker_main(start: WorkerStart, fd: int, cov: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
     from fxfuzz.campaign.database import open_database
     from fxfuzz.campaign.engine import Hooks, Subject, run_campaign, run_examples
+    from fxfuzz.core.contract import contract_option
     from fxfuzz.core.op_sources import load_sources
     from fxfuzz.core.passes import load_pass
     from fxfuzz.core.serialize import case_from_dict
@@ -113,7 +114,7 @@ def worker_main(start: WorkerStart, fd: int, cov: Any) -> None:
     conn = Connection(fd)
     # The example the previous worker of this slot died on: run first, to see if it repeats.
     rerun = [case_from_dict(start.rerun)] if start.rerun is not None else []
-    pass_fn = load_pass(start.pass_spec)
+    pass_fn = load_pass(start.pass_spec, contract_option(start.settings.contract))
     report = _Reporter(conn, judgement(start, lambda on_pass: conn.send(Blame(on_pass))), cov)
     hooks = Hooks(report.progress, conn.poll, report.on_bucket)  # any message from the parent means stop
     if start.task.examples:

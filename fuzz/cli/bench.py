@@ -14,7 +14,7 @@ from fxfuzz.tools.bench import run_bench
 def command(args: argparse.Namespace) -> int:
     """``fxfuzz bench``: print the figures; with ``--json`` the last line is one JSON object."""
     register_ops(args.ops, "--op")  # run_bench hands them to its worker processes
-    r = run_bench(args.graphs, args.seed, args.workers, args.pass_spec, args.profile, args.stage_share)
+    r = run_bench(args.graphs, args.seed, args.workers, args.pass_spec, args.profile, args.stage_share, args.contract)
     print(f"population: {r.graphs} export-domain graph cases, seed {r.seed}, median {r.median_nodes:g} compute nodes")
     print(f"pass alone        {r.pass_ms:8.2f} ms/case (median)")
     print(f"harness loop      {r.harness_ms:8.2f} ms/example (median)  ratio {r.ratio:.2f}")

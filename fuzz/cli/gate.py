@@ -16,6 +16,7 @@ from fxfuzz.cli.interrupt import StopSignals, exit_status
 from fxfuzz.cli.progress import ProgressPrinter
 from fxfuzz.cli.run import EXIT_TESTED_NOTHING, unwritten_status
 from fxfuzz.cli.setup import report_folder, worker_logs
+from fxfuzz.core.contract import contract_option
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.settings import CampaignSettings
@@ -27,8 +28,8 @@ from fxfuzz.strategies.custom import register_ops
 def command(a: argparse.Namespace) -> int:
     """Judge the corpus, then fresh cases for the budget, in worker processes; write the
     report; print each regression."""
-    for spec in (a.candidate, a.baseline):
-        load_pass(spec)  # a bad spec fails here, in one line, before any worker starts
+    # A bad spec fails here, in one line, before any worker starts.
+    candidate, _ = (load_pass(spec, contract_option(a.contract)) for spec in (a.candidate, a.baseline))
     register_ops(a.ops, "--op")  # the workers register them too (the supervisor hands them over)
     corpus = saved_cases(a.corpus) if a.corpus else Corpus([], [], [])
     saved, notes = corpus.cases, corpus.untrusted + corpus.unloadable  # files left out stay where they are
@@ -54,6 +55,9 @@ def command(a: argparse.Namespace) -> int:
             "pass": a.candidate,
             "candidate": a.candidate,
             "baseline": a.baseline,
+            # What both sides were held to, and whether fxfuzz chose that for a pass it does not know.
+            "contract": candidate.contract.name,
+            "contract_source": candidate.contract_source,
             "ops": a.ops,
             "domain": settings.domain,
             "seed": settings.seed,

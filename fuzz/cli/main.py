@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from fxfuzz.cli.args import device, fraction, integer, positive_float, positive_int, seconds_or_zero, shard, workers
 from fxfuzz.cli.interrupt import Abandoned, exit_status
-from fxfuzz.core.choices import DEFAULT_DB, DOMAIN_CHOICES, LEVELS
+from fxfuzz.core.choices import CONTRACT_NAMES, DEFAULT_DB, DOMAIN_CHOICES, LEVELS
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, UsageError
 from fxfuzz.core.internal import EXIT_INTERNAL, InternalError
@@ -44,6 +44,16 @@ def _op_option(parser: argparse.ArgumentParser) -> None:
         help="add a custom operator to the generated graphs: pkg.module:attr or file.py:attr naming the operator "
         "or an fxfuzz.strategies.op_spec(...) entry; or load a source of custom operators, pkg.module or file.py, "
         "so saved cases calling them load (repeatable; every worker process loads it)",
+    )
+
+
+def _contract_option(parser: argparse.ArgumentParser, whose: str = "the pass") -> None:
+    parser.add_argument(
+        "--contract",
+        choices=CONTRACT_NAMES,
+        default=_DEFAULTS.contract,
+        help=f"hold {whose} to this contract instead of its own (docs/oracles.md#contracts): meaning (observable "
+        "behaviour, raise for raise), refines (may raise or save less, never more), set_grad, autocast",
     )
 
 
@@ -88,11 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--coverage", action="store_true", help="measure line/branch coverage of the pass's source (slower)")
     _shrink_option(run)
     _op_option(run)
+    _contract_option(run)
     repro = sub.add_parser("repro", help="replay a repro (.py or .json): exit 1 while it fails, 0 once fixed")
     repro.add_argument("path", help="repros/<bucket>.py or .json from a report folder")
     repro.add_argument("--pass", dest="pass_spec", default=None, help="replay against this pass instead of the recorded one")
     repro.add_argument("--example-timeout", type=positive_float, default=60.0, help="seconds before the pass counts as hung")
     _op_option(repro)
+    _contract_option(repro)
     bench = sub.add_parser("bench", help="measure the pass, the harness loop per example and the worker speed-up")
     bench.add_argument("--json", action="store_true", help="end with one line of JSON holding every figure")
     bench.add_argument("--graphs", type=positive_int, default=200, help="cases in the seeded population (default 200)")
@@ -102,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--stage-share", type=fraction, default=_DEFAULTS.stage_share, help=f"share of examples through torch.export's stages (default {_DEFAULTS.stage_share}; 0 for none)")
     bench.add_argument("--profile", action="store_true", help="also profile the loop (a second run) for its own time by area")
     _op_option(bench)
+    _contract_option(bench)
     gate = sub.add_parser("gate", help="fail when a candidate pass regresses against a baseline pass")
     gate.add_argument("--candidate", required=True, help="the changed pass: registered name, pkg.module:fn or file.py:fn")
     gate.add_argument("--baseline", default="set_grad", help="the pass it must not regress against (default set_grad)")
@@ -118,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
     _shrink_option(gate)
     _op_option(gate)
+    _contract_option(gate, "both the candidate and the baseline")
     mutate = sub.add_parser("mutate", help="measure the gate's kill rate on mutants of a pass's source")
     mutate.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered pass whose source to mutate")
     mutate.add_argument("--budget-per-mutant", type=positive_float, default=60.0, help="gate seconds per mutant")
@@ -126,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     mutate.add_argument("--list", action="store_true", help="list the mutant ids and exit")
     mutate.add_argument("--out", default=None, help="write the mutation report (JSON) here")
     _op_option(mutate)
+    _contract_option(mutate, "the mutants and the real pass")
     merge = sub.add_parser("merge", help="merge the report folders of a campaign's shards into one report")
     merge.add_argument("folders", nargs="+", metavar="DIR", help="report folders written by fxfuzz run")
     merge.add_argument("--report-dir", default=None, help="where to write the merged report (default: reports/<UTC time>/)")

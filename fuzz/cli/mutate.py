@@ -50,7 +50,7 @@ def command(a: argparse.Namespace) -> int:
             if m.id in equivalent:
                 r = MutantResult(m.id, "equivalent", 0.0, equivalent[m.id], m.description)
             else:
-                r = run_mutant(m, corpus, a.budget_per_mutant, domain=a.domain, stop=stop, pass_name=a.pass_spec)
+                r = run_mutant(m, corpus, a.budget_per_mutant, domain=a.domain, stop=stop, pass_name=a.pass_spec, contract=a.contract)
             if r.status == "survived" and stop():  # its gate was cut short: no verdict
                 break
             results.append(r)

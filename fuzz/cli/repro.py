@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 
+from fxfuzz.core.contract import contract_option
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, SerializeError, UsageError
 from fxfuzz.core.passes import load_pass
@@ -27,13 +28,13 @@ def command(args: argparse.Namespace) -> int:
     register_ops(args.ops, "--op")  # before the case is read: its operators must exist
     spec, device = recorded_pass(args.path)  # malformed or untrusted files fail here, in one line
     pass_spec = args.pass_spec or trusted_pass(spec, args.path)
-    load_pass(pass_spec)
+    load_pass(pass_spec, contract_option(args.contract))  # a bad spec fails here, in one line
     if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise UsageError(f"{args.path} was found with --device cuda, and torch sees no CUDA device here")
-    reports, code = _replay_in_child(args.path, pass_spec, args.ops, args.example_timeout)
+    reports, code = _replay_in_child(args.path, pass_spec, args.contract, args.ops, args.example_timeout)
     if reports and reports[-1].startswith("error "):
         raise SerializeError(reports[-1].removeprefix("error "))
     if reports and reports[-1].startswith("verdict "):
@@ -49,13 +50,14 @@ def command(args: argparse.Namespace) -> int:
     return 1
 
 
-def _replay_in_child(path: str, pass_spec: str, ops: list[str], timeout_s: float) -> tuple[list[str], int | None]:
+def _replay_in_child(path: str, pass_spec: str, contract: str | None, ops: list[str], timeout_s: float) -> tuple[list[str], int | None]:
     """The child's reports and its exit status (None: killed ``timeout_s`` after it loaded the
-    repro, as the pass counts as hung); the child loads the ``--op`` values ``ops`` first."""
+    repro, as the pass counts as hung); the child loads the ``--op`` values ``ops`` first and
+    holds the pass to ``contract`` (None: the one the repro records, else the pass's own)."""
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd) as reports:
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "fxfuzz.cli.repro", path, pass_spec, str(write_fd), *ops], pass_fds=[write_fd]
+            [sys.executable, "-P", "-m", "fxfuzz.cli.repro", path, pass_spec, contract or "", str(write_fd), *ops], pass_fds=[write_fd]
         )
         os.close(write_fd)  # the child holds the only writer: EOF once it is gone
         try:
@@ -70,9 +72,10 @@ def _replay_in_child(path: str, pass_spec: str, ops: list[str], timeout_s: float
         return (first + reports.read()).splitlines(), code
 
 
-def replay(path: str, pass_spec: str, report_fd: int, ops: list[str]) -> int:
-    """Verify the repro's case against ``pass_spec``: 1 while it fails, 0 once fixed; each
-    step reported on ``report_fd``. ``ops`` are the ``--op`` values, loaded first."""
+def replay(path: str, pass_spec: str, contract: str, report_fd: int, ops: list[str]) -> int:
+    """Verify the repro's case against ``pass_spec`` held to ``contract`` (empty: the one the
+    repro records, else the pass's own): 1 while it fails, 0 once fixed; each step reported on
+    ``report_fd``. ``ops`` are the ``--op`` values, loaded first."""
     from fxfuzz.oracles import verify  # noqa: PLC0415  (torch, in the child only)
 
     with os.fdopen(report_fd, "w", buffering=1) as report:
@@ -80,7 +83,7 @@ def replay(path: str, pass_spec: str, report_fd: int, ops: list[str]) -> int:
             register_ops(ops, "--op")
             repro = load_repro(path)
             report.write("loaded\n")
-            pass_fn = load_pass(pass_spec)
+            pass_fn = load_pass(pass_spec, contract_option(contract or repro.contract))
         except FxfuzzError as e:
             report.write(f"error {str(e).replace(chr(10), ' ')}\n")
             return 2
@@ -99,4 +102,4 @@ if __name__ == "__main__":  # the child ``command`` starts
     # A Ctrl-C at the terminal reaches this child too: it ends it quietly, the parent says so.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     import_from_cwd()
-    sys.exit(replay(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]))
+    sys.exit(replay(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]))

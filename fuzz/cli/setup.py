@@ -11,6 +11,7 @@ from fxfuzz.campaign.database import DatabaseSpec, check_reachable, parse_databa
 from fxfuzz.campaign.limits import campaign_limits
 from fxfuzz.campaign.supervisor import worker_log
 from fxfuzz.core.choices import DEFAULT_DB
+from fxfuzz.core.contract import contract_option
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import Pass, load_pass
@@ -77,7 +78,7 @@ def campaign_setup(args: Any, workers: int) -> CampaignSetup:
     """Load the pass and the baseline, make sure the database and report folder can be
     written, resolve the limits and the settings of a campaign in ``workers`` processes; bad
     input raises UsageError (one line, exit 2)."""
-    pass_fn = load_pass(args.pass_spec)
+    pass_fn = load_pass(args.pass_spec, contract_option(args.contract))
     register_ops(args.ops, "--op")
     known = load_known(args.known) if args.known else {}
     database = database_setup(args)

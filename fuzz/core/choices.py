@@ -7,6 +7,8 @@ DOMAINS = ("export", "adversarial")
 # What a user may ask for: one domain, or "both", which draws each case's domain (shrinking
 # toward export); a case always records the domain it was drawn from.
 DOMAIN_CHOICES = (*DOMAINS, "both")
+# The contracts a pass may be held to by name (fxfuzz.core.contract.CONTRACTS holds them).
+CONTRACT_NAMES = ("meaning", "refines", "set_grad", "autocast")
 
 # Generation levels: FX graphs, nn.Module programs through torch.export, or both.
 LEVELS = ("graph", "program", "mixed")

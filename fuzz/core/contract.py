@@ -64,6 +64,11 @@ AUTOCAST = PassContract("autocast", _autocast_targets(), (_AUTOCAST_HOP,) if _AU
 CONTRACTS = {c.name: c for c in (MEANING, REFINES, SET_GRAD, AUTOCAST)}
 
 
+def contract_option(name: str | None) -> PassContract | None:
+    """The contract a ``--contract`` value names; None when none was given (the pass's own)."""
+    return None if name is None else contract_by_name(name)
+
+
 def contract_by_name(name: str) -> PassContract:
     """The contract ``--contract NAME`` names; UsageError with one line for any other name."""
     if name not in CONTRACTS:

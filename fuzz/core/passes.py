@@ -279,8 +279,8 @@ def resolve_attr(spec: str, what: str = "pass") -> Any:
 def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> Pass:
     """The Pass that ``spec`` names, in fxfuzz's form whatever its shape.
 
-    Registered names carry their own contract; other specs get ``contract``, else the
-    callable's ``fxfuzz_contract`` declaration, else ``meaning``. Raises PassSpecError with a
+    ``contract`` (``--contract``) wins; else registered names carry their own contract, and
+    other specs the callable's ``fxfuzz_contract`` declaration, else ``meaning``. Raises PassSpecError with a
     one-line message for anything unusable.
     """
     if not spec or not isinstance(spec, str):
@@ -298,10 +298,10 @@ def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> P
     except NoShape as e:
         raise PassSpecError(f"{target} {e}") from None
     pass_fn, takes = adapt(shape, fn), shape.takes_signature
-    if spec in REGISTRY:
-        return Pass(spec, pass_fn, REGISTRY[spec].contract, target, takes_signature=takes)
     if contract is not None:
         return Pass(spec, pass_fn, contract, target, takes_signature=takes, contract_source="given")
+    if spec in REGISTRY:
+        return Pass(spec, pass_fn, REGISTRY[spec].contract, target, takes_signature=takes)
     return Pass(spec, pass_fn, contract_of(fn), target, takes_signature=takes, contract_source=_contract_source(fn))
 
 

@@ -205,7 +205,9 @@ def _write_atomic(path: str, text: str) -> None:
         raise
 
 
-def write_repros(result: CampaignResult, report_dir: str, pass_spec: str, device: str = "cpu") -> tuple[dict[str, str], list[str], list[str]]:
+def write_repros(
+    result: CampaignResult, report_dir: str, pass_spec: str, device: str = "cpu", contract: str | None = None
+) -> tuple[dict[str, str], list[str], list[str]]:
     """``repros/<bucket>.py`` (and ``.json`` for graph cases) for every bucket with an example:
     bucket id -> .py path relative to ``report_dir``, why any bucket got none, and the repros
     that could not be written (as ``attempt`` lists them)."""
@@ -215,7 +217,7 @@ def write_repros(result: CampaignResult, report_dir: str, pass_spec: str, device
     unwritten: list[str] = []
     for b in result.buckets.values():
         try:
-            path = _write_repro(b, directory, pass_spec, device)
+            path = _write_repro(b, directory, pass_spec, device, contract)
         except SerializeError as e:  # the finding is still reported, without a .py
             errors.append(f"no repro for {b.id}: {e}")
             continue
@@ -228,14 +230,14 @@ def write_repros(result: CampaignResult, report_dir: str, pass_spec: str, device
     return out, errors, unwritten
 
 
-def _write_repro(b: Bucket, directory: str, pass_spec: str, device: str) -> str | None:
+def _write_repro(b: Bucket, directory: str, pass_spec: str, device: str, contract: str | None) -> str | None:
     """The repro of one bucket, its .py path; None for a bucket without an example."""
     if isinstance(b.case, Program):
         return write_program_repro(directory, b.id, str(b.finding), b.case)
     data = b.case_data if b.case_data is not None else (case_to_dict(b.case) if b.case is not None else None)  # type: ignore[arg-type]
     if data is None:
         return None
-    return write_repro(directory, repro_document(b.id, b.finding.to_dict(), data, pass_spec, device))
+    return write_repro(directory, repro_document(b.id, b.finding.to_dict(), data, pass_spec, device, contract))
 
 
 def write_documents(report: dict[str, Any], report_dir: str) -> list[str]:
@@ -272,6 +274,6 @@ def write_all(result: CampaignResult, meta: dict[str, Any], report_dir: str, ext
     what cannot be written (a full disk) is listed, and the rest written all the same."""
     unwritten: list[str] = []
     attempt(unwritten, WRITTEN, lambda: record_written(report_dir, report_files(result.buckets)))
-    extras.repros, extras.repro_errors, repros_unwritten = write_repros(result, report_dir, meta["pass"], meta.get("device", "cpu"))
+    extras.repros, extras.repro_errors, repros_unwritten = write_repros(result, report_dir, meta["pass"], meta.get("device", "cpu"), meta.get("contract"))
     report = report_dict(result, meta, extras)
     return Written(report, unwritten + repros_unwritten + write_documents(report, report_dir))

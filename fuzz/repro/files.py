@@ -21,6 +21,8 @@ from typing import Any
 
 from fxfuzz.core import custom_ops, rebuild, shapes
 from fxfuzz.core.case import GraphCase
+from fxfuzz.core.choices import CONTRACT_NAMES
+from fxfuzz.core.contract import contract_option
 from fxfuzz.core.choices import DEVICES
 from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.passes import PIPE, REGISTRY, import_spec, load_pass
@@ -208,14 +210,16 @@ if __name__ == "__main__":
 
 
 def repro_document(
-    bucket: str, finding: dict[str, Any], case: dict[str, Any], pass_spec: str, device: str = "cpu"
+    bucket: str, finding: dict[str, Any], case: dict[str, Any], pass_spec: str, device: str = "cpu", contract_name: str | None = None
 ) -> dict[str, Any]:
-    """The machine-readable repro: the serialized case, the pass spec, the finding and the
-    device the campaign verified on (a ``cuda:`` finding only shows when replayed there)."""
-    contract = load_pass(pass_spec).contract
+    """The machine-readable repro: the serialized case, the pass spec, the contract it was
+    held to (``contract_name``, None: its own), the finding and the device the campaign
+    verified on (a ``cuda:`` finding only shows when replayed there)."""
+    contract = load_pass(pass_spec, contract_option(contract_name)).contract
     return {
         "bucket": bucket,
         "pass": absolute_spec(pass_spec),
+        "contract": contract.name,
         "eliminates": [target_name(t) for t in contract.eliminates],
         "finding": finding,
         "device": device,
@@ -253,6 +257,7 @@ class Repro:
     pass_spec: str
     finding: dict[str, Any]
     device: str = "cpu"
+    contract: str | None = None  # the contract the campaign held the pass to (a CONTRACT_NAMES name)
 
 
 def read_json(path: str) -> Any:
@@ -284,11 +289,14 @@ def load_repro(path: str) -> Repro:
         if not isinstance(spec, str) or len(spec) > 10_000:
             raise SerializeError(f'{path}: "pass" is a pass spec (a string)')
         device = _device(path, doc.get("device", "cpu"))
+        contract = doc.get("contract")
+        if contract is not None and contract not in CONTRACT_NAMES:
+            raise SerializeError(f'{path}: "contract" is one of {", ".join(CONTRACT_NAMES)}')
         try:
             case = case_from_dict(doc["case"])
         except SerializeError as e:
             raise type(e)(f"{path}: {e}") from None
-        return Repro(case, spec, finding, device)
+        return Repro(case, spec, finding, device, contract)
     if path.endswith(".py"):
         return _load_py(path)
     raise SerializeError(f"{path}: expected a repro .py or .json")

@@ -38,6 +38,7 @@ import torch
 from fxfuzz.campaign.engine import CampaignResult, Hooks, Subject, run_campaign
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.cwd import import_from_cwd
+from fxfuzz.core.contract import contract_option
 from fxfuzz.core.passes import PassFn, identity_pass, load_pass, reacts_to_of
 from fxfuzz.core.settings import NO_TIME_LIMIT_S, CampaignSettings
 from fxfuzz.oracles import verify
@@ -178,7 +179,7 @@ def child_main() -> None:
     cfg = json.loads(sys.argv[1])
     for specs in cfg["ops"]:
         register_first(specs)
-    pass_fn = load_pass(cfg["pass"])
+    pass_fn = load_pass(cfg["pass"], contract_option(cfg["contract"]))
     harness_loop(WARMUP, cfg["seed"] + 7919, pass_fn, cfg["stage_share"])  # imports, first-call caches
     print("ready", flush=True)
     sys.stdin.readline()
@@ -186,14 +187,16 @@ def child_main() -> None:
     print(json.dumps({"examples_per_s": result.examples_per_s, "peak_rss_mb": _peak_rss_mb()}), flush=True)
 
 
-def parallel_rate(pass_spec: str, workers: int, graphs: int, seed: int, stage_share: float = DEFAULT_STAGE_SHARE) -> tuple[float, float]:
+def parallel_rate(
+    pass_spec: str, workers: int, graphs: int, seed: int, stage_share: float = DEFAULT_STAGE_SHARE, contract: str | None = None
+) -> tuple[float, float]:
     """Summed examples per second of ``workers`` processes running the loop at the same time
     (started together once all are warm), and their largest peak RSS in MB."""
     code = "from fxfuzz.tools.bench import child_main; child_main()"
     ops = op_specs()  # the user operators of this process's op table, for each child to draw
     procs = [
         subprocess.Popen(
-            [sys.executable, "-P", "-c", code, json.dumps({"pass": pass_spec, "ops": ops, "graphs": graphs, "seed": seed + i, "stage_share": stage_share})],
+            [sys.executable, "-P", "-c", code, json.dumps({"pass": pass_spec, "contract": contract, "ops": ops, "graphs": graphs, "seed": seed + i, "stage_share": stage_share})],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -268,10 +271,12 @@ def run_bench(
     pass_spec: str = "set_grad",
     profile: bool = False,
     stage_share: float = DEFAULT_STAGE_SHARE,
+    contract: str | None = None,
 ) -> BenchResult:
     """Measure the pass, the harness loop and the worker speed-up on one population, with
-    ``stage_share`` of the examples through the export stages (0: none)."""
-    pass_fn = load_pass(pass_spec)
+    ``stage_share`` of the examples through the export stages (0: none), the pass held to
+    ``contract`` (None: its own)."""
+    pass_fn = load_pass(pass_spec, contract_option(contract))
     cases = population(graphs, seed, reacts_to=reacts_to_of(pass_fn))
     nodes = statistics.median(c.compute_nodes() for c in cases)
     pass_times, pass_cpu, changed = zip(*pass_times_ms(cases, pass_fn))
@@ -293,7 +298,7 @@ def run_bench(
         profiler.disable()
     rates, rss = {}, [_peak_rss_mb()]
     for k in sorted({1, workers}):
-        rates[k], peak = parallel_rate(pass_spec, k, graphs, seed, stage_share)
+        rates[k], peak = parallel_rate(pass_spec, k, graphs, seed, stage_share, contract)
         rss.append(peak)
     speedup = round(rates[workers] / rates[1], 2) if workers > 1 and rates[1] > 0 else None
     return BenchResult(

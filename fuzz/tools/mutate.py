@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from fxfuzz.campaign.gate import StopGate, run_gate
+from fxfuzz.core.contract import contract_option
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.tools.mutants import Mutant, load_pass_variant
@@ -81,17 +82,22 @@ def run_mutant(
     domain: str = "both",
     stop: Callable[[], bool] | None = None,
     pass_name: str = "set_grad",
+    contract: str | None = None,
 ) -> MutantResult:
     """Gate one mutant of the registered pass ``pass_name`` against the real pass until the
     first regression or ``budget_s``, with fresh cases of ``domain``; ``stop()`` turning true
     ends the gate early (the mutant then reads as survived: the caller drops it)."""
-    baseline = load_pass(pass_name)
+    baseline = load_pass(pass_name, contract_option(contract))
     mutated = load_pass_variant(pass_name, mutant)
     kills: list[str] = []
 
     def candidate(gm: Any, sig: Any) -> tuple[Any, Any]:
         with _alarm(PASS_HANG_S):
             return mutated(gm, sig)
+
+    # Judged by the contract the real pass is held to: a wrapper alone would read as a pass
+    # fxfuzz does not know (meaning), which no leftover toggle breaks.
+    candidate.fxfuzz_contract = baseline.contract  # type: ignore[attr-defined]
 
     def killed(bucket: object) -> None:
         kills.append(str(getattr(bucket, "finding")))
