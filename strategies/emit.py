@@ -57,11 +57,13 @@ def _emit(draw: st.DrawFn, s: State, spec: OpSpec, operands: list[Value]) -> fx.
     return node
 
 
-def draw_op(draw: st.DrawFn, s: State) -> None:
-    """A functional op on pool values; tuple results enter the pool through getitem."""
+def draw_op(draw: st.DrawFn, s: State, values: list[Value] | None = None) -> None:
+    """A functional op on pool values (or on ``values``, a part of the pool); tuple results
+    enter the pool through getitem."""
+    values = s.pool if values is None else values
     spec: OpSpec = draw(st.sampled_from(OPS + custom_specs(inplace=False)))
-    first = [v for v in s.pool if dtype_ok(spec, _meta(v))]
-    operands = _operands(draw, spec, first, s.pool)
+    first = [v for v in values if dtype_ok(spec, _meta(v))]
+    operands = _operands(draw, spec, first, values)
     node = _emit(draw, s, spec, operands) if operands else None
     if node is None:
         s.stats["op_unfit"] += 1
@@ -73,6 +75,43 @@ def draw_op(draw: st.DrawFn, s: State) -> None:
             s.pool.append(Value(item, alias=spec.view))
         return
     s.pool.append(Value(node, mutable=not (spec.view or spec.saves_output), alias=spec.view))
+
+
+def needs_grad(node: fx.Node) -> bool:
+    return getattr(node.meta.get("val"), "requires_grad", False)
+
+
+def draw_repeat(draw: st.DrawFn, s: State, values: list[Value]) -> bool:
+    """The same call again (``x.sin()`` written twice) on one of ``values`` computed by a
+    functional ATen op whose operands are all still current (none updated in place since), its
+    meta computed anew under the grad mode and autocast state here: equal computations, maybe
+    in another grad-mode region, the bait for a pass that merges them (CSE)."""
+    current = {v.node for v in s.pool}
+
+    def repeatable(v: Value) -> bool:
+        n = v.node
+        return (
+            n.op == "call_function"
+            and isinstance(n.target, torch._ops.OpOverload)
+            and not n.target._schema.is_mutable
+            and all(a in current or a.op == "get_attr" or not isinstance(a.meta.get("val"), torch.Tensor) for a in n.all_input_nodes)
+        )
+
+    candidates = [v for v in values if repeatable(v)]
+    if not candidates:
+        return False
+    # A call on values needing grad where there is one: only its result differs between modes.
+    original = pick(draw, [v for v in candidates if any(needs_grad(a) for a in v.node.all_input_nodes)] or candidates)
+    node = original.node
+    if node.prev.op == "call_function" and node.prev.target is _ASSERT_META:
+        s.builder.call(_ASSERT_META, list(node.prev.args), dict(node.prev.kwargs))  # as export records every .to(dtype)
+    repeat = s.builder.try_call(node.target, node.args, dict(node.kwargs))
+    if repeat is None:
+        s.stats["op_rejected"] += 1
+        return False
+    s.stats["bait:repeat"] += 1
+    s.pool.append(Value(repeat, alias=original.alias))
+    return True
 
 
 def draw_inplace(draw: st.DrawFn, s: State) -> bool:

@@ -33,6 +33,11 @@ def _outputs(draw: st.DrawFn, s: State, stats: Counter) -> list[Any]:
     # grad_fn; autograd cannot differentiate it as an output, so no gradient could be checked.
     candidates = [v for v in s.pool if not _detached_view(v.node)]
     outputs: list[Any] = [pick(draw, candidates).node for _ in range(draw(st.integers(1, 3)))]
+    # A value computed next to a toggle (regions._bait) is bait only if its grad mode shows.
+    baits = [v for v in s.baits if v in candidates]
+    if baits and draw(st.booleans()):
+        outputs.append(pick(draw, baits).node)
+        stats["output:bait"] += 1
     if len(set(outputs)) < len(outputs):
         stats["output:duplicate"] += 1
     stats["output:input_passthrough"] += sum(o.op == "placeholder" for o in outputs)

@@ -10,15 +10,15 @@ The adversarial domain also leaves regions unbalanced and lets grad and autocast
 from __future__ import annotations
 
 import torch
-from fxfuzz.strategies.emit import draw_inplace, draw_op, draw_tensor_attr
-from fxfuzz.strategies.state import State, rarely
+from fxfuzz.strategies.emit import draw_inplace, draw_op, draw_repeat, draw_tensor_attr, needs_grad
+from fxfuzz.strategies.state import State, Value, rarely
 from fxfuzz.strategies.subgraphs import draw_cond, draw_map, draw_wrapped
 from fxfuzz.strategies.symbolic import draw_size_step, use_size
 from hypothesis import strategies as st
 
 MAX_DEPTH = 3
 # Step kinds, repeated for weight; shrinking moves toward the first (a plain op).
-_STEPS = ("op", "op", "op", "inplace", "grad", "grad", "autocast", "cond", "map")
+_STEPS = ("op", "op", "op", "inplace", "grad", "grad", "autocast", "cond", "map", "repeat")
 _LEAF_STEPS = ("op", "op", "inplace")
 # Export never hands the set-grad pass a wrap_with_set_grad_enabled call: tracing runs the
 # HOP's body eagerly, so even a re-exported ``ep.module()`` arrives as plain toggles
@@ -71,7 +71,12 @@ def reacted(s: State) -> bool:
 
 
 def _step(draw: st.DrawFn, s: State, depth: int, kind: str) -> None:
-    if kind == "op" or (kind == "inplace" and not draw_inplace(draw, s)) or (kind == "size" and not s.builder.symbolic):
+    if (
+        kind == "op"
+        or (kind == "inplace" and not draw_inplace(draw, s))
+        or (kind == "size" and not s.builder.symbolic)
+        or (kind == "repeat" and not draw_repeat(draw, s, s.pool))
+    ):
         draw_op(draw, s)
     elif kind == "grad":
         grad_region(draw, s, depth)
@@ -105,12 +110,16 @@ def grad_region(draw: st.DrawFn, s: State, depth: int) -> None:
         # A decorated function called inside a block of the same mode: back-to-back toggles.
         b.set_grad(inner)
         s.stats["toggle:duplicate"] += 1
+    # Bait only where the mode flips: across a toggle to the same mode, moving or merging is sound.
+    before = list(s.pool) if inner != outer else None
+    _bait(draw, s, before, "after_toggle")
     sizes_before = len(s.sizes)
     # Drawn in static cases too, so that a case and its static twin (the shrinker's first
     # try) read the same choices the same way up to the first size step.
     if draw(st.booleans()) and b.symbolic:
         draw_size_step(draw, s)  # sizes are read inside grad blocks in real models, not only around them
     draw_block(draw, s, depth + 1)
+    _bait(draw, s, before, "before_toggle")
     if s.domain == "adversarial" and rarely(draw, 4):
         s.stats["adversarial:unbalanced_toggle"] += 1
         return
@@ -119,6 +128,28 @@ def grad_region(draw: st.DrawFn, s: State, depth: int) -> None:
         # A size computed inside the region and used after it (``n = x.shape[0] * 2`` under
         # no_grad, ``z.view(n // 2, -1)`` after): the split makes it a SymInt output of the HOP.
         use_size(draw, s, s.sizes[sizes_before:])
+
+
+# What a grad region may place next to its toggles; shrinking moves toward the first (nothing).
+_BAITS = ("none", "none", "repeat", "op")
+
+
+def _bait(draw: st.DrawFn, s: State, before: list[Value] | None, where: str) -> None:
+    """Maybe a step next to a toggle whose operands all predate the region (``before``): a call
+    repeated from there (equal calls in two grad modes: CSE bait) or a new op, on values needing
+    grad where there are any (an op a scheduling pass may move across the toggle, changing its
+    grad mode). Random steps rarely land there: a region's last node is often a getitem, a
+    nested toggle or nothing, and its operands come from inside."""
+    if before is None:
+        return
+    kind = draw(st.sampled_from(_BAITS))
+    if kind == "none":
+        return
+    s.stats[f"bait:{where}"] += 1
+    drawn = len(s.pool)
+    if not (kind == "repeat" and draw_repeat(draw, s, before)):
+        draw_op(draw, s, [v for v in before if needs_grad(v.node)] or before)
+    s.baits += s.pool[drawn:]
 
 
 def autocast_region(draw: st.DrawFn, s: State, depth: int) -> None:

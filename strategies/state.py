@@ -51,6 +51,8 @@ class State:
     sizes: list[fx.Node] = field(default_factory=list)
     # The node kinds the pass under test reacts to (regions.REACTION_STEPS), top level only.
     reacts_to: tuple[str, ...] = ()
+    # Values the bait steps next to toggles computed (regions._bait), which outputs may favour.
+    baits: list[Value] = field(default_factory=list)
 
 
 def rarely(draw: st.DrawFn, one_in: int) -> bool:
