@@ -103,6 +103,7 @@ def draw_repeat(draw: st.DrawFn, s: State, values: list[Value]) -> bool:
     # A call on values needing grad where there is one: only its result differs between modes.
     original = pick(draw, [v for v in candidates if any(needs_grad(a) for a in v.node.all_input_nodes)] or candidates)
     node = original.node
+    assert callable(node.target)  # an OpOverload, as repeatable() checked
     if node.prev.op == "call_function" and node.prev.target is _ASSERT_META:
         s.builder.call(_ASSERT_META, list(node.prev.args), dict(node.prev.kwargs))  # as export records every .to(dtype)
     repeat = s.builder.try_call(node.target, node.args, dict(node.kwargs))

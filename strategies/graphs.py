@@ -35,7 +35,7 @@ def _outputs(draw: st.DrawFn, s: State, stats: Counter) -> list[Any]:
     outputs: list[Any] = [pick(draw, candidates).node for _ in range(draw(st.integers(1, 3)))]
     # A value computed next to a toggle (regions._bait) is bait only if its grad mode shows.
     baits = [v for v in s.baits if v in candidates]
-    if baits and draw(st.booleans()):
+    if bool(baits) and draw(st.booleans()):  # bool(): else mypy types draw() by the left operand
         outputs.append(pick(draw, baits).node)
         stats["output:bait"] += 1
     if len(set(outputs)) < len(outputs):
