@@ -1,0 +1,53 @@
+"""Known defects of torch's own FX passes (the catalogue rows of ``fxfuzz.core.passes``) in the
+installed torch, each pinned on a graph a real caller hands the pass.
+
+Each test asserts the defect is still there: when torch fixes it, the test fails, and its line
+in the pass's known file (docs/known/<pass>.txt) and its entry in docs/known-findings.md go.
+"""
+
+from __future__ import annotations
+
+import torch
+from fxfuzz.core.passes import load_pass
+from fxfuzz.oracles import verify
+from fxfuzz.strategies import from_module
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.passes.dialect.common.cse_pass import CSEPass
+
+FIXED = "torch fixed this: drop its line from {known} and its entry in docs/known-findings.md"
+
+
+def two_no_grad_regions(x):
+    with torch.no_grad():
+        a = x.sin()
+    b = x.cos()
+    with torch.no_grad():
+        c = x.exp()
+    return a, b, c
+
+
+def test_cse_merges_grad_toggles_on_make_fx_graph():
+    """make_fx's pre-dispatch trace records each ``with torch.no_grad()`` as a pair of
+    ``torch._C._set_grad_enabled`` calls. CSEPass takes them for pure calls and keeps only the
+    first of each argument, so the second no_grad region runs with grad on."""
+    x = torch.randn(3, requires_grad=True)
+    gm = make_fx(two_no_grad_regions, pre_dispatch=True)(x)
+    assert [t.requires_grad for t in gm(x)] == [False, True, False]
+    toggles = len(gm.graph.find_nodes(op="call_function", target=torch._C._set_grad_enabled))
+    result = CSEPass()(gm).graph_module
+    left = len(result.graph.find_nodes(op="call_function", target=torch._C._set_grad_enabled))
+    after = [t.requires_grad for t in result(x)]
+    assert (toggles, left, after) == (4, 2, [False, True, True]), FIXED.format(known="docs/known/cse.txt")
+
+
+class TwoNoGradRegions(torch.nn.Module):
+    def forward(self, x):
+        return two_no_grad_regions(x)
+
+
+def test_cse_merged_toggles_found_by_the_oracles():
+    """The same defect through fxfuzz: the pre-dispatch graph torch.export builds for the
+    module (before its set-grad pass wraps the regions), judged under the cse row's contract."""
+    x = torch.randn(3, requires_grad=True)
+    found = {(f.oracle, f.kind) for f in verify(from_module(TwoNoGradRegions(), (x,)), load_pass("cse"))}
+    assert ("equivalence", "requires_grad_mismatch") in found, FIXED.format(known="docs/known/cse.txt")
