@@ -7,6 +7,8 @@ in the pass's known file (docs/known/<pass>.txt) and its entry in docs/known-fin
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
@@ -51,3 +53,59 @@ def test_cse_merged_toggles_found_by_the_oracles():
     x = torch.randn(3, requires_grad=True)
     found = {(f.oracle, f.kind) for f in verify(from_module(TwoNoGradRegions(), (x,)), load_pass("cse"))}
     assert ("equivalence", "requires_grad_mismatch") in found, FIXED.format(known="docs/known/cse.txt")
+
+
+def constant_after_no_grad(x):
+    with torch.no_grad():
+        y = x.sin()
+    return y + torch.arange(3.0).sum()
+
+
+def test_split_const_subgraphs_refuses_a_constant_after_a_toggle():
+    """const_fold puts the constant computation (arange, sum) in partition 0 and the rest in 1;
+    split_module wants set-grad regions' partitions in increasing node order, and the constant
+    comes after the no_grad region: an AssertionError instead of a folded module."""
+    from torch.fx.experimental.const_fold import split_const_subgraphs
+
+    gm = make_fx(constant_after_no_grad, pre_dispatch=True)(torch.randn(3, requires_grad=True))
+    try:
+        split_const_subgraphs(gm)
+    except AssertionError as e:
+        assert "monotonically increasing partitions" in str(e)
+    else:
+        raise AssertionError(FIXED.format(known="docs/known/split_const_subgraphs.txt"))
+
+
+def test_a_deep_copy_of_a_folded_module_cannot_run():
+    """GraphModule.__deepcopy__ builds the copy with GraphModule.__init__ (``_deepcopy_init``),
+    which FoldedGraphModule does not override: the copy lacks the attributes its ``__call__``
+    reads."""
+    from torch.fx.experimental.const_fold import FoldedGraphModule, split_const_subgraphs
+
+    x = torch.randn(3, requires_grad=True)
+    folded = split_const_subgraphs(make_fx(lambda x: x + torch.arange(3.0).sum(), pre_dispatch=True)(x))
+    assert isinstance(folded, FoldedGraphModule)
+    expected = folded(x)
+    try:
+        got = copy.deepcopy(folded)(x)
+    except AttributeError as e:
+        assert "has_folding_been_run" in str(e)
+    else:
+        assert torch.equal(got, expected)
+        raise AssertionError(FIXED.format(known="docs/known/split_const_subgraphs.txt"))
+
+
+class DeadCode(torch.nn.Module):
+    def forward(self, x):
+        x.cos()  # the clean-up check judges the copy only where it removes something
+        return x.sin()
+
+
+def test_the_uncallable_copy_found_by_the_oracles():
+    """The same defect through fxfuzz, on a graph with nothing to fold (split_const_subgraphs
+    still returns a FoldedGraphModule, and leaves the dead ``cos`` to the clean-up check, which
+    deep-copies the result before eliminating dead code: the copy's AttributeError reads as a
+    changed meaning)."""
+    x = torch.randn(3, requires_grad=True)
+    found = {(f.oracle, f.kind) for f in verify(from_module(DeadCode(), (x,)), load_pass("split_const_subgraphs"))}
+    assert ("structure", "dead_code_elimination_changes_meaning") in found, FIXED.format(known="docs/known/split_const_subgraphs.txt")
