@@ -109,3 +109,29 @@ def test_the_uncallable_copy_found_by_the_oracles():
     x = torch.randn(3, requires_grad=True)
     found = {(f.oracle, f.kind) for f in verify(from_module(DeadCode(), (x,)), load_pass("split_const_subgraphs"))}
     assert ("structure", "dead_code_elimination_changes_meaning") in found, FIXED.format(known="docs/known/split_const_subgraphs.txt")
+
+
+class FoldableBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("c", torch.ones(3))
+
+    def forward(self, x):
+        return x + self.c.sin()
+
+
+def test_constant_fold_needs_quantization_ops_torch_may_lack():
+    """pt2e quantization calls constant_fold on ``export(...).module()``, where buffers are
+    get_attr nodes. Its ConstantFolder.is_impure lists quantized_decomposed and pt2e_quant
+    (torchao's) dequantize ops by attribute, so with either namespace unregistered the first
+    foldable node raises AttributeError instead of being folded."""
+    from torch._export.passes.constant_folding import constant_fold
+
+    x = torch.randn(3)
+    gm = torch.export.export(FoldableBuffer(), (x,)).module()
+    try:
+        constant_fold(gm)
+    except AttributeError as e:
+        assert "quantized_decomposed" in str(e) or "pt2e_quant" in str(e), e
+    else:
+        raise AssertionError(FIXED.format(known="docs/known/constant_folding.txt") + " (or torchao is installed)")
