@@ -135,3 +135,20 @@ def test_constant_fold_needs_quantization_ops_torch_may_lack():
         assert "quantized_decomposed" in str(e) or "pt2e_quant" in str(e), e
     else:
         raise AssertionError(FIXED.format(known="docs/known/constant_folding.txt") + " (or torchao is installed)")
+
+
+def test_each_pass_baseline_loads_and_every_line_has_its_entry():
+    """The per-pass baselines are ``--known`` files, and each bucket they mark known is
+    explained in docs/known-findings.md."""
+    from pathlib import Path
+
+    from fxfuzz.core.known import load_known
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    findings = (docs / "known-findings.md").read_text()
+    files = sorted((docs / "known").glob("*.txt"))
+    assert [f.stem for f in files] == ["constant_folding", "cse", "split_const_subgraphs"]
+    for path in files:
+        known = load_known(str(path))
+        assert known and all(reason for reason in known.values()), path
+        assert all(f"`{bid}`" in findings for bid in known), path
