@@ -152,10 +152,11 @@ def test_known_buckets_are_counted_but_not_shrunk():
 def test_a_default_campaign_finds_a_result_export_cannot_save():
     """With the default stage share (2 in 100 examples through the stages, deterministic per
     case) a pass whose every result torch.export.save refuses shows as downstream/
-    save_load_raised within a default 90 s campaign, whether an example or a shrink attempt
-    of another bucket shows it first. Measured on 2026-11-25 (quiet 2-core development
-    machine): at the 143rd example, after 23 s. Wall time on shared machines is noise, so the
-    test bounds examples (400, about what 90 s holds there), with a 600 s ceiling."""
+    save_load_raised within a few hundred examples. Shrinking is off, so which cases are drawn
+    does not depend on how long each other bucket's shrinking takes (each new bucket starts a
+    round with its own seed). Measured on 2026-11-26: at the 389th example (100 s on a loaded
+    2-core machine; the same on the code before the table of checks). Wall time on shared
+    machines is noise, so the test bounds examples (500), with a 900 s ceiling."""
     import broken_passes as bp
 
     found = []
@@ -164,7 +165,7 @@ def test_a_default_campaign_finds_a_result_export_cannot_save():
         if b.finding.oracle == "downstream" and b not in found:
             found.append(b)
 
-    result = campaign(bp.unsaveable, budget_s=600, max_examples=400, seed=0, max_shrink_s=10, on_bucket=on_bucket, stop=lambda: bool(found))
+    result = campaign(bp.unsaveable, budget_s=900, max_examples=500, seed=0, max_shrink_s=0, on_bucket=on_bucket, stop=lambda: bool(found))
     found = [b for b in result.buckets.values() if b.finding.oracle == "downstream"]
     assert [b.finding.kind for b in found] == ["save_load_raised"], [str(b.finding) for b in result.buckets.values()]
 

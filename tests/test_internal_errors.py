@@ -15,7 +15,7 @@ from fxfuzz.oracles import checks, verify
 def _bogus_stage(monkeypatch):
     # The stages row then asks fxfuzz's own stage table for a stage it lacks: a KeyError
     # raised in fxfuzz's code (oracles/stages.py), as a bug of fxfuzz would.
-    monkeypatch.setattr(checks, "stages_selected", lambda code, ambient: ("no_such_stage",))
+    monkeypatch.setattr(checks, "stages_selected", lambda code, ambient, share: ("no_such_stage",))
 
 
 def test_an_error_in_fxfuzz_code_is_an_internal_error_not_a_finding(monkeypatch):

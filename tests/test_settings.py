@@ -50,7 +50,7 @@ def test_settings_travel_as_data_exactly_and_reach_reports_without_passwords():
     settings = CampaignSettings(seed=3, known=frozenset({"a", "b"}), shard=(2, 5), db=DatabaseSpec("db", (REDIS,)), contract="none")
     assert CampaignSettings.from_data(json.loads(json.dumps(settings.to_data()))) == settings
     report = json.dumps(settings.report_form())
-    assert PASSWORD not in report and "redis://127.0.0.1:1/0" in report
+    assert PASSWORD not in report and "redis://:***@127.0.0.1:1/0" in report
 
 
 def test_the_stage_share_is_a_setting_of_the_campaign_not_of_the_process():

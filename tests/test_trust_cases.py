@@ -14,13 +14,14 @@ import time
 
 import pytest
 import redis
-from fxfuzz.campaign.engine import GRAPH_CASES, database_key, run_campaign
+from fxfuzz.campaign.engine import GRAPH_CASES, Subject, database_key, run_campaign
 from fxfuzz.campaign.levels import PROGRAMS
 from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.program import to_data
 from fxfuzz.core.rebuild import SizeExpressionError, parse_size
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, resolve_target
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.repro.files import repro_document, saved_cases
 from fxfuzz.strategies import module_programs
 from handmade import no_grad_region_case
@@ -266,7 +267,7 @@ def _replay_keeps_every_entry(db, tmp_path) -> None:
     entries = _hostile_entries(tmp_path)
     for raw in entries:
         db.save(_failures_key(IDENTITY), raw)
-    result = run_campaign(IDENTITY, max_examples=1, budget_s=120, database=db, check=lambda case, fn: [])
+    result = run_campaign(IDENTITY, CampaignSettings(max_examples=1, budget_s=120), database=db, subject=Subject(check=lambda case, fn: []))
     assert result.stats["skipped_untrusted"] == len(_channels(tmp_path))
     assert result.stats["unloadable"] == 3 and result.stats["saved_replayed"] == 0
     assert len(result.notes) == len(entries) and all("\n" not in n for n in result.notes)
@@ -324,8 +325,8 @@ def test_program_entries_pasting_code_into_the_source_are_skipped_and_kept(tmp_p
     for raw in hostile:
         db.save(key, raw)
     assert PROGRAMS.loads(PROGRAMS.dumps(CUSTOM_PROGRAM)).code() == CUSTOM_PROGRAM.code()
-    result = run_campaign(IDENTITY, max_examples=1, budget_s=120, domain="export:program", database=db,
-                          strategy=module_programs(), check=lambda p, fn: [], codec=PROGRAMS)  # fmt: skip
+    result = run_campaign(IDENTITY, CampaignSettings(max_examples=1, budget_s=120, domain="export:program"), database=db,
+                          subject=Subject(module_programs(), lambda p, fn: [], PROGRAMS))  # fmt: skip
     assert result.stats["skipped_untrusted"] + result.stats["unloadable"] == len(hostile)
     assert result.stats["skipped_untrusted"] >= 5
     assert set(db.fetch(key)) == set(hostile) and not marker.exists()

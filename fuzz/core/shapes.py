@@ -11,10 +11,11 @@ calls the pass as fxfuzz did (``fxfuzz.repro.files``).
 """
 
 import dataclasses
-import enum
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+# Not ``import enum``: a repro pastes this module after fxfuzz.core.rebuild, whose ``enum()`` it would shadow.
+from enum import Enum
 from typing import Any
 
 from torch import fx
@@ -28,7 +29,7 @@ class NoShape(ValueError):
     a sentence whose subject is the object's spec."""
 
 
-class Shape(enum.Enum):
+class Shape(Enum):
     """How a pass is called and what it returns."""
 
     SIGNATURE = "(gm, graph_signature) -> (gm, graph_signature)"

@@ -274,6 +274,7 @@ def write_all(result: CampaignResult, meta: dict[str, Any], report_dir: str, ext
     what cannot be written (a full disk) is listed, and the rest written all the same."""
     unwritten: list[str] = []
     attempt(unwritten, WRITTEN, lambda: record_written(report_dir, report_files(result.buckets)))
-    extras.repros, extras.repro_errors, repros_unwritten = write_repros(result, report_dir, meta["pass"], meta.get("device", "cpu"), meta.get("contract"))
+    given = meta.get("contract") if meta.get("contract_source") == "given" else None  # --contract, for the replay
+    extras.repros, extras.repro_errors, repros_unwritten = write_repros(result, report_dir, meta["pass"], meta.get("device", "cpu"), given)
     report = report_dict(result, meta, extras)
     return Written(report, unwritten + repros_unwritten + write_documents(report, report_dir))

@@ -213,13 +213,14 @@ def repro_document(
     bucket: str, finding: dict[str, Any], case: dict[str, Any], pass_spec: str, device: str = "cpu", contract_name: str | None = None
 ) -> dict[str, Any]:
     """The machine-readable repro: the serialized case, the pass spec, the contract it was
-    held to (``contract_name``, None: its own), the finding and the device the campaign
-    verified on (a ``cuda:`` finding only shows when replayed there)."""
+    held to where ``--contract`` named one (``contract_name``; else the pass's own, left out), the
+    finding and the device the campaign verified on (a ``cuda:`` finding only shows when
+    replayed there)."""
     contract = load_pass(pass_spec, contract_option(contract_name)).contract
     return {
         "bucket": bucket,
         "pass": absolute_spec(pass_spec),
-        "contract": contract.name,
+        **({"contract": contract_name} if contract_name is not None else {}),
         "eliminates": [target_name(t) for t in contract.eliminates],
         "finding": finding,
         "device": device,

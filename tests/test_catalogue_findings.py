@@ -1,0 +1,154 @@
+"""Known defects of torch's own FX passes (the catalogue rows of ``fxfuzz.core.passes``) in the
+installed torch, each pinned on a graph a real caller hands the pass.
+
+Each test asserts the defect is still there: when torch fixes it, the test fails, and its line
+in the pass's known file (docs/known/<pass>.txt) and its entry in docs/known-findings.md go.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from fxfuzz.core.passes import load_pass
+from fxfuzz.oracles import verify
+from fxfuzz.strategies import from_module
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.passes.dialect.common.cse_pass import CSEPass
+
+FIXED = "torch fixed this: drop its line from {known} and its entry in docs/known-findings.md"
+
+
+def two_no_grad_regions(x):
+    with torch.no_grad():
+        a = x.sin()
+    b = x.cos()
+    with torch.no_grad():
+        c = x.exp()
+    return a, b, c
+
+
+def test_cse_merges_grad_toggles_on_make_fx_graph():
+    """make_fx's pre-dispatch trace records each ``with torch.no_grad()`` as a pair of
+    ``torch._C._set_grad_enabled`` calls. CSEPass takes them for pure calls and keeps only the
+    first of each argument, so the second no_grad region runs with grad on."""
+    x = torch.randn(3, requires_grad=True)
+    gm = make_fx(two_no_grad_regions, pre_dispatch=True)(x)
+    assert [t.requires_grad for t in gm(x)] == [False, True, False]
+    toggles = len(gm.graph.find_nodes(op="call_function", target=torch._C._set_grad_enabled))
+    result = CSEPass()(gm).graph_module
+    left = len(result.graph.find_nodes(op="call_function", target=torch._C._set_grad_enabled))
+    after = [t.requires_grad for t in result(x)]
+    assert (toggles, left, after) == (4, 2, [False, True, True]), FIXED.format(known="docs/known/cse.txt")
+
+
+class TwoNoGradRegions(torch.nn.Module):
+    def forward(self, x):
+        return two_no_grad_regions(x)
+
+
+def test_cse_merged_toggles_found_by_the_oracles():
+    """The same defect through fxfuzz: the pre-dispatch graph torch.export builds for the
+    module (before its set-grad pass wraps the regions), judged under the cse row's contract."""
+    x = torch.randn(3, requires_grad=True)
+    found = {(f.oracle, f.kind) for f in verify(from_module(TwoNoGradRegions(), (x,)), load_pass("cse"))}
+    assert ("equivalence", "requires_grad_mismatch") in found, FIXED.format(known="docs/known/cse.txt")
+
+
+def constant_after_no_grad(x):
+    with torch.no_grad():
+        y = x.sin()
+    return y + torch.arange(3.0).sum()
+
+
+def test_split_const_subgraphs_refuses_a_constant_after_a_toggle():
+    """const_fold puts the constant computation (arange, sum) in partition 0 and the rest in 1;
+    split_module wants set-grad regions' partitions in increasing node order, and the constant
+    comes after the no_grad region: an AssertionError instead of a folded module."""
+    from torch.fx.experimental.const_fold import split_const_subgraphs
+
+    gm = make_fx(constant_after_no_grad, pre_dispatch=True)(torch.randn(3, requires_grad=True))
+    try:
+        split_const_subgraphs(gm)
+    except AssertionError as e:
+        assert "monotonically increasing partitions" in str(e)
+    else:
+        raise AssertionError(FIXED.format(known="docs/known/split_const_subgraphs.txt"))
+
+
+def test_a_deep_copy_of_a_folded_module_cannot_run():
+    """GraphModule.__deepcopy__ builds the copy with GraphModule.__init__ (``_deepcopy_init``),
+    which FoldedGraphModule does not override: the copy lacks the attributes its ``__call__``
+    reads."""
+    from torch.fx.experimental.const_fold import FoldedGraphModule, split_const_subgraphs
+
+    x = torch.randn(3, requires_grad=True)
+    folded = split_const_subgraphs(make_fx(lambda x: x + torch.arange(3.0).sum(), pre_dispatch=True)(x))
+    assert isinstance(folded, FoldedGraphModule)
+    expected = folded(x)
+    try:
+        got = copy.deepcopy(folded)(x)
+    except AttributeError as e:
+        assert "has_folding_been_run" in str(e)
+    else:
+        assert torch.equal(got, expected)
+        raise AssertionError(FIXED.format(known="docs/known/split_const_subgraphs.txt"))
+
+
+class DeadCode(torch.nn.Module):
+    def forward(self, x):
+        x.cos()  # the clean-up check judges the copy only where it removes something
+        return x.sin()
+
+
+def test_the_uncallable_copy_found_by_the_oracles():
+    """The same defect through fxfuzz, on a graph with nothing to fold (split_const_subgraphs
+    still returns a FoldedGraphModule, and leaves the dead ``cos`` to the clean-up check, which
+    deep-copies the result before eliminating dead code: the copy's AttributeError reads as a
+    changed meaning)."""
+    x = torch.randn(3, requires_grad=True)
+    found = {(f.oracle, f.kind) for f in verify(from_module(DeadCode(), (x,)), load_pass("split_const_subgraphs"))}
+    assert ("structure", "dead_code_elimination_changes_meaning") in found, FIXED.format(known="docs/known/split_const_subgraphs.txt")
+
+
+class FoldableBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("c", torch.ones(3))
+
+    def forward(self, x):
+        return x + self.c.sin()
+
+
+def test_constant_fold_needs_quantization_ops_torch_may_lack():
+    """pt2e quantization calls constant_fold on ``export(...).module()``, where buffers are
+    get_attr nodes. Its ConstantFolder.is_impure lists quantized_decomposed and pt2e_quant
+    (torchao's) dequantize ops by attribute, so with either namespace unregistered the first
+    foldable node raises AttributeError instead of being folded."""
+    from torch._export.passes.constant_folding import constant_fold
+
+    x = torch.randn(3)
+    gm = torch.export.export(FoldableBuffer(), (x,)).module()
+    try:
+        constant_fold(gm)
+    except AttributeError as e:
+        assert "quantized_decomposed" in str(e) or "pt2e_quant" in str(e), e
+    else:
+        raise AssertionError(FIXED.format(known="docs/known/constant_folding.txt") + " (or torchao is installed)")
+
+
+def test_each_pass_baseline_loads_and_every_line_has_its_entry():
+    """The per-pass baselines are ``--known`` files, and each bucket they mark known is
+    explained in docs/known-findings.md."""
+    from pathlib import Path
+
+    from fxfuzz.core.known import load_known
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    findings = (docs / "known-findings.md").read_text()
+    files = sorted((docs / "known").glob("*.txt"))
+    assert [f.stem for f in files] == ["constant_folding", "cse", "split_const_subgraphs"]
+    for path in files:
+        known = load_known(str(path))
+        assert known and all(reason for reason in known.values()), path
+        assert all(f"`{bid}`" in findings for bid in known), path
