@@ -110,7 +110,7 @@ def draw_repeat(draw: st.DrawFn, s: State, values: list[Value]) -> bool:
     if repeat is None:
         s.stats["op_rejected"] += 1
         return False
-    s.stats["bait:repeat"] += 1
+    s.stats["repeat:call"] += 1
     s.pool.append(Value(repeat, alias=original.alias))
     return True
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 MAX_DEPTH = 3
 # Step kinds, repeated for weight; shrinking moves toward the first (a plain op).
-_STEPS = ("op", "op", "op", "inplace", "grad", "grad", "autocast", "cond", "map", "repeat")
+_STEPS = ("op", "op", "op", "inplace", "grad", "grad", "autocast", "cond", "map")
 _LEAF_STEPS = ("op", "op", "inplace")
 # Export never hands the set-grad pass a wrap_with_set_grad_enabled call: tracing runs the
 # HOP's body eagerly, so even a re-exported ``ep.module()`` arrives as plain toggles
@@ -27,9 +27,24 @@ _ADVERSARIAL_STEPS = _STEPS + ("wrapped", "tensor_attr")
 # Steps on sizes (after the others: shrinking still reaches a plain op); a plain op in a
 # graph without symbolic sizes, so a case's choices mean the same with and without them.
 _SIZE_STEPS = ("size", "size", "size")
+# The kind of a pass that may move or merge computations across a grad toggle (an optimizing
+# pass: CSE, DCE, scheduling, folding). Declared, generation baits it: a "repeat" step joins the
+# steps (equal calls, maybe in two grad modes), a grad region that flips the mode may place a
+# step on values from before it next to its toggles (``_bait``), and outputs may favour those
+# values. Undeclared, none of this draws a choice, so every other pass keeps its cases.
+ACROSS_TOGGLE = "across_toggle"
 # The node kinds a pass may declare it reacts to (``Registered.reacts_to``): the step that draws
 # one, and the prefix of the ``case.features`` key that counts one drawn anywhere in the case.
-REACTION_STEPS = {"grad_toggle": ("grad", "toggle:"), "autocast": ("autocast", "autocast:"), "cond": ("cond", "hop:cond"), "map": ("map", "hop:map")}
+REACTION_STEPS = {
+    "grad_toggle": ("grad", "toggle:"),
+    "autocast": ("autocast", "autocast:"),
+    "cond": ("cond", "hop:cond"),
+    "map": ("map", "hop:map"),
+    # Owed as a grad region, which baits where it flips the mode; counted by its bait steps.
+    ACROSS_TOGGLE: ("grad", "bait:"),
+}
+# The step ACROSS_TOGGLE adds, after the others (shrinking moves away from it, toward a plain op).
+_BAIT_STEPS = ("repeat",)
 # Steps the top-level block keeps for a declared kind it still owes: enough for the region to
 # hold a step or two, so the pass has something to move, not only an empty toggle pair.
 _OWED_STEPS = 3
@@ -46,6 +61,8 @@ def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
     nothing draws no extra choice and keeps the mix of steps as it was."""
     s.max_depth = max(s.max_depth, depth)
     kinds: tuple[str, ...] = _LEAF_STEPS if depth >= MAX_DEPTH else _ADVERSARIAL_STEPS if s.domain == "adversarial" else _STEPS
+    if ACROSS_TOGGLE in s.reacts_to and depth < MAX_DEPTH:
+        kinds += _BAIT_STEPS
     kinds += _SIZE_STEPS
     # Owing is the simplest choice: Hypothesis extends the first tens of cases of a run with
     # each choice's simplest value, and a short gate or campaign runs little else.
@@ -111,7 +128,7 @@ def grad_region(draw: st.DrawFn, s: State, depth: int) -> None:
         b.set_grad(inner)
         s.stats["toggle:duplicate"] += 1
     # Bait only where the mode flips: across a toggle to the same mode, moving or merging is sound.
-    before = list(s.pool) if inner != outer else None
+    before = list(s.pool) if inner != outer and ACROSS_TOGGLE in s.reacts_to else None
     _bait(draw, s, before, "after_toggle")
     sizes_before = len(s.sizes)
     # Drawn in static cases too, so that a case and its static twin (the shrinker's first
@@ -135,7 +152,8 @@ _BAITS = ("none", "none", "repeat", "op")
 
 
 def _bait(draw: st.DrawFn, s: State, before: list[Value] | None, where: str) -> None:
-    """Maybe a step next to a toggle whose operands all predate the region (``before``): a call
+    """Maybe a step next to a toggle whose operands all predate the region (``before``; None
+    where the mode does not flip or the pass does not react to ACROSS_TOGGLE: no choice): a call
     repeated from there (equal calls in two grad modes: CSE bait) or a new op, on values needing
     grad where there are any (an op a scheduling pass may move across the toggle, changing its
     grad mode). Random steps rarely land there: a region's last node is often a getitem, a

@@ -49,7 +49,8 @@ class State:
     regions: list[tuple[fx.Node, fx.Node]] = field(default_factory=list)
     # Nodes computing symbolic sizes (SymInts) that later steps may use.
     sizes: list[fx.Node] = field(default_factory=list)
-    # The node kinds the pass under test reacts to (regions.REACTION_STEPS), top level only.
+    # The node kinds the pass under test reacts to (regions.REACTION_STEPS): owed at the top
+    # level only (regions.draw_block), baited in subgraphs too (regions.ACROSS_TOGGLE).
     reacts_to: tuple[str, ...] = ()
     # Values the bait steps next to toggles computed (regions._bait), which outputs may favour.
     baits: list[Value] = field(default_factory=list)

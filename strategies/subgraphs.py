@@ -42,7 +42,7 @@ def _subgraph(
     """
     b = GraphBuilder(grad_mode, s.builder.fake_mode)
     b.autocast = list(s.builder.autocast)
-    sub = State(b, s.domain, s.stats, s.budget, inplace_ok=False, max_depth=depth)
+    sub = State(b, s.domain, s.stats, s.budget, inplace_ok=False, max_depth=depth, reacts_to=s.reacts_to)
     for i, meta in enumerate(operands):
         sub.pool.append(Value(b.placeholder_like(f"arg{i}_1", meta), alias=True))
     body(draw, sub, depth)
