@@ -23,9 +23,9 @@ from typing import Any
 
 from fxfuzz.campaign.database import open_database
 from fxfuzz.core.case import Example
-from fxfuzz.core.contract import contract_by_name
+from fxfuzz.core.contract import contract_option
 from fxfuzz.core.errors import SerializeError, UntrustedError
-from fxfuzz.core.passes import Pass, PassFn, reacts_to_of
+from fxfuzz.core.passes import Pass, PassFn, generation_kinds
 from fxfuzz.core.reproducible import reproducible_draws
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, json_data
 from fxfuzz.core.settings import CampaignSettings
@@ -226,7 +226,7 @@ GRAPH_CASES = Codec(_graph_case_dumps, _graph_case_loads)
 
 def verify_with(settings: CampaignSettings) -> Check:
     """``fxfuzz.oracles.verify`` on the settings' device, stage share and contract."""
-    contract = None if settings.contract is None else contract_by_name(settings.contract)
+    contract = contract_option(settings.contract)
     return lambda case, pass_fn: verify(case, pass_fn, contract, settings.device, settings.stage_share)
 
 
@@ -333,7 +333,7 @@ class Campaign:
         self, pass_fn: PassFn, settings: CampaignSettings, database: ExampleDatabase | None, hooks: Hooks, subject: Subject
     ) -> None:
         self.pass_fn, self.settings, self.hooks = pass_fn, settings, hooks
-        self.strategy = subject.strategy if subject.strategy is not None else graph_cases(domain=settings.domain, reacts_to=reacts_to_of(pass_fn))
+        self.strategy = subject.strategy if subject.strategy is not None else graph_cases(domain=settings.domain, reacts_to=generation_kinds(pass_fn, contract_option(settings.contract)))
         self.check = subject.check if subject.check is not None else verify_with(settings)
         if database is None and settings.db is not None:
             database = open_database(settings.db)

@@ -22,7 +22,8 @@ from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, Codec, H
 from fxfuzz.core.choices import LEVELS
 from fxfuzz.core.known import at_level, for_level
 from fxfuzz.core.errors import SerializeError, UntrustedError
-from fxfuzz.core.passes import PassFn, reacts_to_of
+from fxfuzz.core.contract import contract_option
+from fxfuzz.core.passes import PassFn, generation_kinds
 from fxfuzz.core.program import _TYPES, PROGRAM_OPS, SIZE_OPS, Program, from_data, module_source, to_data
 from fxfuzz.core.serialize import MAX_ELEMENTS, check_json_bounds, json_data
 from fxfuzz.oracles.program import check_program
@@ -215,7 +216,7 @@ def run_levels(
             level_settings,
             database=database,
             hooks=Hooks(progress, stop),
-            subject=level_subject(name, settings, reacts_to_of(pass_fn)),
+            subject=level_subject(name, settings, generation_kinds(pass_fn, contract_option(settings.contract))),
         )
         spent += r.duration_s
         results.append((name, r))

@@ -14,6 +14,13 @@ and the process state it leaves. Beyond that a contract says:
   round; wherever the original succeeds, the result's observables are equal.
 - ``eliminates`` and ``hops``: call targets that must be gone from the output, and the
   higher-order ops the pass introduces (each call checked for well-formedness).
+- ``reacts_to``: the node kinds (``fxfuzz.strategies.regions.REACTION_STEPS``) generation draws
+  for a pass held to this contract that declares none of its own (``generation_kinds``). A
+  generic pass (``meaning``, ``refines``) goes wrong where it moves or merges computations
+  across a grad toggle, so both ask for toggles and for the bait next to them
+  (``across_toggle``); ``set_grad`` and ``autocast`` ask for nothing: the passes they describe
+  declare their kinds in their registry rows, and a stand-in held to them (a mutant, a gate
+  candidate) keeps the mix it was measured on.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ class PassContract:
     hops: tuple[Any, ...] = ()
     internals: bool = True
     refines: bool = False
+    reacts_to: tuple[str, ...] = ()
 
 
 def union(contracts: Sequence[PassContract]) -> PassContract:
@@ -46,6 +54,7 @@ def union(contracts: Sequence[PassContract]) -> PassContract:
         tuple(dict.fromkeys(h for c in contracts for h in c.hops)),
         any(c.internals for c in contracts),
         all(c.refines for c in contracts),
+        tuple(dict.fromkeys(k for c in contracts for k in c.reacts_to)),
     )
 
 
@@ -54,8 +63,10 @@ def _autocast_targets() -> tuple[Any, ...]:
     return tuple(getattr(amp, n) for n in ("_enter_autocast", "_exit_autocast") if hasattr(amp, n))
 
 
-MEANING = PassContract("meaning", internals=False)
-REFINES = PassContract("refines", internals=False, refines=True)
+# Where generic passes go wrong (module docstring): toggles, and bait next to them.
+_AT_TOGGLES = ("grad_toggle", "across_toggle")
+MEANING = PassContract("meaning", internals=False, reacts_to=_AT_TOGGLES)
+REFINES = PassContract("refines", internals=False, refines=True, reacts_to=_AT_TOGGLES)
 SET_GRAD = PassContract(
     "set_grad", (torch._C._set_grad_enabled,), (torch.ops.higher_order.wrap_with_set_grad_enabled,)
 )

@@ -199,6 +199,16 @@ def reacts_to_of(pass_fn: Any) -> tuple[str, ...]:
     return tuple(getattr(pass_fn, "fxfuzz_reacts_to", ()))
 
 
+def generation_kinds(pass_fn: Any, contract: PassContract | None = None) -> tuple[str, ...]:
+    """The node kinds generation draws for ``pass_fn``: its own (``reacts_to_of``), else those
+    of the contract it is held to (``contract``, the ``--contract`` given, else its own:
+    ``contract_of``). A pipeline of passes fxfuzz loaded asks this of each part, so that
+    ``set_grad+dce`` draws for both."""
+    if isinstance(pass_fn, Pass) and pass_fn.parts and pass_fn.registered is None:
+        return tuple(dict.fromkeys(k for part in pass_fn.parts for k in generation_kinds(part, contract)))
+    return reacts_to_of(pass_fn) or (contract or contract_of(pass_fn)).reacts_to
+
+
 @dataclass(frozen=True)
 class Sequential:
     """Passes applied one after the other, each to what the one before returned."""

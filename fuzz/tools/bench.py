@@ -39,7 +39,7 @@ from fxfuzz.campaign.engine import CampaignResult, Hooks, Subject, run_campaign
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.contract import contract_option
-from fxfuzz.core.passes import PassFn, identity_pass, load_pass, reacts_to_of
+from fxfuzz.core.passes import PassFn, generation_kinds, identity_pass, load_pass
 from fxfuzz.core.settings import NO_TIME_LIMIT_S, CampaignSettings
 from fxfuzz.oracles import verify
 from fxfuzz.oracles.timing import collecting
@@ -166,7 +166,7 @@ def harness_loop(
         pass_fn,
         CampaignSettings(budget_s=NO_TIME_LIMIT_S, max_examples=graphs, seed=seed),
         hooks=Hooks(progress),
-        subject=Subject(bench_cases(domain, reacts_to_of(pass_fn)), check),
+        subject=Subject(bench_cases(domain, generation_kinds(pass_fn)), check),
     )
     times = [_elapsed_ms(a, b) for a, b in zip(stamps, stamps[1:])]
     return times, result, found["findings"]
@@ -277,7 +277,7 @@ def run_bench(
     ``stage_share`` of the examples through the export stages (0: none), the pass held to
     ``contract`` (None: its own)."""
     pass_fn = load_pass(pass_spec, contract_option(contract))
-    cases = population(graphs, seed, reacts_to=reacts_to_of(pass_fn))
+    cases = population(graphs, seed, reacts_to=generation_kinds(pass_fn))
     nodes = statistics.median(c.compute_nodes() for c in cases)
     pass_times, pass_cpu, changed = zip(*pass_times_ms(cases, pass_fn))
     pass_ms, pass_cpu_ms = statistics.median(pass_times), statistics.median(pass_cpu)
