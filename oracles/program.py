@@ -3,7 +3,7 @@
 Under each ambient grad mode the program is checked two ways, with the pass under test
 standing in for the stage of export it replaces (the set-grad pass by default):
 
-- the GraphCase export hands that pass is captured (``fxfuzz.core.capture.from_module``) and goes
+- the GraphCase export hands that pass is captured (``fxfuzz.core.capture.capture_module``) and goes
   through ``verify`` like any generated graph;
 - end to end, ``ep.module()``, ``ep.run_decompositions().module()`` (values within the
   tolerances) and the module of a save/load round trip are each compared with eager
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from fxfuzz.core.capture import ExportFailed, from_module
+from fxfuzz.core.capture import ExportFailed, capture_module
 from fxfuzz.core.contract import AUTOCAST
 from fxfuzz.core.passes import EXPORT_STAGES, REGISTRY, PassFn, Registered, contract_of, identity_pass
 from fxfuzz.core.program import Program, load_program
@@ -37,7 +37,7 @@ from fxfuzz.oracles.crash import innermost_pass_frame
 from fxfuzz.oracles.equivalence import compare_value, raised_differently
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.gradients import compare_derivatives
-from fxfuzz.oracles.program_runtime import export_under, observe_module
+from fxfuzz.oracles.program_runtime import observe_module
 from fxfuzz.oracles.sizes import new_kinds
 from fxfuzz.oracles.stages import STAGES, stages_are_forced
 from hypothesis import reject
@@ -179,22 +179,22 @@ def _check_mode(
     with pass_in_export(stages, pass_fn):
         try:
             torch.set_grad_enabled(grad_mode)
-            case = from_module(program_class(), example_inputs(), stage=stages[0].name, dynamic_shapes=dynamic_shapes)
+            # One export serves both checks: its captured case and its ExportedProgram.
+            captured = capture_module(program_class(), example_inputs(), stage=stages[0].name, dynamic_shapes=dynamic_shapes)
         except ExportFailed as e:
             return [_export_crash(e.__cause__ or e)]  # export failed before it reached the pass
         finally:
             torch.set_grad_enabled(before)
-        sizes = valid_sizes(case.gm, sizes)
+        sizes = valid_sizes(captured.case.gm, sizes)
         findings = [
             Finding(f.oracle, f.kind, f"captured graph: {f.message}", {**f.details, "source": "captured_graph"})
-            for f in verify(case, pass_fn)
+            for f in verify(captured.case, pass_fn)
         ]
-        if any(f.oracle == "crash" for f in findings):
-            return findings  # the export below would only raise the same crash again
-        try:
-            ep = export_under(program_class(), example_inputs(), grad_mode, dynamic_shapes)
-        except Exception as e:
-            return findings + [_export_crash(e)]
+    if any(f.oracle == "crash" for f in findings):
+        return findings  # export's own failure after the pass would only repeat the crash
+    if captured.error is not None:
+        return findings + [_export_crash(captured.error)]
+    ep = captured.exported
     for prefix, stage in E2E_STAGES if shared else E2E_STAGES[:1]:
         make, exact = STAGES[stage]
         try:

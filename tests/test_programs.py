@@ -132,6 +132,22 @@ def test_an_fxfuzz_failure_after_export_is_raised_not_reported_as_export_raised(
         check_program(no_grad_program(), REAL)
 
 
+def test_one_export_per_grad_mode_serves_the_captured_graph_and_end_to_end(monkeypatch):
+    """The ExportedProgram the end-to-end check runs is the one whose pass input was
+    captured: two exports for the two grad modes (there were four), and still every check."""
+    exports = []
+    real_export = torch.export.export
+
+    def counting(*args, **kwargs):
+        exports.append(torch.is_grad_enabled())
+        return real_export(*args, **kwargs)
+
+    monkeypatch.setattr(torch.export, "export", counting)
+    found = kinds(check_program(no_grad_program(), lambda gm, sig: retarget_sin(*REAL(gm, sig))))
+    assert sorted(exports) == [False, True]
+    assert {("equivalence", "value_mismatch"), ("equivalence", "e2e_value_mismatch")} <= found
+
+
 def test_findings_say_level_and_grad_mode():
     findings = check_program(no_grad_program(True), bp.drops_toggles)
     assert {f.details["level"] for f in findings} == {"program"}

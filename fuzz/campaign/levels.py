@@ -1,7 +1,7 @@
 """Generation levels: ``graph`` (generated FX graphs), ``program`` (random nn.Modules through
 the real torch.export pipeline) and ``mixed`` (both, each with a share of the time budget).
 
-A program-level example costs tens of graph-level ones (two exports and eager runs under
+A program-level example costs tens of graph-level ones (an export and eager runs under
 each grad mode), so ``mixed`` splits the *budget*, not the examples: a split by examples
 would spend nearly all the time on programs.
 """

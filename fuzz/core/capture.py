@@ -1,8 +1,10 @@
-"""``from_module``: the GraphCase torch.export really hands a grad-mode pass for an nn.Module."""
+"""``from_module``: the GraphCase torch.export really hands a grad-mode pass for an nn.Module;
+``capture_module``: that case together with what the same export produced."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -55,8 +57,9 @@ def _input_values(
     return tuple(values)
 
 
-def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any) -> tuple[Any, Any, bool, dict]:
-    """Run export with the stage's pass patched; return a copy of what the pass was handed."""
+def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any) -> tuple[Any, Any, bool, dict, Any, Exception | None]:
+    """Run export with the stage's pass patched; return a copy of what the pass was handed,
+    and the ExportedProgram or what export raised at or after the pass."""
     row = REGISTRY[stage]
     mod, name = importlib.import_module(row.module), row.attr
     real: Callable[..., Any] = getattr(mod, name)
@@ -75,6 +78,7 @@ def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict, dyn
     # The values of the constants export lifts (tensors forward creates) before the pass
     # runs: recorded as export lifts them, so a case is whole even where export fails later.
     lifted: dict[str, Any] = {}
+    ep, error = None, None
     trace = importlib.import_module("torch.export._trace")
     lift = getattr(trace, _LIFT, None)
 
@@ -97,6 +101,7 @@ def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict, dyn
             raise ExportFailed(f"torch.export raised {type(e).__name__}: {e}") from e
         # Export failed at or after the pass (the pass itself may be what is broken); the
         # case is still what the pass was handed.
+        error = e
     finally:
         setattr(mod, name, real)
         if lift is not None:
@@ -104,19 +109,31 @@ def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict, dyn
     if not seen:
         raise RuntimeError(f"torch.export never called the {stage} pass (is this torch's pre-dispatch export?)")
     gm, signature, grad = seen[0]
-    return gm, signature, grad, lifted
+    return gm, signature, grad, lifted, ep, error
 
 
-def from_module(
+@dataclasses.dataclass
+class Captured:
+    """One export of a module: the case it handed the stage's pass, and what it made of the
+    pass's result: ``exported`` (the ExportedProgram) or ``error`` (what export raised at or
+    after the pass)."""
+
+    case: GraphCase
+    exported: Any
+    error: Exception | None
+
+
+def capture_module(
     module: torch.nn.Module,
     args: tuple,
     kwargs: dict | None = None,
     stage: str = "set_grad",
     dynamic_shapes: Any = None,
-) -> GraphCase:
-    """The GraphCase that ``torch.export.export(module, args, kwargs, strict=False,
-    dynamic_shapes=dynamic_shapes)`` hands the ``stage`` pass (``set_grad`` or ``autocast``),
-    captured just before that pass runs.
+) -> Captured:
+    """``torch.export.export(module, args, kwargs, strict=False, dynamic_shapes=dynamic_shapes)``
+    once: the GraphCase it hands the ``stage`` pass (``set_grad`` or ``autocast``), captured
+    just before that pass runs, and the ExportedProgram it returns (or what it raised after
+    the pass), so a check needs no second export.
 
     The graph and signature carry export's own names and metas (symbolic sizes where
     ``dynamic_shapes`` made dims dynamic); ``inputs`` are real tensors in signature order
@@ -127,10 +144,10 @@ def from_module(
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
     kwargs = kwargs or {}
-    gm, signature, grad, lifted = _capture(stage, module, tuple(args), kwargs, dynamic_shapes)
+    gm, signature, grad, lifted, ep, error = _capture(stage, module, tuple(args), kwargs, dynamic_shapes)
     leaves = pytree.tree_leaves((tuple(args), kwargs))
     inputs = _input_values(module, signature, leaves, lifted)
-    return GraphCase(
+    case = GraphCase(
         gm=gm,
         signature=signature,
         inputs=inputs,
@@ -139,3 +156,16 @@ def from_module(
         features={"source:module": 1, f"stage:{stage}": 1},
         sizes=other_sizes(gm),
     )
+    return Captured(case, ep, error)
+
+
+def from_module(
+    module: torch.nn.Module,
+    args: tuple,
+    kwargs: dict | None = None,
+    stage: str = "set_grad",
+    dynamic_shapes: Any = None,
+) -> GraphCase:
+    """The GraphCase that ``torch.export.export(module, args, kwargs, strict=False,
+    dynamic_shapes=dynamic_shapes)`` hands the ``stage`` pass: ``capture_module``'s case."""
+    return capture_module(module, args, kwargs, stage, dynamic_shapes).case
