@@ -232,16 +232,20 @@ def judge_corpus(
     return GateResult(judged.examples, judged.duration_s, CampaignResult(buckets=judged.buckets))
 
 
-def add_fresh(result: GateResult, fresh: CampaignResult) -> None:
-    """Merge the fresh cases' campaign into ``result``: corpus buckets keep their first case
-    and gain the fresh counts."""
-    buckets = result.campaign.buckets
-    for bid, b in fresh.buckets.items():
+def merge_buckets(buckets: dict[str, Bucket], more: dict[str, Bucket]) -> None:
+    """Add ``more`` to ``buckets``: a bucket already there keeps its first case and gains the counts."""
+    for bid, b in more.items():
         if bid in buckets:
             buckets[bid].count += b.count
         else:
             buckets[bid] = b
-    fresh.buckets = buckets
+
+
+def add_fresh(result: GateResult, fresh: CampaignResult) -> None:
+    """Merge the fresh cases' campaign into ``result``: corpus buckets keep their first case
+    and gain the fresh counts."""
+    merge_buckets(result.campaign.buckets, fresh.buckets)
+    fresh.buckets = result.campaign.buckets
     result.campaign = fresh
 
 
@@ -455,11 +459,7 @@ class _Gate:
             part = to_campaign_result(r)
             merged.examples += part.examples
             merged.stats.update(part.stats)
-            for bid, b in part.buckets.items():
-                if bid in merged.buckets:
-                    merged.buckets[bid].count += b.count
-                else:
-                    merged.buckets[bid] = b
+            merge_buckets(merged.buckets, part.buckets)
             merged.stopped_by = part.stopped_by
         if fresh:
             add_fresh(result, merged)
