@@ -12,13 +12,17 @@ import xml.etree.ElementTree as ET
 
 import broken_passes as bp
 import pytest
-from fxfuzz.campaign.gate import gate_corpus, regressions, regressions_both_modes, run_gate, run_gate_parallel
+from fxfuzz.campaign.engine import StopReason
+from fxfuzz.campaign.gate import _final_regression, fresh_cases, gate_corpus, regressions, regressions_both_modes, run_gate, run_gate_parallel
 from fxfuzz.campaign.protocol import Task, WorkerStart
+from fxfuzz.campaign.supervisor import BucketRecord, ParallelCampaign, ParallelResult, run_parallel
 from fxfuzz.campaign.worker import judgement
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.settings import CampaignSettings
+from fxfuzz.strategies import graph_cases
 from fxfuzz.tools.mutants import load_pass_variant
 from handmade import no_grad_region_case
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from test_workers import DIES_IN_WORKERS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -179,9 +183,11 @@ def test_cli_parallel_gate_regresses_on_fresh_cases_and_passes_the_real_pass(tmp
     r = fxfuzz("gate", "--candidate", spec, "--workers", "2", "--max-examples", "2", "--max-shrink-s", "0", "--report-dir", str(tmp_path / "r"))
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "r" / "report.json").read_text())
-    assert report["workers"] == 2 and report["examples"] == 2
+    # The first regression is final (nothing shrinks), so the gate stops there.
+    assert report["workers"] == 2 and report["examples"] <= 2 and report["stopped_by"] == "stopped"
+    assert "stopped early" in r.stdout and "did not judge all" not in r.stdout + r.stderr
     [finding] = report["findings"]
-    assert finding["oracle"] == "crash" and finding["count"] == report["corpus_cases"] + 2
+    assert finding["oracle"] == "crash" and finding["count"] >= 1
     assert (tmp_path / "r" / finding["repro"]).is_file()
     ok = fxfuzz("gate", "--candidate", "set_grad", "--workers", "2", "--max-examples", "2", "--report-dir", str(tmp_path / "ok"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
@@ -207,7 +213,8 @@ def test_cli_gate_reports_a_crashing_or_hanging_candidate_within_budget(tmp_path
     """A candidate that segfaults or hangs on its first call is a crash regression with a
     repro, in a report written within the budget plus twice the example timeout and start-up
     (a replacement worker runs the fatal case again before it counts),
-    whatever the workers: the corpus is judged in a worker too."""
+    whatever the workers: the corpus is judged in a worker too (with two, alongside fresh
+    cases, which may meet the fault first)."""
     (tmp_path / "faulty.py").write_text(FAULTY)
     out = tmp_path / "r"
     bound = BUDGET_S + 2 * (TIMEOUT_S + STARTUP_SLACK_S)
@@ -221,10 +228,81 @@ def test_cli_gate_reports_a_crashing_or_hanging_candidate_within_budget(tmp_path
     report = json.loads((out / "report.json").read_text())
     [finding] = report["findings"]
     assert finding["oracle"] == "crash" and finding["kind"] == kind and not finding["known"]
-    assert report["corpus_cases"] >= 1 and finding["count"] >= 1
+    # With one worker the corpus comes first; with two the first fatal case may be a fresh one,
+    # and the gate stops there.
+    judged = report["corpus_cases"] + (report["examples"] if "2" in workers else 0)
+    assert judged >= 1 and finding["count"] >= 1
     assert (out / finding["repro"]).is_file() and (out / finding["repro"]).with_suffix(".json").is_file()
     assert (out / "report.md").stat().st_size > 0
     assert int(ET.parse(out / "junit.xml").getroot().find("testsuite").get("failures")) == 1
+
+
+def test_fresh_cases_are_judged_while_the_corpus_is():
+    """With two workers, fresh cases start with the corpus: a budget spent before the corpus
+    is judged still gives them the corpus's time (with one worker it would give them none),
+    and the corpus is judged whole."""
+    result = run_gate_parallel("set_grad", "set_grad", [], CampaignSettings(budget_s=0.001, max_examples=2, workers=2))
+    assert result.corpus_cases == len(gate_corpus()) and result.campaign.examples >= 1
+    assert not result.buckets and not result.worker_errors
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_gate_stops_at_its_first_final_regression(workers, corpus):
+    """A regression on a corpus case is final (nothing shrinks it): the gate ends there, with
+    no budget or example limit reached and the corpus not judged whole."""
+    spec = os.path.join(HERE, "broken_passes.py") + ":crashes"
+    result = run_gate_parallel(spec, "set_grad", [], CampaignSettings(budget_s=1e9, workers=workers))
+    assert result.campaign.stopped_by is StopReason.STOPPED
+    assert [b.finding.oracle for b in result.buckets.values()] == ["crash"]
+    assert result.corpus_cases < len(corpus)
+
+
+def _record(source=None, kind="pass_raised"):
+    return BucketRecord("crash-x", {"oracle": "crash", "kind": kind, "message": "", "details": {}}, None, 3, source)
+
+
+def test_a_fresh_regression_is_final_once_minimized():
+    """What lets the gate stop: a corpus case's regression at once, a fresh case's once its
+    shrinking is over (or off), a worker's death at once; a known bucket never."""
+    defaults = CampaignSettings()
+    fresh = ParallelResult(buckets={"crash-x": _record()})
+    assert not _final_regression(fresh, defaults)
+    assert _final_regression(fresh, CampaignSettings(max_shrink_s=0))
+    fresh.minimized.add("crash-x")
+    assert _final_regression(fresh, defaults)
+    assert not _final_regression(fresh, CampaignSettings(known=frozenset({"crash-x"})))
+    assert _final_regression(ParallelResult(buckets={"crash-x": _record(source="corpus_case[True]")}), defaults)
+    assert _final_regression(ParallelResult(buckets={"crash-x": _record(kind="process_died")}), defaults)
+
+
+def test_a_worker_says_when_a_buckets_shrinking_is_over():
+    """The supervisor hears from the worker when a fresh bucket is minimized (the engine's
+    ``on_minimized``), which is what makes a fresh regression final."""
+    spec = os.path.join(HERE, "broken_passes.py") + ":crashes"
+    result = run_parallel(ParallelCampaign(spec, CampaignSettings(budget_s=1e9, max_examples=3, max_shrink_s=5)))
+    assert result.buckets and set(result.minimized) == set(result.buckets)
+
+
+def test_fresh_cases_draw_the_baselines_node_kinds_in_half_the_cases():
+    """A candidate under review declares no kinds: the gate draws half its fresh cases for the
+    baseline's (set_grad: grad toggles), so more hold a toggle than today's mix gives, and
+    some are of the mix. A baseline that declares nothing keeps the mix."""
+
+    def without_toggle(strategy) -> int:
+        cases = []
+
+        @seed(0)
+        @settings(max_examples=60, derandomize=False, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+        @given(strategy)
+        def collect(case):
+            cases.append(case)
+
+        collect()
+        return sum(not any(k.startswith("toggle:") for k in c.features) for c in cases)
+
+    mix, gate = without_toggle(graph_cases(domain="export")), without_toggle(fresh_cases("export", REAL))
+    assert 0 < gate < mix, (gate, mix)
+    assert repr(fresh_cases("export", bp.crashes)) == repr(graph_cases(domain="export"))
 
 
 @pytest.mark.parametrize("fault", ["segfaults_once", "slow_once"])

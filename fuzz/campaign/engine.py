@@ -143,12 +143,13 @@ BucketHook = Callable[[Bucket], None]
 @dataclass(frozen=True)
 class Hooks:
     """What a caller hears of a running campaign (``progress`` after each example,
-    ``on_bucket`` when a bucket appears or its example shrinks) and how it ends one early
-    (``stop()`` turns true)."""
+    ``on_bucket`` when a bucket appears or its example shrinks, ``on_minimized`` when a
+    bucket's shrinking is over) and how it ends one early (``stop()`` turns true)."""
 
     progress: Progress | None = None
     stop: Callable[[], bool] | None = None
     on_bucket: BucketHook | None = None
+    on_minimized: BucketHook | None = None
 
     def stopped(self) -> bool:
         return self.stop is not None and self.stop()
@@ -481,6 +482,8 @@ class Campaign:
         if self.shrinking is not None:
             self.minimized.add(self.shrinking)
             self._save(self.shrinking, self.result.buckets[self.shrinking].case)
+            if self.hooks.on_minimized:
+                self.hooks.on_minimized(self.result.buckets[self.shrinking])
 
     # -- helpers
     def _halt_reason(self) -> StopReason | None:

@@ -8,19 +8,22 @@ passes an oracle the baseline fails is a fix, never a regression. Beyond behavio
 candidate's graph must show its consumers what the baseline's shows: the same signature specs
 (names included) and the same metadata keys on each kind of node.
 
-The cases are, in order: the regression corpus (saved cases of earlier campaigns, then the
-built-in modules of ``fxfuzz.strategies.corpus`` and one with a pytree calling convention), then fresh
-Hypothesis cases for the budget (of the export domain, the adversarial one, or both), each
-judged under both ambient grad modes so that a regression shrinks like any campaign finding.
-``run_gate`` judges in this process; ``run_gate_parallel`` (``fxfuzz gate``) judges every case in
-worker processes, so a case that kills the process or hangs is a crash regression.
+The cases are the regression corpus (saved cases of earlier campaigns, then the built-in
+modules of ``fxfuzz.strategies.corpus`` and one with a pytree calling convention) and fresh
+Hypothesis cases for the budget (``fresh_cases``: of the export domain, the adversarial one, or
+both), each judged under both ambient grad modes so that a regression shrinks like any campaign
+finding. ``run_gate`` judges in this process, the corpus first; ``run_gate_parallel``
+(``fxfuzz gate``) judges every case in worker processes, so a case that kills the process or
+hangs is a crash regression, and with two or more workers draws fresh cases alongside the corpus.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -41,16 +44,18 @@ from fxfuzz.campaign.engine import (
     run_examples,
 )
 from fxfuzz.campaign.protocol import Task
-from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, run_parallel, to_campaign_result
+from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, Supervisor, to_campaign_result, worker_seed
 from fxfuzz.core.case import GraphCase, copy_graph_module
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.contract import contract_option
-from fxfuzz.core.passes import PassFn, contract_of, load_pass
+from fxfuzz.core.passes import PassFn, contract_of, load_pass, reacts_to_of
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, target_name
-from fxfuzz.core.settings import CampaignSettings
+from fxfuzz.core.settings import NO_EXAMPLE_LIMIT, CampaignSettings
 from fxfuzz.oracles import Finding, input_labels, verify
 from fxfuzz.oracles.semantics import Reference, compare_graphs
+from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.corpus import corpus_cases
+from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
 from torch import fx
 
@@ -227,16 +232,20 @@ def judge_corpus(
     return GateResult(judged.examples, judged.duration_s, CampaignResult(buckets=judged.buckets))
 
 
-def add_fresh(result: GateResult, fresh: CampaignResult) -> None:
-    """Merge the fresh cases' campaign into ``result``: corpus buckets keep their first case
-    and gain the fresh counts."""
-    buckets = result.campaign.buckets
-    for bid, b in fresh.buckets.items():
+def merge_buckets(buckets: dict[str, Bucket], more: dict[str, Bucket]) -> None:
+    """Add ``more`` to ``buckets``: a bucket already there keeps its first case and gains the counts."""
+    for bid, b in more.items():
         if bid in buckets:
             buckets[bid].count += b.count
         else:
             buckets[bid] = b
-    fresh.buckets = buckets
+
+
+def add_fresh(result: GateResult, fresh: CampaignResult) -> None:
+    """Merge the fresh cases' campaign into ``result``: corpus buckets keep their first case
+    and gain the fresh counts."""
+    merge_buckets(result.campaign.buckets, fresh.buckets)
+    fresh.buckets = result.campaign.buckets
     result.campaign = fresh
 
 
@@ -276,11 +285,27 @@ def run_gate(
             dataclasses.replace(settings, budget_s=remaining),
             database=database,
             hooks=Hooks(progress, stop),
-            subject=Subject(check=check),
+            subject=Subject(fresh_cases(settings.domain, baseline), check),
         )
         add_fresh(result, fresh)
     result.campaign.duration_s = time.monotonic() - start
     return result
+
+
+def fresh_cases(domain: str, baseline: PassFn) -> st.SearchStrategy[GraphCase]:
+    """The fresh cases of a gate: graph cases of ``domain``, half of them drawn for the node
+    kinds the *baseline* reacts to (a candidate under review is a plain callable that declares
+    none), half of today's mix. Each half alone misses a defect the other finds in seconds
+    (docs/benchmark.md, "Time to find"): defects in a region's handling show on the owed
+    toggles, defects about tensor attributes on the mix's adversarial cases."""
+    mix = graph_cases(domain=domain)
+    kinds = reacts_to_of(baseline)
+    return st.one_of(mix, graph_cases(domain=domain, reacts_to=kinds)) if kinds else mix
+
+
+def gate_cases(baseline: str, settings: CampaignSettings) -> st.SearchStrategy[GraphCase]:
+    """``fresh_cases`` in a worker process, which loads the baseline by name (``fxfuzz.campaign.worker``)."""
+    return fresh_cases(settings.domain, load_pass(baseline, contract_option(settings.contract)))
 
 
 def gate_check(baseline: str, blame: Blame, settings: CampaignSettings, both_modes: bool = True) -> Check:
@@ -310,38 +335,159 @@ def run_gate_parallel(
     log_dir: str | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> GateResult:
-    """``run_gate`` with every case judged in worker processes (``fxfuzz.campaign.supervisor``):
-    first the corpus (the ``saved`` cases, then the built-in one) in one worker, then the fresh
-    cases in ``settings.workers``, for what is left of ``settings.budget_s``.
+    """``run_gate`` with every case judged in worker processes (``fxfuzz.campaign.supervisor``).
+
+    With two or more ``settings.workers``, fresh cases start with the corpus: one worker judges
+    the corpus (the ``saved`` cases, then the built-in one) and then draws fresh cases, the
+    others draw fresh cases from the first second. Fresh cases run until ``settings.budget_s``
+    (counted from the gate's start) is spent and the corpus is judged, whichever comes later,
+    so no core idles while the verdict waits for the corpus. With one worker, the corpus comes
+    first and fresh cases get what is left of the budget. The gate stops early once a new
+    regression is final (see ``_final_regression``): the verdict cannot change after it.
 
     As in ``fxfuzz run``, a case that kills a worker or runs past ``settings.example_timeout_s``
     is a crash regression (where the baseline survived it) and a replacement worker goes on
     with the next case. No worker starts after the budget but the one that runs a fatal case
-    again, so the gate ends within about the budget plus twice the example timeout and a
-    worker's start-up; the corpus is judged whole unless such a death past the budget leaves
-    no worker to finish it."""
-    start = time.monotonic()
+    again; the corpus is judged whole unless a regression ends the gate early or such a death
+    past the budget leaves no worker to finish it."""
+    gate = _Gate(settings, stop, progress)
     check = f"{__name__}:gate_check"
+    fresh_task = Task(check, {"baseline": baseline}, strategy=f"{__name__}:gate_cases", strategy_args={"baseline": baseline})
     with tempfile.NamedTemporaryFile("w", prefix="fxfuzz-corpus-", suffix=".json") as fh:
         json.dump([(name, case_to_dict(case)) for name, case in saved], fh)
         fh.flush()
-        task = Task(check, {"baseline": baseline, "both_modes": False}, f"{__name__}:corpus_with", {"saved": fh.name})
+        corpus_task = Task(check, {"baseline": baseline, "both_modes": False}, f"{__name__}:corpus_with", {"saved": fh.name})
         corpus_settings = dataclasses.replace(settings, workers=1, max_examples=CampaignSettings.max_examples, db=None)
-        corpus = run_parallel(ParallelCampaign(candidate, corpus_settings, task, log_dir), stop=stop)
-    judged = CampaignResult(buckets=to_campaign_result(corpus).buckets, stopped_by=corpus.stopped_by)
-    result = GateResult(corpus.examples, corpus.duration_s, judged)
-    phases: list[ParallelResult] = [corpus]
-    remaining = settings.budget_s - (time.monotonic() - start)
-    # After an interrupt, or a worker that could not judge the corpus, there is nothing to add.
-    if remaining > 0 and corpus.stopped_by != StopReason.INTERRUPTED and not corpus.worker_errors:
-        fresh = ParallelCampaign(candidate, dataclasses.replace(settings, budget_s=remaining), Task(check, {"baseline": baseline}), log_dir)
-        phases.append(run_parallel(fresh, progress, stop))
-        add_fresh(result, to_campaign_result(phases[-1]))
-    result.restarts = sum(p.restarts for p in phases)
-    result.worker_errors = [e for p in phases for e in p.worker_errors]
-    result.excused_deaths = sum(p.excused_deaths for p in phases)
-    result.campaign.duration_s = time.monotonic() - start
-    return result
+        corpus_campaign = ParallelCampaign(candidate, corpus_settings, corpus_task, log_dir)
+        if settings.workers == 1:
+            corpus = gate.phase(corpus_campaign)
+            gate.corpus_done.set()
+            left = settings.budget_s - (time.monotonic() - gate.start)
+            if left > 0 and gate.goes_on(corpus):
+                gate.phase(ParallelCampaign(candidate, dataclasses.replace(settings, budget_s=left), fresh_task, log_dir))
+        else:
+            corpus_thread = threading.Thread(target=gate.corpus_then_fresh, args=(corpus_campaign, candidate, fresh_task, log_dir))
+            corpus_thread.start()
+            # Fresh cases until the gate says (budget spent and corpus judged, or a final regression).
+            along = dataclasses.replace(settings, workers=settings.workers - 1, budget_s=math.inf)
+            try:
+                gate.phase(ParallelCampaign(candidate, along, fresh_task, log_dir), ends=gate.budget_over)
+            finally:
+                corpus_thread.join()
+            gate.raise_from_thread()
+    return gate.result()
+
+
+class _Gate:
+    """The phases of one ``run_gate_parallel`` (each a Supervisor, the corpus's in a thread of
+    its own with two or more workers) and what they tell each other: the corpus is judged, a
+    regression is final, the caller asked to stop."""
+
+    def __init__(self, settings: CampaignSettings, stop: Callable[[], bool] | None, progress: Callable[[int, int, float], None] | None) -> None:
+        self.settings, self.user_stop, self.progress = settings, stop or (lambda: False), progress
+        self.start = time.monotonic()
+        self.corpus_done, self.final = threading.Event(), threading.Event()
+        self.corpus = ParallelResult()
+        self.fresh: list[ParallelResult] = []
+        self.fresh_counts: dict[int, tuple[int, int]] = {}  # per fresh phase: examples, buckets
+        self.lock = threading.Lock()
+        self.error: BaseException | None = None
+
+    def budget_over(self) -> bool:
+        return self.corpus_done.is_set() and time.monotonic() - self.start >= self.settings.budget_s
+
+    def goes_on(self, corpus: ParallelResult) -> bool:
+        """Whether fresh cases still have something to add after the corpus: not after an
+        interrupt, a final regression, or a worker that could not judge the corpus."""
+        return not (self.user_stop() or self.final.is_set() or corpus.worker_errors)
+
+    def phase(self, campaign: ParallelCampaign, ends: Callable[[], bool] = lambda: False) -> ParallelResult:
+        """Run one Supervisor until its limits, the caller's stop, a final regression (of any
+        phase) or ``ends()``; its ``stopped_by`` says which, as the gate reads it."""
+        supervisor = Supervisor(campaign)
+        listed = campaign.task.examples is not None
+        with self.lock:
+            if listed:
+                self.corpus = supervisor.result
+            else:
+                self.fresh.append(supervisor.result)
+            key = len(self.fresh)
+
+        def stop() -> bool:
+            if _final_regression(supervisor.result, self.settings):
+                self.final.set()
+            return self.user_stop() or self.final.is_set() or ends()
+
+        def counts(examples: int, buckets: int, elapsed: float) -> None:
+            with self.lock:
+                self.fresh_counts[key] = (examples, buckets)
+                if self.progress is not None:
+                    totals = [sum(c) for c in zip(*self.fresh_counts.values())]
+                    self.progress(totals[0], totals[1], time.monotonic() - self.start)
+
+        result = supervisor.run(None if listed else counts, stop)
+        if result.stopped_by is StopReason.INTERRUPTED and not self.user_stop():
+            result.stopped_by = StopReason.STOPPED if self.final.is_set() else StopReason.BUDGET
+        return result
+
+    def corpus_then_fresh(self, corpus: ParallelCampaign, candidate: str, fresh: Task, log_dir: str | None) -> None:
+        """The corpus worker's share: the corpus, then fresh cases for the rest of the budget
+        (with no limit on examples: a limit belongs whole to the workers drawing from the start)."""
+        try:
+            judged = self.phase(corpus)
+            self.corpus_done.set()
+            left = self.settings.budget_s - (time.monotonic() - self.start)
+            if left > 0 and self.goes_on(judged) and self.settings.max_examples == NO_EXAMPLE_LIMIT:
+                # The seed of the slot this worker holds: its stream must not repeat the others'.
+                seed = worker_seed(self.settings.seed, self.settings.shard, self.settings.workers - 1, 0)
+                late = dataclasses.replace(self.settings, workers=1, budget_s=left, seed=seed, replay_saved=False)
+                self.phase(ParallelCampaign(candidate, late, fresh, log_dir))
+        except BaseException as e:  # re-raised in the caller's thread
+            self.error = e
+            self.corpus_done.set()
+            self.final.set()  # ends the other phase at once
+
+    def raise_from_thread(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def result(self) -> GateResult:
+        corpus, fresh = self.corpus, self.fresh
+        result = GateResult(corpus.examples, corpus.duration_s, CampaignResult(buckets=to_campaign_result(corpus).buckets, stopped_by=corpus.stopped_by))
+        merged = CampaignResult(stopped_by=corpus.stopped_by)
+        for r in fresh:
+            part = to_campaign_result(r)
+            merged.examples += part.examples
+            merged.stats.update(part.stats)
+            merge_buckets(merged.buckets, part.buckets)
+            merged.stopped_by = part.stopped_by
+        if fresh:
+            add_fresh(result, merged)
+        if self.user_stop():
+            result.campaign.stopped_by = StopReason.INTERRUPTED
+        elif self.final.is_set():
+            result.campaign.stopped_by = StopReason.STOPPED
+        phases = [corpus, *fresh]
+        result.restarts = sum(p.restarts for p in phases)
+        result.worker_errors = [e for p in phases for e in p.worker_errors]
+        result.excused_deaths = sum(p.excused_deaths for p in phases)
+        result.campaign.duration_s = time.monotonic() - self.start
+        return result
+
+
+def _final_regression(r: ParallelResult, settings: CampaignSettings) -> bool:
+    """Whether a phase holds a new regression that nothing will change: found on a corpus case
+    (never shrunk), a worker's death or hang (recorded as it is), or a fresh case whose
+    shrinking is over (or off)."""
+    return any(
+        bid not in settings.known
+        and (rec.source is not None or bid in r.minimized or settings.max_shrink_s == 0 or rec.finding["kind"] in _RECORDED_AS_IS)
+        for bid, rec in r.buckets.items()
+    )
+
+
+# The crash kinds the supervisor records itself, from a death: no worker shrinks them.
+_RECORDED_AS_IS = ("process_died", "hang")
 
 
 # ---------------------------------------------------------------------------- the command

@@ -24,12 +24,17 @@ class Task:
     ``pkg.module:factory`` whose ``factory(blame=..., **check_args)`` returns the Check to
     judge with (the gate's candidate-vs-baseline judgement); ``examples``, a
     ``pkg.module:factory`` whose ``factory(**examples_args)`` returns named examples to judge
-    once each, in order, instead of generated ones (meant for one worker: each judges them all)."""
+    once each, in order, instead of generated ones (meant for one worker: each judges them all);
+    ``strategy``, a ``pkg.module:factory`` whose ``factory(settings=..., **strategy_args)``
+    returns the Hypothesis strategy generated examples are drawn from (None: the campaign's
+    own, for the pass under test)."""
 
     check: str | None = None
     check_args: dict[str, Any] = field(default_factory=dict)
     examples: str | None = None
     examples_args: dict[str, Any] = field(default_factory=dict)
+    strategy: str | None = None
+    strategy_args: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,13 @@ class BucketFound:
 
 
 @dataclass(frozen=True)
+class Minimized:
+    """A bucket's shrinking is over: its last ``BucketFound`` example is the one it keeps."""
+
+    id: str
+
+
+@dataclass(frozen=True)
 class Note:
     """One line for the user (a shared database lost)."""
 
@@ -128,7 +140,7 @@ class Finished:
     stopped_by: str
 
 
-WorkerMessage = Source | Started | Blame | Done | Counts | BucketFound | Note | Finished
+WorkerMessage = Source | Started | Blame | Done | Counts | BucketFound | Minimized | Note | Finished
 
 
 # ---------------------------------------------------------------------------- supervisor -> worker

@@ -49,6 +49,7 @@ from fxfuzz.campaign.protocol import (
     Counts,
     Done,
     Finished,
+    Minimized,
     Note,
     Source,
     Started,
@@ -111,6 +112,7 @@ class ParallelResult:
     worker_errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # one line each, for the user: a shared database lost
     excused_deaths: int = 0  # examples a worker died on while its check said the pass was not running
+    minimized: set[str] = field(default_factory=set)  # buckets whose shrinking is over
 
 
 # ---------------------------------------------------------------------------- parent side
@@ -246,6 +248,8 @@ class Supervisor:
                 w.examples, w.counts, w.stats = examples, counts, stats
             case BucketFound(bid, finding, case, nodes):
                 self._offer(bid, finding, case, nodes, w.source)
+            case Minimized(bid):
+                self.result.minimized.add(bid)
             case Finished():
                 w.state = WorkerState.FINISHED
             case Note(text):

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from fxfuzz.campaign.protocol import Blame, BucketFound, Counts, Done, Finished, Note, Source, Started, WorkerMessage, WorkerStart
+from fxfuzz.campaign.protocol import Blame, BucketFound, Counts, Done, Finished, Minimized, Note, Source, Started, WorkerMessage, WorkerStart
 from fxfuzz.core.cwd import import_from_cwd
 
 
@@ -90,6 +90,9 @@ class _Reporter:
     def on_bucket(self, b: Any) -> None:
         self.send(BucketFound(b.id, b.finding.to_dict(), self.data_of(b.case), b.graph_nodes))
 
+    def on_minimized(self, b: Any) -> None:
+        self.send(Minimized(b.id))
+
     def named(self, examples: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
         for name, case in examples:
             self.send(Source(name))  # before Started: a death on it is reported by name
@@ -116,14 +119,15 @@ def worker_main(start: WorkerStart, fd: int, cov: Any) -> None:
     rerun = [case_from_dict(start.rerun)] if start.rerun is not None else []
     pass_fn = load_pass(start.pass_spec, contract_option(start.settings.contract))
     report = _Reporter(conn, judgement(start, lambda on_pass: conn.send(Blame(on_pass))), cov)
-    hooks = Hooks(report.progress, conn.poll, report.on_bucket)  # any message from the parent means stop
+    hooks = Hooks(report.progress, conn.poll, report.on_bucket, report.on_minimized)  # any message from the parent means stop
     if start.task.examples:
         listed = _factory(start.task.examples)(**start.task.examples_args)[start.first :]
         result = run_examples(pass_fn, report.named(listed), report.check, hooks)
     else:
         settings = dataclasses.replace(start.settings, budget_s=max(0.0, start.deadline - time.time()))
         db = open_database(settings.db, lambda text: report.send(Note(text))) if settings.db else None
-        result = run_campaign(pass_fn, settings, database=db, hooks=hooks, subject=Subject(check=report.check), rerun=rerun)
+        strategy = _factory(start.task.strategy)(settings=start.settings, **start.task.strategy_args) if start.task.strategy else None
+        result = run_campaign(pass_fn, settings, database=db, hooks=hooks, subject=Subject(strategy, report.check), rerun=rerun)
     for text in result.notes:  # saved examples left out of the replay
         report.send(Note(text))
     if cov is not None:

@@ -26,8 +26,8 @@ from fxfuzz.strategies.custom import register_ops
 
 
 def command(a: argparse.Namespace) -> int:
-    """Judge the corpus, then fresh cases for the budget, in worker processes; write the
-    report; print each regression."""
+    """Judge the corpus and fresh cases for the budget in worker processes, until the first
+    final regression (``run_gate_parallel``); write the report; print each regression."""
     # A bad spec fails here, in one line, before any worker starts.
     candidate, _ = (load_pass(spec, contract_option(a.contract)) for spec in (a.candidate, a.baseline))
     register_ops(a.ops, "--op")  # the workers register them too (the supervisor hands them over)
@@ -77,7 +77,9 @@ def command(a: argparse.Namespace) -> int:
             "notes": notes,
         }
         # Part of the gate never ran: no regression found is not a pass, and the report says so.
-        incomplete = f"the gate did not judge all its cases: {result.worker_errors[0]}" if result.worker_errors and signum is None else None
+        # (A gate that stopped at a final regression ended its workers on purpose.)
+        cut_short = signum is not None or result.campaign.stopped_by is StopReason.STOPPED
+        incomplete = f"the gate did not judge all its cases: {result.worker_errors[0]}" if result.worker_errors and not cut_short else None
         written = write_all(result.campaign, meta, report_dir, Extras(known=known, workers=workers, incomplete=incomplete))
     report = written.report
     new = [f for f in report["findings"] if not f["known"]]
@@ -85,6 +87,8 @@ def command(a: argparse.Namespace) -> int:
         f"fxfuzz gate: {result.corpus_cases} corpus cases in {result.corpus_s:.1f}s, "
         f"{result.campaign.examples} fresh cases (each under both grad modes)"
     )
+    if result.campaign.stopped_by is StopReason.STOPPED:
+        print(f"fxfuzz gate: stopped early, {result.campaign.duration_s:.1f}s in: a regression was found and minimized")
     for f in report["findings"]:
         where = result.buckets[f["id"]].source or "a fresh case"
         label = "known" if f["known"] else "REGRESSION"
