@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 from fxfuzz.core.case import GraphCase
-from fxfuzz.core.choices import DOMAIN_CHOICES, DOMAINS
+from fxfuzz.core.choices import BOTH, DOMAIN_CHOICES
 from fxfuzz.strategies.builder import SET_GRAD, GraphBuilder
 from fxfuzz.strategies.inputs import base_shapes, draw_inputs
 from fxfuzz.strategies.names import placeholder_names, rename_some
@@ -83,7 +83,11 @@ def graph_cases(
     if unknown:
         raise ValueError(f"unknown node kinds {unknown} in reacts_to; expected some of {tuple(REACTION_STEPS)}")
     if domain == "both":
-        domain = draw(st.sampled_from(DOMAINS))
+        domain = draw(st.sampled_from(BOTH))
+    if domain == "aten":
+        from fxfuzz.strategies.forms import aten_cases  # forms draws its cases from this function
+
+        return draw(aten_cases(max_steps, reacts_to))
     ambient = draw(st.booleans())
     stats: Counter = Counter({f"domain:{domain}": 1})
     base = draw(base_shapes())

@@ -95,26 +95,29 @@ def _on_program(run: Any, gm: fx.GraphModule, sig: ExportGraphSignature) -> tupl
     return program.graph_module, program.graph_signature
 
 
-def _program(gm: fx.GraphModule, sig: ExportGraphSignature) -> Any:
+def _program(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: tuple[Any, ...] = ()) -> Any:
     """The ExportedProgram of ``gm`` that these passes take. A pass sees only the graph: the
     state dict holds empty stand-ins for the lifted parameters and buffers (the graph reads
     them as inputs, so their values never reach it), and the constructor's verifier is
-    torch.export's training-IR one, which accepts pre-dispatch graphs."""
+    torch.export's training-IR one, which accepts pre-dispatch graphs. Given the graph's
+    ``inputs`` (in signature order), the state holds their values instead: lowering the
+    program (``run_decompositions``) traces the graph again on them."""
     import torch.utils._pytree as pytree
     from torch._export.verifier import TrainingIRVerifier
     from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
 
     state: dict[str, Any] = {}
     constants: dict[str, Any] = {}
-    for spec in sig.input_specs:
+    for i, spec in enumerate(sig.input_specs):
         if spec.target is None:  # a user input: nothing of the module's state
             continue
+        value = inputs[i].detach() if inputs else torch.empty(0)
         if spec.kind == InputKind.PARAMETER:
-            state[spec.target] = torch.nn.Parameter(torch.empty(0))
+            state[spec.target] = torch.nn.Parameter(value, requires_grad=inputs[i].requires_grad if inputs else True)
         elif spec.kind == InputKind.BUFFER and spec.persistent:
-            state[spec.target] = torch.empty(0)
+            state[spec.target] = value
         elif spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
-            constants[spec.target] = torch.empty(0)
+            constants[spec.target] = value
     in_spec = pytree.tree_flatten((tuple(0 for _ in sig.user_inputs), {}))[1]
     out_spec = pytree.tree_flatten(tuple(0 for _ in sig.output_specs))[1]
     calls = [ModuleCallEntry("", ModuleCallSignature(inputs=[], outputs=[], in_spec=in_spec, out_spec=out_spec))]
