@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 from torch import fx
-from torch.export.graph_signature import ExportGraphSignature, InputKind
+from torch.export.graph_signature import ExportGraphSignature, InputKind, OutputKind
 
 
 def eliminate_dead_code(graph: fx.Graph) -> None:
@@ -62,10 +62,69 @@ def lift_constants(gm: fx.GraphModule, graph_signature: ExportGraphSignature) ->
 
 
 def remove_effect_tokens(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
-    """torch.export's ``_remove_effect_tokens`` on the ExportedProgram of the graph."""
+    """torch.export's ``_remove_effect_tokens`` on the ExportedProgram of the graph.
+
+    The pass takes the effect tokens out of the calling convention: its caller
+    (``ExportedProgram.module()``) then stops passing a token in and drops the token out. The
+    result is handed back in the input's convention, as that caller sees it: a token input the
+    result ignores where the input took one, and a fresh token (``prims._make_token``) out where
+    the input returned one, at the same positions. Only where the pass removed every token: a
+    token left behind stays for the oracles to judge. Such plumbing (a token input nothing
+    reads, a token out made by ``_make_token``) is taken out again before the pass runs, so
+    the pass applied to its own result sees what its caller would hand it a second time."""
     from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
 
-    return _on_program(_remove_effect_tokens, gm, graph_signature)
+    token_inputs = [(i, copy.deepcopy(s)) for i, s in enumerate(graph_signature.input_specs) if s.kind == InputKind.TOKEN]
+    token_outputs = [(i, copy.deepcopy(s)) for i, s in enumerate(graph_signature.output_specs) if s.kind == OutputKind.TOKEN]
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    returned = gm.graph.output_node().args[0]
+    metas = {i: dict(placeholders[i].meta) for i, _ in token_inputs}
+    out_metas = {i: dict(returned[i].meta) for i, _ in token_outputs}
+    _strip_plumbing(gm, graph_signature)
+    gm, sig = _on_program(_remove_effect_tokens, gm, graph_signature)
+    if any(s.kind == InputKind.TOKEN for s in sig.input_specs) or any(s.kind == OutputKind.TOKEN for s in sig.output_specs):
+        return gm, sig
+    for i, spec in token_inputs:
+        present = list(gm.graph.find_nodes(op="placeholder"))
+        with gm.graph.inserting_before(present[i] if i < len(present) else next(n for n in gm.graph.nodes if n.op != "placeholder")):
+            node = gm.graph.placeholder(spec.arg.name)
+        node.meta.update(metas[i])
+        spec.arg.name = node.name
+        sig.input_specs.insert(i, spec)
+    output = gm.graph.output_node()
+    values = list(output.args[0])
+    for i, spec in token_outputs:
+        with gm.graph.inserting_before(output):
+            node = gm.graph.call_function(torch.ops.prims._make_token.default, ())
+        node.meta.update(out_metas[i])
+        spec.arg.name = node.name
+        values.insert(i, node)
+        sig.output_specs.insert(i, spec)
+    output.args = (tuple(values),)
+    gm.recompile()
+    return gm, sig
+
+
+def _strip_plumbing(gm: fx.GraphModule, sig: ExportGraphSignature) -> None:
+    """Take out of ``gm`` and ``sig`` in place the token plumbing ``remove_effect_tokens`` puts
+    back: token inputs nothing reads, token outputs made by ``prims._make_token``."""
+    output = gm.graph.output_node()
+    values = list(output.args[0])
+    made = [i for i, s in enumerate(sig.output_specs) if s.kind == OutputKind.TOKEN and values[i].target is torch.ops.prims._make_token.default]
+    dropped = [values[i] for i in made]
+    for i in reversed(made):
+        del sig.output_specs[i]
+        del values[i]
+    output.args = (tuple(values),)
+    for node in dropped:
+        if not node.users:
+            gm.graph.erase_node(node)
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    unread = [i for i, s in enumerate(sig.input_specs) if s.kind == InputKind.TOKEN and not placeholders[i].users]
+    for i in reversed(unread):
+        del sig.input_specs[i]
+        gm.graph.erase_node(placeholders[i])
+    gm.recompile()
 
 
 def move_to_cpu(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
