@@ -107,11 +107,9 @@ def lower(case: GraphCase) -> GraphCase | None:
 
 
 @st.composite
-def aten_cases(draw: st.DrawFn, max_steps: int, reacts_to: tuple[str, ...] = ()) -> GraphCase:
-    """Post-dispatch ATen cases (the module docstring says how they are made)."""
-    from fxfuzz.strategies.graphs import graph_cases  # graphs hands its "aten" domain to this module
-
-    case = draw(graph_cases("export", max_steps, reacts_to))
+def aten_cases(draw: st.DrawFn, export_cases: st.SearchStrategy[GraphCase]) -> GraphCase:
+    """Post-dispatch ATen cases lowered from ``export_cases`` (the module docstring says how)."""
+    case = draw(export_cases)
     stats: Counter = Counter()
     if add_effects(draw, case.gm, stats):
         case.features.update(stats)

@@ -1,8 +1,9 @@
 """``graph_cases()``: random pre-dispatch graphs as torch.export hands them to a grad-mode pass.
 
-Two domains: ``export`` (the default) draws only what torch.export can produce; ``adversarial``
+Domains: ``export`` (the default) draws only what torch.export can produce; ``adversarial``
 also draws unbalanced toggles, crossing regions, already-wrapped regions, colliding names and
-missing metas; ``both`` draws each case from either.
+missing metas; ``both`` draws each case from either; ``aten`` lowers export's cases after
+dispatch (``fxfuzz.strategies.forms``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import BOTH, DOMAIN_CHOICES
 from fxfuzz.strategies.builder import SET_GRAD, GraphBuilder
+from fxfuzz.strategies.forms import aten_cases
 from fxfuzz.strategies.inputs import base_shapes, draw_inputs
 from fxfuzz.strategies.names import placeholder_names, rename_some
 from fxfuzz.strategies.regions import REACTION_STEPS, draw_block
@@ -85,9 +87,7 @@ def graph_cases(
     if domain == "both":
         domain = draw(st.sampled_from(BOTH))
     if domain == "aten":
-        from fxfuzz.strategies.forms import aten_cases  # forms draws its cases from this function
-
-        return draw(aten_cases(max_steps, reacts_to))
+        return draw(aten_cases(graph_cases("export", max_steps, reacts_to)))
     ambient = draw(st.booleans())
     stats: Counter = Counter({f"domain:{domain}": 1})
     base = draw(base_shapes())
