@@ -24,16 +24,21 @@ FEW = settings(max_examples=6, deadline=None, suppress_health_check=list(HealthC
 ATEN = graph_cases(domain="aten")
 
 
-def with_tokens() -> GraphCase:
-    """The smallest aten case Hypothesis finds with an effect token (shrunk)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return find(ATEN, lambda c: "with_effects" in c.code(), settings=settings(database=None, deadline=None, max_examples=200, derandomize=True))
+class Logs(torch.nn.Module):
+    def forward(self, x):
+        torch.ops.fxfuzz.logged(x)
+        return torch.ops.fxfuzz.logged(x.sin()).cos()
 
 
 @pytest.fixture(scope="module")
 def token_case() -> GraphCase:
-    return with_tokens()
+    """What torch.export lowers for a module calling an effectful operator twice: a token in,
+    two with_effects calls (one result used, one not), a token out."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.export.export(Logs(), (torch.randn(3),)).run_decompositions()
+    inputs = (torch.ops.prims._make_token.default(), torch.randn(3, requires_grad=True))
+    return GraphCase(program.graph_module, program.graph_signature, inputs, domain="aten")
 
 
 def test_aten_is_a_domain_a_user_can_name_and_both_keeps_the_pre_dispatch_ones():
@@ -60,13 +65,15 @@ def test_drawn_cases_are_lowered_graphs_that_run(case):
         case.gm(*case.inputs)
 
 
-def test_effect_tokens_are_drawn_and_shrink(token_case):
-    kinds = [s.kind for s in token_case.signature.input_specs]
-    assert kinds.count(InputKind.TOKEN) == 1
-    assert [s.kind for s in token_case.signature.output_specs].count(OutputKind.TOKEN) == 1
+def test_effect_tokens_are_drawn_and_shrink():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        case = find(ATEN, lambda c: "with_effects" in c.code(), settings=settings(database=None, deadline=None, max_examples=200, derandomize=True))
+    assert [s.kind for s in case.signature.input_specs].count(InputKind.TOKEN) == 1
+    assert [s.kind for s in case.signature.output_specs].count(OutputKind.TOKEN) == 1
     # Shrunk: one effectful call, next to at most a couple of other ops.
-    assert token_case.code().count("with_effects(") == 1
-    assert token_case.compute_nodes() <= 6
+    assert case.code().count("with_effects(") == 1
+    assert case.compute_nodes() <= 6
 
 
 def test_a_token_case_survives_the_serializer(token_case):
@@ -92,15 +99,15 @@ def test_a_hostile_effect_call_is_refused(token_case, target):
     """The op a saved with_effects call names is resolved through the allowlist like any
     target: a stored case cannot smuggle a callable in through it."""
     d = case_to_dict(token_case)
-    (node,) = [n for n in d["graph"]["nodes"] if n["op"] == "call_function" and n["target"] == "higher_order::with_effects"]
-    node["args"][1] = {"callable": target}
+    node = next(n for n in d["graph"]["nodes"] if n["target"] == "higher_order::with_effects")
+    node["args"]["tuple"][1] = {"callable": target}
     with pytest.raises(UntrustedError):
         case_from_dict(d)
 
 
 def test_a_hostile_call_target_is_refused(token_case):
     d = case_to_dict(token_case)
-    (node,) = [n for n in d["graph"]["nodes"] if n["target"] == "higher_order::with_effects"]
+    node = next(n for n in d["graph"]["nodes"] if n["target"] == "higher_order::with_effects")
     node["target"] = "os.system"
     with pytest.raises(UntrustedError):
         case_from_dict(d)
@@ -141,12 +148,12 @@ def stale_signature(gm, graph_signature):
 
 
 def unwired_result(gm, graph_signature):
-    """Effect-token removal that reads the token where the call's result was read."""
-    for node in gm.graph.nodes:
-        if node.target is torch.ops.higher_order.with_effects:
-            token, result = sorted(node.users, key=lambda u: u.args[1])[:2] if len(node.users) > 1 else (None, None)
-            if result is not None:
-                result.replace_all_uses_with(token)
+    """Effect-token removal gone wrong: the uses of an effectful call's result read its new
+    token instead."""
+    for node in gm.graph.find_nodes(op="call_function", target=torch.ops.higher_order.with_effects):
+        by_index = {user.args[1]: user for user in node.users}
+        if 0 in by_index and 1 in by_index:
+            by_index[1].replace_all_uses_with(by_index[0])
     gm.recompile()
     return gm, graph_signature
 
@@ -156,15 +163,9 @@ def test_the_oracles_fire_on_a_stale_signature(token_case):
     assert kinds, "a graph that lost its token input while the signature kept it went unnoticed"
 
 
-def test_the_oracles_fire_on_an_unwired_result():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        case = find(
-            ATEN,
-            lambda c: any(
-                n.target is torch.ops.higher_order.with_effects and len(n.users) > 1 and any(u.args[1] == 1 and u.users for u in n.users)
-                for n in c.gm.graph.nodes
-            ),
-            settings=settings(database=None, deadline=None, max_examples=300, derandomize=True),
-        )
-    assert verify(case, unwired_result, contract=REGISTRY["identity"].contract)
+def test_the_oracles_fire_on_an_unwired_result(token_case):
+    assert verify(token_case, unwired_result, contract=REGISTRY["identity"].contract)
+
+
+def test_effect_token_removal_is_quiet_on_the_lowered_module(token_case):
+    assert verify(token_case, load_pass("remove_effect_tokens")) == []
