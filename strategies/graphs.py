@@ -1,8 +1,9 @@
 """``graph_cases()``: random pre-dispatch graphs as torch.export hands them to a grad-mode pass.
 
-Two domains: ``export`` (the default) draws only what torch.export can produce; ``adversarial``
+Domains: ``export`` (the default) draws only what torch.export can produce; ``adversarial``
 also draws unbalanced toggles, crossing regions, already-wrapped regions, colliding names and
-missing metas; ``both`` draws each case from either.
+missing metas; ``both`` draws each case from either; ``aten`` lowers export's cases after
+dispatch (``fxfuzz.strategies.forms``).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from typing import Any
 
 import torch
 from fxfuzz.core.case import GraphCase
-from fxfuzz.core.choices import DOMAIN_CHOICES, DOMAINS
+from fxfuzz.core.choices import BOTH, DOMAIN_CHOICES
 from fxfuzz.strategies.builder import SET_GRAD, GraphBuilder
+from fxfuzz.strategies.forms import aten_cases
 from fxfuzz.strategies.inputs import base_shapes, draw_inputs
 from fxfuzz.strategies.names import placeholder_names, rename_some
 from fxfuzz.strategies.regions import REACTION_STEPS, draw_block
@@ -88,7 +90,9 @@ def graph_cases(
     if unknown:
         raise ValueError(f"unknown node kinds {unknown} in reacts_to; expected some of {tuple(REACTION_STEPS)}")
     if domain == "both":
-        domain = draw(st.sampled_from(DOMAINS))
+        domain = draw(st.sampled_from(BOTH))
+    if domain == "aten":
+        return draw(aten_cases(graph_cases("export", max_steps, reacts_to)))
     ambient = draw(st.booleans())
     stats: Counter = Counter({f"domain:{domain}": 1})
     base = draw(base_shapes())

@@ -137,6 +137,36 @@ def test_constant_fold_needs_quantization_ops_torch_may_lack():
         raise AssertionError(FIXED.format(known="docs/known/constant_folding.txt") + " (or torchao is installed)")
 
 
+class ReturnsAlias(torch.nn.Module):
+    def forward(self, x):
+        return torch.ops.aten.alias(x)
+
+
+def test_remove_noop_ops_returns_an_input_for_its_alias():
+    """Inductor's ``remove_noop_ops`` means to keep an alias an output takes of an input ("don't
+    make node is src True"), but tests ``node in output_node.args``: the output node's args are
+    ``(outputs,)``, so no node is ever in it. On the ATen graph torch.export lowers for
+    ``return torch.ops.aten.alias(x)`` it returns ``x`` itself."""
+    gm = torch.export.export(ReturnsAlias(), (torch.randn(3),)).run_decompositions().graph_module
+    x = torch.randn(3, requires_grad=True)
+    assert gm(x)[0] is not x and gm(x)[0].grad_fn is not None
+    from torch._inductor.fx_passes.post_grad import remove_noop_ops
+
+    remove_noop_ops(gm.graph)
+    gm.recompile()
+    assert gm(x)[0] is x, FIXED.format(known="docs/known/remove_noop_ops.txt")
+
+
+def test_the_returned_input_found_by_the_oracles():
+    """What the campaign found (`--pass remove_noop_ops --domain aten`): the output, a view with
+    a grad_fn before, is the leaf input after."""
+    from fxfuzz.core.case import GraphCase
+
+    program = torch.export.export(ReturnsAlias(), (torch.randn(3),)).run_decompositions()
+    case = GraphCase(program.graph_module, program.graph_signature, (torch.randn(3, requires_grad=True),), domain="aten")
+    assert "equivalence/grad_fn_mismatch" in {f"{f.oracle}/{f.kind}" for f in verify(case, load_pass("remove_noop_ops"))}
+
+
 def test_each_pass_baseline_loads_and_every_line_has_its_entry():
     """The per-pass baselines are ``--known`` files, and each bucket they mark known is
     explained in docs/known-findings.md."""
@@ -147,7 +177,7 @@ def test_each_pass_baseline_loads_and_every_line_has_its_entry():
     docs = Path(__file__).resolve().parent.parent / "docs"
     findings = (docs / "known-findings.md").read_text()
     files = sorted((docs / "known").glob("*.txt"))
-    assert [f.stem for f in files] == ["constant_folding", "cse", "split_const_subgraphs"]
+    assert [f.stem for f in files] == ["constant_folding", "cse", "remove_noop_ops", "split_const_subgraphs"]
     for path in files:
         known = load_known(str(path))
         assert known and all(reason for reason in known.values()), path

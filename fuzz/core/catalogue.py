@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 from torch import fx
-from torch.export.graph_signature import ExportGraphSignature, InputKind
+from torch.export.graph_signature import ExportGraphSignature, InputKind, OutputKind
 
 
 def eliminate_dead_code(graph: fx.Graph) -> None:
@@ -62,10 +62,69 @@ def lift_constants(gm: fx.GraphModule, graph_signature: ExportGraphSignature) ->
 
 
 def remove_effect_tokens(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
-    """torch.export's ``_remove_effect_tokens`` on the ExportedProgram of the graph."""
+    """torch.export's ``_remove_effect_tokens`` on the ExportedProgram of the graph.
+
+    The pass takes the effect tokens out of the calling convention: its caller
+    (``ExportedProgram.module()``) then stops passing a token in and drops the token out. The
+    result is handed back in the input's convention, as that caller sees it: a token input the
+    result ignores where the input took one, and a fresh token (``prims._make_token``) out where
+    the input returned one, at the same positions. Only where the pass removed every token: a
+    token left behind stays for the oracles to judge. Such plumbing (a token input nothing
+    reads, a token out made by ``_make_token``) is taken out again before the pass runs, so
+    the pass applied to its own result sees what its caller would hand it a second time."""
     from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
 
-    return _on_program(_remove_effect_tokens, gm, graph_signature)
+    token_inputs = [(i, copy.deepcopy(s)) for i, s in enumerate(graph_signature.input_specs) if s.kind == InputKind.TOKEN]
+    token_outputs = [(i, copy.deepcopy(s)) for i, s in enumerate(graph_signature.output_specs) if s.kind == OutputKind.TOKEN]
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    returned = gm.graph.output_node().args[0]
+    metas = {i: dict(placeholders[i].meta) for i, _ in token_inputs}
+    out_metas = {i: dict(returned[i].meta) for i, _ in token_outputs}
+    _strip_plumbing(gm, graph_signature)
+    gm, sig = _on_program(_remove_effect_tokens, gm, graph_signature)
+    if any(s.kind == InputKind.TOKEN for s in sig.input_specs) or any(s.kind == OutputKind.TOKEN for s in sig.output_specs):
+        return gm, sig
+    for i, spec in token_inputs:
+        present = list(gm.graph.find_nodes(op="placeholder"))
+        with gm.graph.inserting_before(present[i] if i < len(present) else next(n for n in gm.graph.nodes if n.op != "placeholder")):
+            node = gm.graph.placeholder(spec.arg.name)
+        node.meta.update(metas[i])
+        spec.arg.name = node.name
+        sig.input_specs.insert(i, spec)
+    output = gm.graph.output_node()
+    values = list(output.args[0])
+    for i, spec in token_outputs:
+        with gm.graph.inserting_before(output):
+            node = gm.graph.call_function(torch.ops.prims._make_token.default, ())
+        node.meta.update(out_metas[i])
+        spec.arg.name = node.name
+        values.insert(i, node)
+        sig.output_specs.insert(i, spec)
+    output.args = (tuple(values),)
+    gm.recompile()
+    return gm, sig
+
+
+def _strip_plumbing(gm: fx.GraphModule, sig: ExportGraphSignature) -> None:
+    """Take out of ``gm`` and ``sig`` in place the token plumbing ``remove_effect_tokens`` puts
+    back: token inputs nothing reads, token outputs made by ``prims._make_token``."""
+    output = gm.graph.output_node()
+    values = list(output.args[0])
+    made = [i for i, s in enumerate(sig.output_specs) if s.kind == OutputKind.TOKEN and values[i].target is torch.ops.prims._make_token.default]
+    dropped = [values[i] for i in made]
+    for i in reversed(made):
+        del sig.output_specs[i]
+        del values[i]
+    output.args = (tuple(values),)
+    for node in dropped:
+        if not node.users:
+            gm.graph.erase_node(node)
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    unread = [i for i, s in enumerate(sig.input_specs) if s.kind == InputKind.TOKEN and not placeholders[i].users]
+    for i in reversed(unread):
+        del sig.input_specs[i]
+        gm.graph.erase_node(placeholders[i])
+    gm.recompile()
 
 
 def move_to_cpu(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
@@ -95,26 +154,29 @@ def _on_program(run: Any, gm: fx.GraphModule, sig: ExportGraphSignature) -> tupl
     return program.graph_module, program.graph_signature
 
 
-def _program(gm: fx.GraphModule, sig: ExportGraphSignature) -> Any:
+def _program(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: tuple[Any, ...] = ()) -> Any:
     """The ExportedProgram of ``gm`` that these passes take. A pass sees only the graph: the
     state dict holds empty stand-ins for the lifted parameters and buffers (the graph reads
     them as inputs, so their values never reach it), and the constructor's verifier is
-    torch.export's training-IR one, which accepts pre-dispatch graphs."""
+    torch.export's training-IR one, which accepts pre-dispatch graphs. Given the graph's
+    ``inputs`` (in signature order), the state holds their values instead: lowering the
+    program (``run_decompositions``) traces the graph again on them."""
     import torch.utils._pytree as pytree
     from torch._export.verifier import TrainingIRVerifier
     from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
 
     state: dict[str, Any] = {}
     constants: dict[str, Any] = {}
-    for spec in sig.input_specs:
+    for i, spec in enumerate(sig.input_specs):
         if spec.target is None:  # a user input: nothing of the module's state
             continue
+        value = inputs[i].detach() if inputs else torch.empty(0)
         if spec.kind == InputKind.PARAMETER:
-            state[spec.target] = torch.nn.Parameter(torch.empty(0))
+            state[spec.target] = torch.nn.Parameter(value, requires_grad=inputs[i].requires_grad if inputs else True)
         elif spec.kind == InputKind.BUFFER and spec.persistent:
-            state[spec.target] = torch.empty(0)
+            state[spec.target] = value
         elif spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
-            constants[spec.target] = torch.empty(0)
+            constants[spec.target] = value
     in_spec = pytree.tree_flatten((tuple(0 for _ in sig.user_inputs), {}))[1]
     out_spec = pytree.tree_flatten(tuple(0 for _ in sig.output_specs))[1]
     calls = [ModuleCallEntry("", ModuleCallSignature(inputs=[], outputs=[], in_spec=in_spec, out_spec=out_spec))]

@@ -3,9 +3,15 @@ so ``fxfuzz --help`` and the pytest plugin can offer them without importing torc
 
 from __future__ import annotations
 
-DOMAINS = ("export", "adversarial")
-# What a user may ask for: one domain, or "both", which draws each case's domain (shrinking
-# toward export); a case always records the domain it was drawn from.
+# export: pre-dispatch graphs as torch.export records them (grad and autocast toggles);
+# adversarial: those and graphs export never records; aten: export's graphs lowered after
+# dispatch (fxfuzz.strategies.forms), what AOTAutograd's and Inductor's passes receive.
+DOMAINS = ("export", "adversarial", "aten")
+# The domains "both" draws each case from (shrinking toward export): the pre-dispatch ones a
+# grad-mode pass takes. A pass that runs after dispatch names "aten" itself.
+BOTH = ("export", "adversarial")
+# What a user may ask for: one domain, or "both"; a case always records the domain it was
+# drawn from.
 DOMAIN_CHOICES = (*DOMAINS, "both")
 # The contracts a pass may be held to by name (fxfuzz.core.contract.CONTRACTS holds them).
 CONTRACT_NAMES = ("meaning", "refines", "set_grad", "autocast")

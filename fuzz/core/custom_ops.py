@@ -18,6 +18,9 @@ loaded into a process that imported fxfuzz).
   ``impl_save_for_backward`` and ``impl_backward(output_differentiability=[True, False])``
   (whose generated ``autograd.Function`` calls ``mark_non_differentiable``); its forward
   raises under grad mode on an input that requires grad until the backward is registered.
+- ``fxfuzz::logged(x)`` = ``x * 1``, registered with an ordered side effect (as
+  ``aten::_print`` is): a post-dispatch export threads an effect token through each call
+  (``with_effects``), which ``_remove_effect_tokens`` takes out again.
 """
 
 import importlib
@@ -124,6 +127,20 @@ def _legacy_ops():
         return {"x": grad_t * (1 - saved * saved)}
 
 
+def _effectful_op():
+    @torch.library.custom_op("fxfuzz::logged", mutates_args=())
+    def logged(x: Tensor) -> Tensor:
+        return x * 1
+
+    @logged.register_fake
+    def _(x):
+        return torch.empty_like(x)
+
+    from torch._library.effects import EffectType
+
+    torch.library._register_effectful_op("fxfuzz::logged", EffectType.ORDERED)
+
+
 def define_ops():
     """Register the ``fxfuzz::`` operators unless this process already has them."""
     if hasattr(torch.ops.fxfuzz, "scaled_mul"):
@@ -131,6 +148,7 @@ def define_ops():
     _scaled_mul_ops()
     _split_sign_ops()
     _mutating_and_plain_ops()
+    _effectful_op()
     _legacy_ops()
 
 
