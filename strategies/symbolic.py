@@ -48,7 +48,13 @@ _ARITH: tuple[tuple[str, Callable[..., Any]], ...] = (
 def symbolic_mode() -> FakeTensorMode:
     """A fresh fake mode with a ShapeEnv configured as non-strict export configures its own."""
     env = ShapeEnv(tracked_fakes=[], prefer_deferred_runtime_asserts_over_guards=True, trace_asserts=True)
-    return FakeTensorMode(shape_env=env, allow_non_fake_inputs=True, export=True)
+    mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True, export=True)
+    # Without its dispatch cache: a mode lives for one case, so its entries are seldom hit, and
+    # making one (with symbolic sizes, rebuilding the output to validate it) costs more than the
+    # dispatch it would save: a fifth of generation (docs/benchmark.md). Draws are unchanged
+    # (tests/test_memo_generation.py).
+    mode.cache_enabled = False
+    return mode
 
 
 @dataclass
