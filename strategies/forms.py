@@ -58,7 +58,7 @@ def add_effects(draw: st.DrawFn, gm: fx.GraphModule, stats: Counter) -> int:
         with val.fake_mode:
             call.meta["val"] = torch.empty_like(val)
         call.meta["nn_module_stack"] = dict(at.meta.get("nn_module_stack") or next(iter(_stacks(gm.graph)), {}))
-        if users and draw(st.booleans()):
+        if bool(users) and draw(st.booleans()):  # bool(): else mypy types draw() by the left operand
             for user in users:
                 user.replace_input_with(anchor, call)
             stats["effect:result_used"] += 1

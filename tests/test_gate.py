@@ -17,12 +17,14 @@ from fxfuzz.campaign.gate import _final_regression, fresh_cases, gate_corpus, re
 from fxfuzz.campaign.protocol import Task, WorkerStart
 from fxfuzz.campaign.supervisor import BucketRecord, ParallelCampaign, ParallelResult, run_parallel
 from fxfuzz.campaign.worker import judgement
+from fxfuzz.core.contract import MEANING, SET_GRAD
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.strategies import graph_cases
 from fxfuzz.tools.mutants import load_pass_variant
 from handmade import no_grad_region_case
 from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 from test_workers import DIES_IN_WORKERS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -302,7 +304,10 @@ def test_fresh_cases_draw_the_baselines_node_kinds_in_half_the_cases():
 
     mix, gate = without_toggle(graph_cases(domain="export")), without_toggle(fresh_cases("export", REAL))
     assert 0 < gate < mix, (gate, mix)
-    assert repr(fresh_cases("export", bp.crashes)) == repr(graph_cases(domain="export"))
+    # A baseline that declares nothing, held to set_grad's contract (as mutants are), keeps the
+    # mix alone; held to meaning (fxfuzz's default for an unknown pass) it draws meaning's kinds.
+    assert repr(fresh_cases("export", bp.crashes, SET_GRAD)) == repr(graph_cases(domain="export"))
+    assert repr(fresh_cases("export", bp.crashes)) == repr(st.one_of(graph_cases(domain="export"), graph_cases(domain="export", reacts_to=MEANING.reacts_to)))
 
 
 @pytest.mark.parametrize("fault", ["segfaults_once", "slow_once"])
@@ -417,7 +422,7 @@ def test_metadata_keys_and_signature_names_must_match_the_baseline():
     assert {f.kind for f in regressions(case, no_rename, REAL)} == {"vs_baseline_signature_differs"}
 
 
-def test_gate_against_a_pipeline_rejects_the_old_node_inline_in_seconds(tmp_path, corpus):
+def test_gate_against_a_pipeline_rejects_the_old_node_inline_on_its_corpus(tmp_path, corpus):
     """pytorch#140589: node_inline_ before PR #141169 overwrote the parent's ``submod_1`` when
     autocast ran after set_grad. The set-grad part alone passes the whole corpus; the
     sequence, gated against the sequence, regresses on it (`fxfuzz gate` exits 1 at once)."""
@@ -429,8 +434,8 @@ def test_gate_against_a_pipeline_rejects_the_old_node_inline_in_seconds(tmp_path
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["baseline"] == "set_grad+autocast"
-    # Found in the corpus, which the gate judges first: within its first seconds, whatever the budget.
-    assert report["findings"] and "on autocast_with_grad_blocks[" in r.stdout and report["corpus_s"] < 30, r.stdout
+    # Found on the corpus, whatever the budget.
+    assert report["findings"] and "on autocast_with_grad_blocks[" in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("share, regresses", [("1", True), ("0", False)])

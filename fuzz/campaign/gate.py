@@ -47,8 +47,8 @@ from fxfuzz.campaign.protocol import Task
 from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, Supervisor, to_campaign_result, worker_seed
 from fxfuzz.core.case import GraphCase, copy_graph_module
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
-from fxfuzz.core.contract import contract_option
-from fxfuzz.core.passes import PassFn, contract_of, load_pass, reacts_to_of
+from fxfuzz.core.contract import PassContract, contract_option
+from fxfuzz.core.passes import PassFn, contract_of, generation_kinds, load_pass
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, target_name
 from fxfuzz.core.settings import NO_EXAMPLE_LIMIT, CampaignSettings
 from fxfuzz.oracles import Finding, input_labels, verify
@@ -285,27 +285,28 @@ def run_gate(
             dataclasses.replace(settings, budget_s=remaining),
             database=database,
             hooks=Hooks(progress, stop),
-            subject=Subject(fresh_cases(settings.domain, baseline), check),
+            subject=Subject(fresh_cases(settings.domain, baseline, contract_option(settings.contract)), check),
         )
         add_fresh(result, fresh)
     result.campaign.duration_s = time.monotonic() - start
     return result
 
 
-def fresh_cases(domain: str, baseline: PassFn) -> st.SearchStrategy[GraphCase]:
+def fresh_cases(domain: str, baseline: PassFn, contract: PassContract | None = None) -> st.SearchStrategy[GraphCase]:
     """The fresh cases of a gate: graph cases of ``domain``, half of them drawn for the node
-    kinds the *baseline* reacts to (a candidate under review is a plain callable that declares
-    none), half of today's mix. Each half alone misses a defect the other finds in seconds
+    kinds generation draws for the *baseline* under the gate's contract (``generation_kinds``;
+    a candidate under review is a plain callable that declares none), half of today's mix. Each half alone misses a defect the other finds in seconds
     (docs/benchmark.md, "Time to find"): defects in a region's handling show on the owed
     toggles, defects about tensor attributes on the mix's adversarial cases."""
     mix = graph_cases(domain=domain)
-    kinds = reacts_to_of(baseline)
+    kinds = generation_kinds(baseline, contract)
     return st.one_of(mix, graph_cases(domain=domain, reacts_to=kinds)) if kinds else mix
 
 
 def gate_cases(baseline: str, settings: CampaignSettings) -> st.SearchStrategy[GraphCase]:
     """``fresh_cases`` in a worker process, which loads the baseline by name (``fxfuzz.campaign.worker``)."""
-    return fresh_cases(settings.domain, load_pass(baseline, contract_option(settings.contract)))
+    contract = contract_option(settings.contract)
+    return fresh_cases(settings.domain, load_pass(baseline, contract), contract)
 
 
 def gate_check(baseline: str, blame: Blame, settings: CampaignSettings, both_modes: bool = True) -> Check:

@@ -77,29 +77,29 @@ def remove_effect_tokens(gm: fx.GraphModule, graph_signature: ExportGraphSignatu
     token_inputs = [(i, copy.deepcopy(s)) for i, s in enumerate(graph_signature.input_specs) if s.kind == InputKind.TOKEN]
     token_outputs = [(i, copy.deepcopy(s)) for i, s in enumerate(graph_signature.output_specs) if s.kind == OutputKind.TOKEN]
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
-    returned = gm.graph.output_node().args[0]
+    returned: Any = gm.graph.output_node().args[0]
     metas = {i: dict(placeholders[i].meta) for i, _ in token_inputs}
     out_metas = {i: dict(returned[i].meta) for i, _ in token_outputs}
     _strip_plumbing(gm, graph_signature)
     gm, sig = _on_program(_remove_effect_tokens, gm, graph_signature)
     if any(s.kind == InputKind.TOKEN for s in sig.input_specs) or any(s.kind == OutputKind.TOKEN for s in sig.output_specs):
         return gm, sig
-    for i, spec in token_inputs:
+    for i, in_spec in token_inputs:
         present = list(gm.graph.find_nodes(op="placeholder"))
         with gm.graph.inserting_before(present[i] if i < len(present) else next(n for n in gm.graph.nodes if n.op != "placeholder")):
-            node = gm.graph.placeholder(spec.arg.name)
+            node = gm.graph.placeholder(in_spec.arg.name)
         node.meta.update(metas[i])
-        spec.arg.name = node.name
-        sig.input_specs.insert(i, spec)
+        in_spec.arg.name = node.name
+        sig.input_specs.insert(i, in_spec)
     output = gm.graph.output_node()
-    values = list(output.args[0])
-    for i, spec in token_outputs:
+    values: list[Any] = list(output.args[0])  # type: ignore[arg-type]  # the output node's one argument: a tuple
+    for i, out_spec in token_outputs:
         with gm.graph.inserting_before(output):
             node = gm.graph.call_function(torch.ops.prims._make_token.default, ())
         node.meta.update(out_metas[i])
-        spec.arg.name = node.name
+        out_spec.arg.name = node.name
         values.insert(i, node)
-        sig.output_specs.insert(i, spec)
+        sig.output_specs.insert(i, out_spec)
     output.args = (tuple(values),)
     gm.recompile()
     return gm, sig
@@ -109,7 +109,7 @@ def _strip_plumbing(gm: fx.GraphModule, sig: ExportGraphSignature) -> None:
     """Take out of ``gm`` and ``sig`` in place the token plumbing ``remove_effect_tokens`` puts
     back: token inputs nothing reads, token outputs made by ``prims._make_token``."""
     output = gm.graph.output_node()
-    values = list(output.args[0])
+    values: list[Any] = list(output.args[0])  # type: ignore[arg-type]  # the output node's one argument: a tuple
     made = [i for i, s in enumerate(sig.output_specs) if s.kind == OutputKind.TOKEN and values[i].target is torch.ops.prims._make_token.default]
     dropped = [values[i] for i in made]
     for i in reversed(made):
