@@ -282,3 +282,23 @@ def test_the_clean_up_is_built_once_and_run_at_every_size(dynamic_corpus, monkey
         cleaned.clear()
         assert len(case.sizes) >= 2 and verify(case, REAL) == [], name
         assert len(cleaned) == 1, name  # the result's; the original's only when the result fails
+
+
+def test_other_sizes_of_a_dim_the_trace_replaced_by_an_expression():
+    """A placeholder's dim whose symbol the trace replaced by an expression (``s1 = s0 + 1``, as
+    a guard on two dims records it) has no name of its own: its other sizes follow from the
+    free symbol's. Generation crashed on this once in a 20,000-example campaign (2026-11-26:
+    ``AttributeError: 'Add' object has no attribute 'name'``, a worker restart)."""
+    from fxfuzz.core.rebuild import size_at
+    from fxfuzz.core.symbols import assignment
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+
+    env = ShapeEnv()
+    a, b = (env.create_symbol(hint, ConstantSource(name), dynamic_dim=DimDynamic.DYNAMIC) for name, hint in (("a", 4), ("b", 5)))
+    sa, sb = env.create_symintnode(a, hint=4), env.create_symintnode(b, hint=5)
+    torch._check(sb == sa + 1)
+    dims = [sa.node.expr, sb.node.expr]
+    assert any(not isinstance(d, type(a)) for d in dims), dims  # one of them is now an expression
+    sizes = assignment(env, dims, {free: 7 for free in sa.node.expr.free_symbols})
+    assert sizes is not None and (size_at(sa, sizes), size_at(sb, sizes)) == (7, 8), sizes

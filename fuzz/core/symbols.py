@@ -66,7 +66,10 @@ def assignment(env: ShapeEnv, symbols: list[sympy.Symbol], free: dict[sympy.Symb
     # share one Dim), which no placeholder shows: it is read through the replacement.
     if any(_replaced(env, cond).xreplace(full) is not sympy.true for cond in _conditions(env)):
         return None
-    return {s.name: int(v) for s, v in values.items()}
+    # A placeholder's dim may itself be an expression (``s0 + 1`` once the trace replaced a
+    # symbol by it): it has no name of its own, and its size follows from its free symbols',
+    # which are what size_at reads.
+    return {s.name: int(v) for s, v in full.items() if isinstance(s, sympy.Symbol)}
 
 
 def other_sizes(gm: fx.GraphModule, count: int = EXTRA_SIZES) -> tuple[dict[str, int], ...]:
