@@ -8,7 +8,7 @@ import time
 import torch
 from fxfuzz.cli.main import main
 from fxfuzz.core.case import copy_graph_module, graph_module
-from fxfuzz.core.passes import load_pass
+from fxfuzz.core.passes import generation_kinds, load_pass
 from fxfuzz.oracles.timing import collecting, step
 from fxfuzz.tools.bench import harness_loop, population
 from torch import fx
@@ -50,7 +50,7 @@ def test_harness_loop_sees_the_population(monkeypatch):
     seen = []
     monkeypatch.setattr("fxfuzz.tools.bench.verify", lambda case, pass_fn, **kw: seen.append(case.code()) or [])
     harness_loop(5, 3, load_pass("identity"))
-    assert seen == [c.code() for c in population(5, seed=3)]
+    assert seen == [c.code() for c in population(5, seed=3, reacts_to=generation_kinds(load_pass("identity")))]
     assert seen != [c.code() for c in population(5, seed=4)]
 
 
