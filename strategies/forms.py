@@ -23,7 +23,6 @@ import torch
 from fxfuzz.core import custom_ops  # noqa: F401  (registers fxfuzz::logged)
 from fxfuzz.core.case import GraphCase, clone_input, copy_graph_module
 from fxfuzz.core.catalogue import _program
-from fxfuzz.strategies.builder import SET_GRAD
 from hypothesis import assume
 from hypothesis import strategies as st
 from torch import fx
@@ -39,7 +38,7 @@ def _tensor_nodes(graph: fx.Graph) -> list[fx.Node]:
     return [
         n
         for n in graph.nodes
-        if n.op in ("placeholder", "call_function") and isinstance(n.meta.get("val"), torch.Tensor) and n.target is not SET_GRAD
+        if n.op in ("placeholder", "call_function") and isinstance(n.meta.get("val"), torch.Tensor)
     ]
 
 

@@ -295,9 +295,10 @@ def run_gate(
 def fresh_cases(domain: str, baseline: PassFn, contract: PassContract | None = None) -> st.SearchStrategy[GraphCase]:
     """The fresh cases of a gate: graph cases of ``domain``, half of them drawn for the node
     kinds generation draws for the *baseline* under the gate's contract (``generation_kinds``;
-    a candidate under review is a plain callable that declares none), half of today's mix. Each half alone misses a defect the other finds in seconds
-    (docs/benchmark.md, "Time to find"): defects in a region's handling show on the owed
-    toggles, defects about tensor attributes on the mix's adversarial cases."""
+    a candidate under review is a plain callable that declares none), half of today's mix.
+    Each half alone misses a defect the other finds in seconds (docs/benchmark.md, "Time to
+    find"): defects in a region's handling show on the owed toggles, defects about tensor
+    attributes on the mix's adversarial cases."""
     mix = graph_cases(domain=domain)
     kinds = generation_kinds(baseline, contract)
     return st.one_of(mix, graph_cases(domain=domain, reacts_to=kinds)) if kinds else mix
