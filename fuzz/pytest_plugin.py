@@ -74,9 +74,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--fxfuzz-domain",
         dest="fxfuzz_domain",
-        default=CampaignSettings.domain,
+        default=None,
         metavar="DOMAIN",
-        help="input space of the generated graphs: export (default), adversarial, or both",
+        help="input space of the generated graphs: export, adversarial, aten or both (default: the registered pass's own, else export)",
     )
 
 
@@ -155,12 +155,13 @@ def _loaded_pass(config: pytest.Config, option: str = "fxfuzz_pass") -> Any:
         raise pytest.UsageError(f"--{option.replace('_', '-')}: {e}") from None
 
 
-def _domain(config: pytest.Config) -> str:
+def _domain(config: pytest.Config, pass_fn: Any) -> str:
     # Checked here, not by addoption's choices: those would import strategies (and torch)
     # into every pytest run, which the plugin must not do without --fxfuzz-pass.
     from fxfuzz.core.choices import DOMAIN_CHOICES
+    from fxfuzz.core.passes import default_domain
 
-    domain = config.getoption("fxfuzz_domain")
+    domain = config.getoption("fxfuzz_domain") or default_domain(pass_fn, CampaignSettings.domain)
     if domain not in DOMAIN_CHOICES:
         raise pytest.UsageError(f"--fxfuzz-domain: expected one of {', '.join(DOMAIN_CHOICES)}, got {domain!r}")
     return domain
@@ -196,7 +197,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     baseline = None if config.getoption("fxfuzz_baseline") == "none" else _loaded_pass(config, "fxfuzz_baseline")
     _register_ops(config)
-    props = _properties(_loaded_pass(config), baseline, _domain(config))
+    pass_fn = _loaded_pass(config)
+    props = _properties(pass_fn, baseline, _domain(config, pass_fn))
     for name, prop in props.items():
         items.append(PropertyItem.from_parent(session, name=f"fxfuzz::{name}", prop=prop))
 

@@ -113,3 +113,29 @@ def test_passes_lists_every_row(capsys):
     listed = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert listed["set_grad"]["contract"] == "set_grad" and listed["dce"]["sources"][0]["module"] == "torch.fx.graph"
     assert listed["split_const_subgraphs"]["domain"] == "both"
+
+
+@pytest.mark.parametrize(
+    ("argv", "domain"),
+    [
+        (["--pass", "aot_cse"], "aten"),
+        (["--pass", "split_const_subgraphs"], "both"),
+        (["--pass", "set_grad"], "export"),
+        (["--pass", "set_grad+dce"], "export"),
+        (["--pass", "aot_cse", "--domain", "export"], "export"),
+        (["--pass", "fxfuzz.core.catalogue:cse"], "export"),
+    ],
+)
+def test_a_run_draws_from_the_registered_passs_own_domain_unless_told(tmp_path, argv, domain):
+    from fxfuzz.cli.main import build_parser
+    from fxfuzz.cli.setup import campaign_setup
+
+    args = build_parser().parse_args(["run", *argv, "--no-db", "--report-dir", str(tmp_path / "r")])
+    assert campaign_setup(args, 1).settings.domain == domain
+
+
+def test_the_gate_and_mutate_draw_both_unless_the_baseline_lives_after_dispatch():
+    from fxfuzz.core.passes import default_domain
+
+    assert [default_domain(load_pass(n), "both") for n in ("set_grad", "dce", "aot_cse", "remove_noop_ops")] == ["both", "both", "aten", "aten"]
+    assert default_domain(load_pass("tests/shaped_passes.py:module_identity"), "both") == "both"

@@ -18,7 +18,7 @@ from fxfuzz.cli.run import EXIT_TESTED_NOTHING, unwritten_status
 from fxfuzz.cli.setup import report_folder, worker_logs
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.known import load_known
-from fxfuzz.core.passes import load_pass
+from fxfuzz.core.passes import default_domain, load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.report.folder import Extras, default_report_dir, utc_now, write_all
 from fxfuzz.repro.files import Corpus, saved_cases
@@ -29,14 +29,15 @@ def command(a: argparse.Namespace) -> int:
     """Judge the corpus and fresh cases for the budget in worker processes, until the first
     final regression (``run_gate_parallel``); write the report; print each regression."""
     # A bad spec fails here, in one line, before any worker starts.
-    candidate, _ = (load_pass(spec, contract_option(a.contract)) for spec in (a.candidate, a.baseline))
+    candidate, baseline = (load_pass(spec, contract_option(a.contract)) for spec in (a.candidate, a.baseline))
     register_ops(a.ops, "--op")  # the workers register them too (the supervisor hands them over)
     corpus = saved_cases(a.corpus) if a.corpus else Corpus([], [], [])
     saved, notes = corpus.cases, corpus.untrusted + corpus.unloadable  # files left out stay where they are
     known = load_known(a.known) if a.known else {}
     report_dir = report_folder(a.report_dir or default_report_dir())
     budget_s, max_examples = campaign_limits(a.budget, a.max_examples)
-    settings = CampaignSettings.from_options(a, budget_s=budget_s, max_examples=max_examples, known=frozenset(known))
+    domain = a.domain or default_domain(baseline, "both")
+    settings = CampaignSettings.from_options(a, budget_s=budget_s, max_examples=max_examples, known=frozenset(known), domain=domain)
     progress = ProgressPrinter(budget_s, max_examples)
     started = utc_now()
     log_dir = worker_logs(report_dir, settings.workers)  # the corpus's worker is worker 0

@@ -13,7 +13,7 @@ from fxfuzz.campaign.gate import gate_corpus
 from fxfuzz.cli.interrupt import StopSignals, verdict_status
 from fxfuzz.cli.setup import writable_dir
 from fxfuzz.core.errors import UsageError
-from fxfuzz.core.passes import REGISTRY
+from fxfuzz.core.passes import REGISTRY, default_domain, load_pass
 from fxfuzz.strategies.custom import register_ops
 from fxfuzz.tools.mutants import enumerate_mutants
 from fxfuzz.tools.mutate import MutantResult, load_equivalent, run_mutant, summarize, write_results
@@ -41,6 +41,7 @@ def command(a: argparse.Namespace) -> int:
             raise UsageError(f"--only: no mutant {unknown[0]!r} (see fxfuzz mutate --list)")
         mutants = [m for m in mutants if m.id in wanted]
     equivalent = load_equivalent()
+    domain = a.domain or default_domain(load_pass(a.pass_spec), "both")
     results = []
     with StopSignals() as stop:
         corpus = gate_corpus()
@@ -50,13 +51,13 @@ def command(a: argparse.Namespace) -> int:
             if m.id in equivalent:
                 r = MutantResult(m.id, "equivalent", 0.0, equivalent[m.id], m.description)
             else:
-                r = run_mutant(m, corpus, a.budget_per_mutant, domain=a.domain, stop=stop, pass_name=a.pass_spec, contract=a.contract)
+                r = run_mutant(m, corpus, a.budget_per_mutant, domain=domain, stop=stop, pass_name=a.pass_spec, contract=a.contract)
             if r.status == "survived" and stop():  # its gate was cut short: no verdict
                 break
             results.append(r)
             print(f"[{i}/{len(mutants)}] {r.status:10s} {r.time_s:6.1f}s {r.id}  ({r.description}) {r.how[:100]}", flush=True)
             if a.out:
-                write_results(a.out, results, a.budget_per_mutant, a.domain)
+                write_results(a.out, results, a.budget_per_mutant, domain)
     if stop.signum is not None:
         print(f"fxfuzz mutate: stopped early by {signal.Signals(stop.signum).name} after {len(results)} of {len(mutants)} mutants")
     summary = summarize(results)

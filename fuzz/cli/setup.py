@@ -14,7 +14,7 @@ from fxfuzz.core.choices import DEFAULT_DB
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.known import load_known
-from fxfuzz.core.passes import Pass, load_pass
+from fxfuzz.core.passes import Pass, default_domain, load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.report.folder import clear_earlier_run, default_report_dir, record_written
 from fxfuzz.strategies.custom import register_ops
@@ -85,7 +85,13 @@ def campaign_setup(args: Any, workers: int) -> CampaignSetup:
     report_dir = report_folder(args.report_dir or default_report_dir())
     budget_s, max_examples = campaign_limits(args.budget, args.max_examples)
     settings = CampaignSettings.from_options(
-        args, budget_s=budget_s, max_examples=max_examples, known=frozenset(known), db=database, workers=workers
+        args,
+        budget_s=budget_s,
+        max_examples=max_examples,
+        known=frozenset(known),
+        db=database,
+        workers=workers,
+        domain=args.domain or default_domain(pass_fn, CampaignSettings.domain),
     )
     return CampaignSetup(pass_fn, known, report_dir, settings)
 

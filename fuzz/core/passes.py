@@ -96,16 +96,16 @@ EXPORT_STAGES: tuple[Registered, ...] = tuple(sorted(_STAGE_ROWS, key=lambda r: 
 
 
 def _pipeline_row(name: str, parts: Sequence[Registered]) -> Registered:
-    """The row of a pipeline of registered passes: their contracts and sources united."""
+    """The row of a pipeline of registered passes: their contracts and sources united, the
+    first part's domain (it takes the input)."""
     return Registered(
         name,
         PIPE.join(r.name for r in parts),
         union([r.contract for r in parts]),
         sources=tuple(dict.fromkeys(s for r in parts for s in r.sources)),
         reacts_to=tuple(dict.fromkeys(k for r in parts for k in r.reacts_to)),
+        domain=parts[0].domain,
     )
-
-
 
 
 _CATALOGUE = "fxfuzz.core.catalogue"
@@ -198,6 +198,24 @@ def reacts_to_of(pass_fn: Any) -> tuple[str, ...]:
             return tuple(dict.fromkeys(k for part in pass_fn.parts for k in reacts_to_of(part)))
         pass_fn = pass_fn.fn
     return tuple(getattr(pass_fn, "fxfuzz_reacts_to", ()))
+
+
+def domain_of(pass_fn: Any) -> str | None:
+    """The input space a registered pass is fuzzed on (its row's ``domain``; a pipeline's is its
+    first part's, since that part takes the input); None for a pass fxfuzz does not know."""
+    if isinstance(pass_fn, Pass):
+        if pass_fn.registered is not None:
+            return pass_fn.registered.domain
+        if pass_fn.parts:
+            return domain_of(pass_fn.parts[0])
+    return None
+
+
+def default_domain(pass_fn: Any, fallback: str) -> str:
+    """The domain a command draws from when ``--domain`` is not given: the pass's own when it
+    is not the export domain (aten passes cannot take export graphs), else ``fallback``."""
+    own = domain_of(pass_fn)
+    return own if own is not None and own != "export" else fallback
 
 
 def generation_kinds(pass_fn: Any, contract: PassContract | None = None) -> tuple[str, ...]:

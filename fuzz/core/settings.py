@@ -39,7 +39,7 @@ class CampaignSettings:
     budget_s: float = DEFAULT_BUDGET_S
     max_examples: int = NO_EXAMPLE_LIMIT
     seed: int = 0
-    domain: str = "export"
+    domain: str = "export"  # the commands default to the pass's own (fxfuzz.core.passes.default_domain)
     level: str = "graph"
     # Seconds minimizing one new bucket before its smallest example so far is kept; 0 keeps
     # each bucket's first example (a quick CI job that needs the verdict, not small repros).
