@@ -122,6 +122,17 @@ def test_bad_usage_through_the_console_script_is_one_line_and_exit_2():
     ], r.stderr
 
 
+def test_a_closed_stdout_ends_the_command_as_sigpipe_would_without_a_traceback():
+    """``fxfuzz passes | head``: the reader leaves before fxfuzz writes."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        r = subprocess.run([sys.executable, "-m", "fxfuzz", "passes"], stdout=write, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write)
+    assert (r.returncode, r.stderr) == (128 + 13, ""), r.stderr
+
+
 def test_mutate_out_naming_a_directory_is_refused_before_any_mutant(tmp_path):
     """--out is the JSON file, rewritten after every mutant; a folder there would fail only
     once the first mutant is judged."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -173,3 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C before the run started (or in a command that runs no campaign)
         print("fxfuzz: interrupted", file=sys.stderr)
         return exit_status(signal.SIGINT)
+    except BrokenPipeError:  # the reader of stdout left (``fxfuzz passes | head``): exit as SIGPIPE would
+        # Python flushes stdout again at exit, which would fail on the closed pipe once more.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return exit_status(signal.SIGPIPE)
