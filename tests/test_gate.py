@@ -194,6 +194,8 @@ def test_cli_parallel_gate_regresses_on_fresh_cases_and_passes_the_real_pass(tmp
     ok = fxfuzz("gate", "--candidate", "set_grad", "--workers", "2", "--max-examples", "2", "--report-dir", str(tmp_path / "ok"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert json.loads((tmp_path / "ok" / "report.json").read_text())["examples"] == 2
+    # The corpus's worker logs to worker0.log, the one drawing fresh cases beside it to its own.
+    assert sorted(os.listdir(tmp_path / "ok" / "logs")) == ["worker0.log", "worker1.log"]
 
 
 BUDGET_S, TIMEOUT_S = 2, 3

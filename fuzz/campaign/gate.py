@@ -373,7 +373,7 @@ def run_gate_parallel(
             # Fresh cases until the gate says (budget spent and corpus judged, or a final regression).
             along = dataclasses.replace(settings, workers=settings.workers - 1, budget_s=math.inf)
             try:
-                gate.phase(ParallelCampaign(candidate, along, fresh_task, log_dir), ends=gate.budget_over)
+                gate.phase(ParallelCampaign(candidate, along, fresh_task, log_dir, first_log=1), ends=gate.budget_over)
             finally:
                 corpus_thread.join()
             gate.raise_from_thread()

@@ -71,14 +71,16 @@ from fxfuzz.strategies.custom import op_specs
 class ParallelCampaign:
     """A campaign in worker processes: the pass (its spec, which each worker loads), the
     settings (``workers`` of them, ``example_timeout_s`` each example, ``db`` their database),
-    what each worker judges, where their logs go, and the source files whose coverage they
-    measure (empty: none)."""
+    what each worker judges, where their logs go (``worker{first_log + index}.log``), and the
+    source files whose coverage they measure (empty: none)."""
 
     pass_spec: str
     settings: CampaignSettings
     task: Task = Task()
     log_dir: str | None = None
     coverage_include: tuple[str, ...] = ()
+    # The gate runs its corpus worker (slot 0) beside the others: theirs start at 1.
+    first_log: int = 0
 
 
 @dataclass
@@ -214,7 +216,7 @@ class Supervisor:
         log: int | TextIO = subprocess.DEVNULL
         if self.campaign.log_dir:
             os.makedirs(self.campaign.log_dir, exist_ok=True)
-            log = open(worker_log(self.campaign.log_dir, index), "a")
+            log = open(worker_log(self.campaign.log_dir, self.campaign.first_log + index), "a")
             self.logs.append(log)
         proc = subprocess.Popen(
             [sys.executable, "-P", "-m", "fxfuzz.campaign.worker", str(child.fileno()), start_file],  # -P: see import_from_cwd
