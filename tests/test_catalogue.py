@@ -112,4 +112,4 @@ def test_passes_lists_every_row(capsys):
     assert main(["passes", "--json"]) == 0
     listed = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert listed["set_grad"]["contract"] == "set_grad" and listed["dce"]["sources"][0]["module"] == "torch.fx.graph"
-    assert listed["split_const_subgraphs"]["domain"] == "both"
+    assert listed["split_const_subgraphs"]["domain"] == "export"  # its constants: the kind it declares

@@ -131,3 +131,16 @@ def test_a_table_under_the_wrong_names_is_found(monkeypatch):
     monkeypatch.setattr(lcp, "lift_constants_pass", swapped)
     findings = verify(constants_case(), load_pass("lift_constants"))
     assert any(f.oracle == "equivalence" for f in findings), findings
+
+
+def test_the_form_survives_the_serializer(samples):
+    """Cases are saved (example database, repro files) as data: constants and the literal's
+    ``lift_fresh_copy`` come back as they were."""
+    from fxfuzz.core.serialize import case_from_dict, case_to_dict
+
+    cases = [c for c in samples["lift_constants"] if _constant_reads(c)]
+    assert any(c.gm.graph.find_nodes(op="call_function", target=aten.lift_fresh_copy.default) for c in cases)
+    for case in cases:
+        back = case_from_dict(case_to_dict(case))
+        assert back.code() == case.code()
+        assert all(torch.equal(getattr(back.gm, n.target), getattr(case.gm, n.target)) for n in _constant_reads(case))
