@@ -115,9 +115,9 @@ _CONSTANT = "constant"
 # torch's own FX passes: each called as torch calls it (fxfuzz.core.catalogue says how), under
 # the contract its job calls for: ``refines`` for those that remove or merge computations.
 # Constant folding and lifting act on tensors read by get_attr: those rows declare the kind
-# ``constant`` (export's constants before it lifts them) beside their contract's toggles.
-# The passes written for graphs after dispatch
-# (AOTAutograd's CSE, Inductor's post-grad ones, effect-token removal) draw from aten.
+# ``constant`` (export's constants before it lifts them) beside their contract's toggles. The
+# passes written for graphs after dispatch (AOTAutograd's CSE, Inductor's post-grad ones,
+# effect-token removal) draw from aten.
 _TORCH_ROWS = (
     Registered("cse", f"{_CATALOGUE}:cse", REFINES, sources=(Source("torch.fx.passes.dialect.common.cse_pass", mutate=False),)),
     Registered("dce", f"{_CATALOGUE}:eliminate_dead_code", REFINES, sources=(Source("torch.fx.graph", ("Graph",), mutate=False),)),
