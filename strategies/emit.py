@@ -57,13 +57,13 @@ def _emit(draw: st.DrawFn, s: State, spec: OpSpec, operands: list[Value]) -> fx.
     return node
 
 
-def draw_op(draw: st.DrawFn, s: State, values: list[Value] | None = None) -> None:
-    """A functional op on pool values (or on ``values``, a part of the pool); tuple results
-    enter the pool through getitem."""
+def draw_op(draw: st.DrawFn, s: State, values: list[Value] | None = None, first: list[Value] | None = None) -> None:
+    """A functional op on pool values (or on ``values``, a part of the pool), its first operand
+    from ``first`` where given; tuple results enter the pool through getitem."""
     values = s.pool if values is None else values
     spec: OpSpec = draw(st.sampled_from(OPS + custom_specs(inplace=False)))
-    first = [v for v in values if dtype_ok(spec, _meta(v))]
-    operands = _operands(draw, spec, first, values)
+    fitting = [v for v in (values if first is None else first) if dtype_ok(spec, _meta(v))]
+    operands = _operands(draw, spec, fitting, values)
     node = _emit(draw, s, spec, operands) if operands else None
     if node is None:
         s.stats["op_unfit"] += 1

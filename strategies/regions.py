@@ -10,6 +10,7 @@ The adversarial domain also leaves regions unbalanced and lets grad and autocast
 from __future__ import annotations
 
 import torch
+from fxfuzz.strategies.constants import draw_constant
 from fxfuzz.strategies.emit import draw_inplace, draw_op, draw_repeat, draw_tensor_attr, needs_grad
 from fxfuzz.strategies.state import State, Value, rarely
 from fxfuzz.strategies.subgraphs import draw_cond, draw_map, draw_wrapped
@@ -33,6 +34,10 @@ _SIZE_STEPS = ("size", "size", "size")
 # step on values from before it next to its toggles (``_bait``), and outputs may favour those
 # values. Undeclared, none of this draws a choice, so every other pass keeps its cases.
 ACROSS_TOGGLE = "across_toggle"
+# The kind of a pass that lifts or folds tensor constants. Declared, constant steps join the
+# steps (several per case, between the toggles); undeclared, none is drawn.
+CONSTANT = "constant"
+_CONSTANT_STEPS = ("constant", "constant")
 # The node kinds a pass may declare it reacts to (``Registered.reacts_to``): the step that draws
 # one, and the prefix of the ``case.features`` key that counts one drawn anywhere in the case.
 REACTION_STEPS = {
@@ -42,6 +47,9 @@ REACTION_STEPS = {
     "map": ("map", "hop:map"),
     # Owed as a grad region, which baits where it flips the mode; counted by its bait steps.
     ACROSS_TOGGLE: ("grad", "bait:"),
+    # Tensor constants read by get_attr and ops on them alone, as export traces them before
+    # lifting (fxfuzz.strategies.constants): what constant lifting and folding passes rewrite.
+    CONSTANT: ("constant", "constant:"),
 }
 # The step ACROSS_TOGGLE adds, after the others (shrinking moves away from it, toward a plain op).
 _BAIT_STEPS = ("repeat",)
@@ -63,6 +71,8 @@ def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
     kinds: tuple[str, ...] = _LEAF_STEPS if depth >= MAX_DEPTH else _ADVERSARIAL_STEPS if s.domain == "adversarial" else _STEPS
     if ACROSS_TOGGLE in s.reacts_to and depth < MAX_DEPTH:
         kinds += _BAIT_STEPS
+    if CONSTANT in s.reacts_to:
+        kinds += _CONSTANT_STEPS
     kinds += _SIZE_STEPS
     # Owing is the simplest choice: Hypothesis extends the first tens of cases of a run with
     # each choice's simplest value, and a short gate or campaign runs little else.
@@ -109,6 +119,8 @@ def _step(draw: st.DrawFn, s: State, depth: int, kind: str) -> None:
         draw_tensor_attr(draw, s)
     elif kind == "size":
         draw_size_step(draw, s)
+    elif kind == "constant":
+        draw_constant(draw, s)
 
 
 def grad_region(draw: st.DrawFn, s: State, depth: int) -> None:

@@ -8,6 +8,7 @@ in the pass's known file (docs/known/<pass>.txt) and its entry in docs/known-fin
 from __future__ import annotations
 
 import copy
+import traceback
 
 import torch
 from fxfuzz.core.passes import load_pass
@@ -167,6 +168,48 @@ def test_the_returned_input_found_by_the_oracles():
     assert "equivalence/grad_fn_mismatch" in {f"{f.oracle}/{f.kind}" for f in verify(case, load_pass("remove_noop_ops"))}
 
 
+class DeadReadOfConstant(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = torch.linspace(-1.0, 1.0, 3)  # a plain tensor attribute: export lifts it
+
+    def forward(self, x):
+        self.c.detach()  # dead code: its read of c stays in the traced graph with no user
+        return x + self.c
+
+
+def test_lift_constants_pass_raises_on_a_constant_read_nothing_uses():
+    """torch.export hands lift_constants_pass the graph it traced, where the read of ``c`` that
+    fed the dead ``detach`` is a get_attr with no user; ``_unused_constant`` takes
+    ``next(iter(node.users))`` of it and raises StopIteration, and export fails."""
+    try:
+        torch.export.export(DeadReadOfConstant(), (torch.randn(3),))
+    except StopIteration as e:
+        assert e.__traceback__ is not None
+        frames = [f.name for f in traceback.extract_tb(e.__traceback__)]
+        assert frames[-2:] == ["lift_constants_pass", "_unused_constant"], frames
+    else:
+        raise AssertionError(FIXED.format(known="docs/known/lift_constants.txt"))
+
+
+def test_the_unused_read_found_by_the_oracles():
+    """What the campaign found (`--pass lift_constants`), shrunk: the graph export traces for
+    the module above, a read of the constant nothing uses before the one ``x + c`` takes."""
+    from fxfuzz.core.case import GraphCase
+    from fxfuzz.strategies.builder import GraphBuilder
+    from torch.export.graph_signature import InputKind
+
+    b = GraphBuilder(grad_mode=True)
+    x = b.placeholder("x", torch.randn(3, requires_grad=True), InputKind.USER_INPUT)
+    c = torch.linspace(-1.0, 1.0, 3)
+    reads = [b.get_attr("_tensor_constant0", c), b.graph.get_attr("_tensor_constant0")]
+    for read in reads:
+        read.meta["val"] = b.fake_mode.from_tensor(c, static_shapes=True)
+    gm, sig = b.finish([b.call(torch.ops.aten.add.Tensor, [x, reads[1]])])
+    found = [f for f in verify(GraphCase(gm, sig, tuple(b.inputs)), load_pass("lift_constants")) if f.oracle == "crash"]
+    assert [f.kind for f in found] == ["pass_raised"] and "StopIteration" in found[0].message, FIXED.format(known="docs/known/lift_constants.txt")
+
+
 def test_each_pass_baseline_loads_and_every_line_has_its_entry():
     """The per-pass baselines are ``--known`` files, and each bucket they mark known is
     explained in docs/known-findings.md."""
@@ -177,7 +220,7 @@ def test_each_pass_baseline_loads_and_every_line_has_its_entry():
     docs = Path(__file__).resolve().parent.parent / "docs"
     findings = (docs / "known-findings.md").read_text()
     files = sorted((docs / "known").glob("*.txt"))
-    assert [f.stem for f in files] == ["constant_folding", "cse", "remove_noop_ops", "split_const_subgraphs"]
+    assert [f.stem for f in files] == ["constant_folding", "cse", "lift_constants", "remove_noop_ops", "split_const_subgraphs"]
     for path in files:
         known = load_known(str(path))
         assert known and all(reason for reason in known.values()), path

@@ -110,19 +110,22 @@ def _pipeline_row(name: str, parts: Sequence[Registered]) -> Registered:
 
 _CATALOGUE = "fxfuzz.core.catalogue"
 _EXPORT_PROGRAM = Source("torch.export.exported_program", mutate=False)
+# fxfuzz.strategies.regions.CONSTANT (core cannot import strategies).
+_CONSTANT = "constant"
 # torch's own FX passes: each called as torch calls it (fxfuzz.core.catalogue says how), under
 # the contract its job calls for: ``refines`` for those that remove or merge computations.
-# Constant folding and lifting act on tensors read by get_attr, which only the adversarial
-# domain draws: those rows draw from both. The passes written for graphs after dispatch
-# (AOTAutograd's CSE, Inductor's post-grad ones, effect-token removal) draw from aten.
+# Constant folding and lifting act on tensors read by get_attr: those rows declare the kind
+# ``constant`` (export's constants before it lifts them) beside their contract's toggles. The
+# passes written for graphs after dispatch (AOTAutograd's CSE, Inductor's post-grad ones,
+# effect-token removal) draw from aten.
 _TORCH_ROWS = (
     Registered("cse", f"{_CATALOGUE}:cse", REFINES, sources=(Source("torch.fx.passes.dialect.common.cse_pass", mutate=False),)),
     Registered("dce", f"{_CATALOGUE}:eliminate_dead_code", REFINES, sources=(Source("torch.fx.graph", ("Graph",), mutate=False),)),
     Registered("aot_cse", "torch._functorch.compile_utils:fx_graph_cse", REFINES, sources=(Source("torch._functorch.compile_utils", ("fx_graph_cse",)),), domain="aten"),
-    Registered("split_const_subgraphs", f"{_CATALOGUE}:split_const_subgraphs", REFINES, sources=(Source("torch.fx.experimental.const_fold", mutate=False),), domain="both"),
-    Registered("lift_constants", f"{_CATALOGUE}:lift_constants", MEANING, sources=(Source("torch._export.passes.lift_constants_pass", ("lift_constants_pass",), mutate=False),), domain="both"),
+    Registered("split_const_subgraphs", f"{_CATALOGUE}:split_const_subgraphs", REFINES, sources=(Source("torch.fx.experimental.const_fold", mutate=False),), reacts_to=(_CONSTANT, *REFINES.reacts_to)),
+    Registered("lift_constants", f"{_CATALOGUE}:lift_constants", MEANING, sources=(Source("torch._export.passes.lift_constants_pass", ("lift_constants_pass",), mutate=False),), reacts_to=(_CONSTANT, *MEANING.reacts_to)),
     Registered("remove_effect_tokens", f"{_CATALOGUE}:remove_effect_tokens", REFINES, sources=(Source("torch.export._remove_effect_tokens_pass", mutate=False), _EXPORT_PROGRAM), domain="aten"),
-    Registered("constant_folding", f"{_CATALOGUE}:constant_fold", REFINES, sources=(Source("torch._export.passes.constant_folding", mutate=False),), domain="both"),
+    Registered("constant_folding", f"{_CATALOGUE}:constant_fold", REFINES, sources=(Source("torch._export.passes.constant_folding", mutate=False),), reacts_to=(_CONSTANT, *REFINES.reacts_to)),
     Registered("move_to_device", f"{_CATALOGUE}:move_to_cpu", MEANING, sources=(Source("torch.export.passes", mutate=False), _EXPORT_PROGRAM)),
     Registered("remove_noop_ops", "torch._inductor.fx_passes.post_grad:remove_noop_ops", REFINES, sources=(Source("torch._inductor.fx_passes.post_grad", ("remove_noop_ops",)),), domain="aten"),
 )  # fmt: skip
