@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 from fxfuzz.strategies.emit import draw_op
-from fxfuzz.strategies.inputs import DTYPES, _tensor
+from fxfuzz.strategies.inputs import DTYPES, tensor_value
 from fxfuzz.strategies.state import State, Value, pick
 from hypothesis import strategies as st
 from torch import fx
@@ -84,7 +84,7 @@ def _new(draw: st.DrawFn, s: State, existing: list[str]) -> fx.Node:
     # Static, as a module's attribute is: size 1 where the traced value's size is symbolic
     # (broadcasting), so that the constant never specializes a symbol.
     shape = tuple(n if isinstance(n, int) else 1 for n in like.shape)
-    value = _tensor(draw, shape, draw(st.sampled_from(DTYPES)), False)
+    value = tensor_value(draw, shape, draw(st.sampled_from(DTYPES)), False)
     node = s.builder.get_attr(f"{_ATTR}{len(existing)}", value)
     _annotate(s, node, value)
     return node

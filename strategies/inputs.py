@@ -58,7 +58,9 @@ def _shape(draw: st.DrawFn, base: tuple[int, ...]) -> tuple[int, ...]:
     return base
 
 
-def _tensor(draw: st.DrawFn, shape: tuple[int, ...], dtype: torch.dtype, requires_grad: bool) -> torch.Tensor:
+def tensor_value(draw: st.DrawFn, shape: tuple[int, ...], dtype: torch.dtype, requires_grad: bool) -> torch.Tensor:
+    """A tensor of ``shape`` and ``dtype`` made by torch's generator from one drawn seed, so a
+    single integer draws it, shrinks it and replays it."""
     gen = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
     if dtype == torch.bool:
         t = torch.randint(0, 2, shape, generator=gen).bool()
@@ -93,7 +95,7 @@ def draw_inputs(
             # specialize the symbol at once. Static cases alike, so a case and its static twin
             # (what shrinking tries first) have the same shapes.
             shape = tuple(1 if n in batch else n for n in shape)
-        t = _tensor(draw, shape, dtype, grad)
+        t = tensor_value(draw, shape, dtype, grad)
         meta = dims.meta(t) if dims is not None and kind == InputKind.USER_INPUT else None
         node = b.placeholder(next(name), t, kind, target, persistent, meta)
         stats[f"input:{kind.name.lower()}"] += 1
