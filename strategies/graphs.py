@@ -99,7 +99,10 @@ def graph_cases(
     dims, batch = draw_dims(draw, base, stats)
     builder = GraphBuilder(grad_mode=ambient, fake_mode=dims.mode if dims else None)
     inputs = draw_inputs(draw, builder, base, stats, placeholder_names(draw, domain), dims, batch)
-    s = State(builder, domain, stats, Budget(max_steps), [Value(n) for n in inputs.values], inputs.mutable, reacts_to=tuple(reacts_to))
+    s = State(
+        builder, domain, stats, Budget(max_steps), [Value(n) for n in inputs.values], inputs.mutable,
+        inplace_ok=domain != "functional", reacts_to=tuple(reacts_to),
+    )  # fmt: skip
     draw_block(draw, s, 0)
     outputs = _outputs(draw, s, stats)
     draw_size_output(draw, s, outputs)

@@ -120,6 +120,23 @@ def test_adversarial_domain_breaks_export_guarantees():
         assert seen[key], key
 
 
+def _mutating(case) -> list[str]:
+    return [
+        n.name
+        for n in case.gm.graph.nodes
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
+    ]
+
+
+def test_the_functional_domain_draws_export_cases_without_in_place_updates(export_cases):
+    assert sum(bool(_mutating(c)) for c in export_cases) >= 30  # what the functional domain leaves out
+    cases = _draw(60, "functional")
+    assert all(c.domain == "functional" for c in cases)
+    assert [c for c in cases if _mutating(c)] == []
+    seen = Counter(k for c in cases for k in c.features)
+    assert seen["region:no_grad"] and seen["region:enable_grad"], sorted(seen)  # still grad-mode graphs
+
+
 def test_both_domains_draws_each_case_from_either_and_records_it():
     cases = _draw(40, "both")
     assert {c.domain for c in cases} == {"export", "adversarial"}

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 # export: pre-dispatch graphs as torch.export records them (grad and autocast toggles);
 # adversarial: those and graphs export never records; aten: export's graphs lowered after
-# dispatch (fxfuzz.strategies.forms), what AOTAutograd's and Inductor's passes receive.
-DOMAINS = ("export", "adversarial", "aten")
+# dispatch (fxfuzz.strategies.forms), what AOTAutograd's and Inductor's passes receive;
+# functional: export's graphs without in-place updates, for passes that require a functional
+# graph (torch.fx's CSEPass says it "cannot be safely applied" to any other) and so must not be
+# judged on one.
+DOMAINS = ("export", "adversarial", "aten", "functional")
 # The domains "both" draws each case from (shrinking toward export): the pre-dispatch ones a
 # grad-mode pass takes. A pass that runs after dispatch names "aten" itself.
 BOTH = ("export", "adversarial")

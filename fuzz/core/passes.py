@@ -119,7 +119,7 @@ _CONSTANT = "constant"
 # passes written for graphs after dispatch (AOTAutograd's CSE, Inductor's post-grad ones,
 # effect-token removal) draw from aten.
 _TORCH_ROWS = (
-    Registered("cse", f"{_CATALOGUE}:cse", REFINES, sources=(Source("torch.fx.passes.dialect.common.cse_pass", mutate=False),)),
+    Registered("cse", f"{_CATALOGUE}:cse", REFINES, sources=(Source("torch.fx.passes.dialect.common.cse_pass", mutate=False),), domain="functional"),
     Registered("dce", f"{_CATALOGUE}:eliminate_dead_code", REFINES, sources=(Source("torch.fx.graph", ("Graph",), mutate=False),)),
     Registered("aot_cse", "torch._functorch.compile_utils:fx_graph_cse", REFINES, sources=(Source("torch._functorch.compile_utils", ("fx_graph_cse",)),), domain="aten"),
     Registered("split_const_subgraphs", f"{_CATALOGUE}:split_const_subgraphs", REFINES, sources=(Source("torch.fx.experimental.const_fold", mutate=False),), reacts_to=(_CONSTANT, *REFINES.reacts_to)),
