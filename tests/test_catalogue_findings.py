@@ -56,6 +56,38 @@ def test_cse_merged_toggles_found_by_the_oracles():
     assert ("equivalence", "requires_grad_mismatch") in found, FIXED.format(known="docs/known/cse.txt")
 
 
+def same_sum_in_two_grad_modes(x):
+    a = x + x
+    with torch.no_grad():
+        b = x + x
+    return a, b
+
+
+def test_cse_merges_equal_calls_across_a_grad_toggle_on_make_fx_graph():
+    """CSEPass hashes a call by its target and arguments, not the grad mode it runs under:
+    ``x + x`` with grad and again under no_grad become one node, so the no_grad result
+    requires grad and takes gradients. The two outputs are now one tensor, too."""
+    x = torch.randn(3, requires_grad=True)
+    gm = make_fx(same_sum_in_two_grad_modes, pre_dispatch=True)(x)
+    assert [t.requires_grad for t in gm(x)] == [True, False]
+    a, b = CSEPass()(gm).graph_module(x)
+    assert ([a.requires_grad, b.requires_grad], a is b) == ([True, True], True), FIXED.format(known="docs/known/cse.txt")
+
+
+class SameSumInTwoGradModes(torch.nn.Module):
+    def forward(self, x):
+        return same_sum_in_two_grad_modes(x)
+
+
+def test_cse_merged_calls_across_a_toggle_found_by_the_oracles():
+    """Through fxfuzz, on the graph torch.export records for the module: the no_grad output
+    now requires grad, adds to the input's gradient and is the other output's tensor."""
+    x = torch.randn(3, requires_grad=True)
+    found = {(f.oracle, f.kind) for f in verify(from_module(SameSumInTwoGradModes(), (x,)), load_pass("cse"))}
+    symptoms = {("equivalence", "requires_grad_mismatch"), ("gradients", "grad_value_mismatch"), ("equivalence", "aliasing_mismatch")}
+    assert symptoms <= found, (found, FIXED.format(known="docs/known/cse.txt"))
+
+
 def constant_after_no_grad(x):
     with torch.no_grad():
         y = x.sin()
