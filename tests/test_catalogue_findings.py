@@ -109,6 +109,25 @@ def test_split_const_subgraphs_refuses_a_constant_after_a_toggle():
         raise AssertionError(FIXED.format(known="docs/known/split_const_subgraphs.txt"))
 
 
+def adds_into_a_new_tensor(x):
+    return torch.tensor([1.0, 2.0, 3.0]).add_(x)
+
+
+def test_split_const_subgraphs_folds_a_fresh_copy_that_an_in_place_update_then_accumulates_into():
+    """make_fx records ``torch.tensor(...)`` as ``lift_fresh_copy`` of a constant: a fresh copy
+    on every call. const_fold folds it into one cached tensor, so ``add_`` updates the cache,
+    each call returns that same tensor and the sums pile up across calls."""
+    from torch.fx.experimental.const_fold import split_const_subgraphs
+
+    x = torch.ones(3)
+    gm = make_fx(adds_into_a_new_tensor)(x)
+    assert [gm(x).tolist() for _ in range(2)] == [[2.0, 3.0, 4.0]] * 2
+    folded = split_const_subgraphs(gm)
+    assert [folded(x).tolist() for _ in range(2)] == [[2.0, 3.0, 4.0], [3.0, 4.0, 5.0]], FIXED.format(
+        known="docs/known/split_const_subgraphs.txt"
+    )
+
+
 def test_a_deep_copy_of_a_folded_module_cannot_run():
     """GraphModule.__deepcopy__ builds the copy with GraphModule.__init__ (``_deepcopy_init``),
     which FoldedGraphModule does not override: the copy lacks the attributes its ``__call__``
