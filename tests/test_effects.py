@@ -167,3 +167,22 @@ def test_compare_logs_tells_the_four_differences_apart():
     assert [f.kind for f in compare_logs("forward", [a, b], [a, b + 1e-7], True)] == ["effect_value_mismatch"]
     # Within tolerance where values are compared so (CUDA; derivatives under refinement).
     assert compare_logs("backward", [a, b], [a, b + 1e-7], False) == []
+
+
+def test_the_repro_of_an_effects_finding_runs_and_fails(tmp_path):
+    """The saved repro pastes fxfuzz::logged's code (the with_effects call names it only as an
+    argument) and fails on the lost effect twice: in its torch-only check, and in fxfuzz's
+    oracles, which read the log the pasted operator writes."""
+    import subprocess
+    import sys
+
+    from fxfuzz.core.serialize import case_to_dict
+    from fxfuzz.repro.files import repro_document, write_repro
+
+    case, spec = lowered(UnusedFirst), f"{BROKEN}:drops_unused_effect"
+    (finding,) = verify(case, load_pass(spec))
+    path = write_repro(str(tmp_path), repro_document("effects-effects_lost-0", finding.to_dict(), case_to_dict(case), spec))
+    done = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL equivalence: ordered effects: 2 calls of fxfuzz::logged became 1" in done.stdout, done.stdout
+    assert "FAIL (fxfuzz oracles) [effects/effects_lost]" in done.stdout, done.stdout

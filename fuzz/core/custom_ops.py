@@ -130,10 +130,13 @@ def _legacy_ops():
         return {"x": grad_t * (1 - saved * saved)}
 
 
-# What fxfuzz::logged did, call by call in order: a detached copy of each call's input. A
-# process-level list, since the op's effect must outlive the call; whoever observes it clears
-# it before an execution and reads it after.
-EFFECT_LOG: list[Tensor] = []
+# What fxfuzz::logged did, call by call in order: a detached copy of each call's input;
+# whoever observes it clears it before an execution and reads it after. One list per process,
+# kept on torch's namespace of these operators: a standalone repro pastes this code, and its
+# copy and fxfuzz's (whichever defined the operator) must log to and read the same list.
+if not hasattr(torch.ops.fxfuzz, "effect_log"):
+    torch.ops.fxfuzz.effect_log = []
+EFFECT_LOG: list[Tensor] = torch.ops.fxfuzz.effect_log
 
 
 def _effectful_op():
