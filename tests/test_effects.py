@@ -143,7 +143,7 @@ def test_aot_cse_keeps_equal_effectful_calls_apart_by_their_tokens():
     from torch._functorch.compile_utils import fx_graph_cse
 
     case = lowered(TwiceEqual)
-    assert fx_graph_cse(case.gm.graph).find_nodes(op="call_function", target=ep.WITH_EFFECTS).__len__() == 2
+    assert len(fx_graph_cse(case.gm.graph).find_nodes(op="call_function", target=ep.WITH_EFFECTS)) == 2
 
 
 def test_aot_cse_merges_equal_effectful_calls_once_the_tokens_are_gone():
