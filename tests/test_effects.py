@@ -104,6 +104,48 @@ def test_backward_effects_are_a_log_of_their_own():
     assert check_effects(ref, observe(once, (x,), True), grads_exact=True) == []
 
 
+class Square(torch.autograd.Function):
+    """x*x whose backward goes through ``log_grad``: that one's backward (in the double
+    backward of the graph) logs, the forward and the first backward do not."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return log_grad(2 * x * g)
+
+
+class SquareTwice(Square):
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return log_grad(log_grad(2 * x * g))
+
+
+def test_double_backward_effects_are_a_log_of_their_own():
+    once = fx.symbolic_trace(lambda x: square(x) * 3)
+    twice = fx.symbolic_trace(lambda x: square_twice(x) * 3)
+    x = torch.randn(3, requires_grad=True)
+    ref = Reference(once, (x,), True, ["input 0 (x)"], "cpu")
+    assert (len(ref.obs.run.effects), len(ref.obs.grads.effects), len(ref.obs.probe.second.effects)) == (0, 0, 1)
+    findings = check_effects(ref, observe(twice, (x,), True), grads_exact=True)
+    assert [(f.kind, f.details["where"]) for f in findings] == [("effects_added", "double backward")]
+
+
+@torch.fx.wrap
+def square(x):
+    return Square.apply(x)
+
+
+@torch.fx.wrap
+def square_twice(x):
+    return SquareTwice.apply(x)
+
+
 @pytest.mark.parametrize(
     ("module", "broken", "kind"),
     [
