@@ -8,7 +8,9 @@ execution: the same number of effects, in the same order, each seeing the same v
 (bitwise on CPU, as outputs are; for the derivative executions as derivatives are compared).
 A log is compared only where that execution succeeded on both sides, as the inputs' state
 after the call is: a raise difference is the equivalence and gradients oracles' to report,
-and under refinement a result may do anything where the original raised.
+and under refinement a result may do anything where the original raised. The checks that
+run a graph again (a rerun, the clean-ups, a second application) compare its forward log too
+(``rerun_differences``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from fxfuzz.oracles.equivalence import check_equivalence
+from fxfuzz.oracles.execute import Run
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.semantics import Observation, Reference
 from fxfuzz.oracles.tolerance import same_values
@@ -105,3 +109,13 @@ def check_effects(ref: Reference, got: Observation, grads_exact: bool) -> list[F
                 found = [f for f in found if f.kind not in VALUE_KINDS]
         findings += found
     return findings
+
+
+def rerun_differences(baseline: Run, run: Run) -> list[Finding]:
+    """What a later run of a graph (the result again, cleaned up, or after a second
+    application) changed against ``baseline``: the equivalence oracle's differences, then its
+    forward effects' (a clean-up that drops an effectful call changes no value)."""
+    found = check_equivalence(baseline, run)
+    if baseline.ok and run.ok:
+        found += compare_logs("forward", baseline.effects, run.effects, exact=True)
+    return found

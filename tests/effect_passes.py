@@ -99,5 +99,57 @@ def reorders_effects(gm):
     return gm
 
 
-for _broken in (drops_unused_effect, logs_other_value, merges_equal_effects, reorders_effects):
+def _unwrap(gm: fx.GraphModule, plain_call) -> None:
+    """Each with_effects call replaced by ``plain_call(graph, op, args)``, the token threaded
+    around it, and a fresh token returned (as torch.export's _remove_effect_tokens does)."""
+    calls = _calls(gm)
+    if not calls:
+        return
+    token = calls[0].args[0]
+    for call in calls:
+        with gm.graph.inserting_before(call):
+            plain = plain_call(gm.graph, call.args[1], call.args[2:])
+        plain.meta["val"] = call.meta["val"][1]
+        _output(call, 1).replace_all_uses_with(plain)
+        _erase(call)
+    with gm.graph.inserting_before(gm.graph.output_node()):
+        fresh = gm.graph.call_function(torch.ops.prims._make_token.default, ())
+    token.replace_all_uses_with(fresh, delete_user_cb=lambda user: user.op == "output")
+
+
+def unwraps_then_drops_dead_effects(gm):
+    """Broken on its own output: it takes the tokens out (keeping every call), and on a graph
+    without tokens erases the effectful calls whose result nothing reads, as if the tokens were
+    what made them live."""
+    if _calls(gm):
+        _unwrap(gm, lambda graph, op, args: graph.call_function(op, tuple(args)))
+    else:
+        for node in list(gm.graph.nodes):
+            if node.op == "call_function" and node.target is torch.ops.fxfuzz.logged.default and not node.users:
+                gm.graph.erase_node(node)
+    gm.recompile()
+    return gm
+
+
+def call_op(op, *args):
+    return op(*args)
+
+
+def hides_effects_from_dce(gm):
+    """Broken for later passes: the tokens taken out and each effectful call made through a
+    plain Python function, which eliminate_dead_code takes for pure: the graph still runs every
+    effect, its dead-code-eliminated copy does not."""
+    _unwrap(gm, lambda graph, op, args: graph.call_function(call_op, (op, *args)))
+    gm.recompile()
+    return gm
+
+
+for _broken in (
+    drops_unused_effect,
+    logs_other_value,
+    merges_equal_effects,
+    reorders_effects,
+    unwraps_then_drops_dead_effects,
+    hides_effects_from_dce,
+):
     _broken.fxfuzz_contract = REGISTRY["identity"].contract

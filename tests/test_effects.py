@@ -164,6 +164,22 @@ def test_fires_on_a_pass_broken_on_effects_and_nothing_else_sees_it(module, brok
     assert found(case, load_pass(f"{BROKEN}:{broken.__name__}"), contract_by_name(contract)) == {f"effects/{kind}"}
 
 
+@pytest.mark.parametrize(
+    ("broken", "kind"),
+    [
+        (ep.unwraps_then_drops_dead_effects, "idempotence/second_application_changes_meaning"),
+        (ep.hides_effects_from_dce, "structure/dead_code_elimination_changes_meaning"),
+    ],
+    ids=lambda p: getattr(p, "__name__", p),
+)
+def test_later_runs_compare_effects_too(broken, kind):
+    """The checks that run a graph again compare its effects: a second application, and a
+    dead-code-eliminated copy, that lose an effect change no value."""
+    findings = verify(lowered(UnusedFirst), load_pass(f"{BROKEN}:{broken.__name__}"))
+    assert {f"{f.oracle}/{f.kind}" for f in findings} == {kind}
+    assert "ordered effects became" in findings[0].message
+
+
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
 @pytest.mark.parametrize("grad", [(False, True), (True, True), (True, False)], ids=["plain", "requires_grad", "no_grad"])
 @pytest.mark.parametrize("name", ["identity", "remove_effect_tokens", "aot_cse", "remove_noop_ops"])
