@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 from fxfuzz.oracles.equivalence import raised_differently
-from fxfuzz.oracles.execute import release_frames, run_graph
+from fxfuzz.oracles.execute import effects_logged, release_frames, run_graph
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.gradients import (
     Grads,
@@ -107,10 +107,13 @@ def _second_order(first: Grads, leaves: list[torch.Tensor], seed: int) -> Grads:
     if not live:
         return Grads(positions, [None] * len(leaves))
     cots = [random_like(g, seed + SECOND_ORDER_SEED + i) for i, g in live.items()]
-    try:
-        return Grads(positions, list(torch.autograd.grad(list(live.values()), leaves, cots, allow_unused=True)))
-    except Exception as e:  # any error of autograd's is an observation, as in input_grads
-        return Grads(positions, None, release_frames(e))
+    with effects_logged() as effects:
+        try:
+            result = Grads(positions, list(torch.autograd.grad(list(live.values()), leaves, cots, allow_unused=True)))
+        except Exception as e:  # any error of autograd's is an observation, as in input_grads
+            result = Grads(positions, None, release_frames(e))
+    result.effects = effects
+    return result
 
 
 def probe(gm: Any, inputs: tuple[Any, ...], ambient_grad: bool, device: str = "cpu", seed: int = 0) -> Probe:

@@ -23,6 +23,7 @@ from fxfuzz.core.case import GraphCase
 from fxfuzz.core.contract import PassContract
 from fxfuzz.core.internal import InternalError, raised_by_fxfuzz
 from fxfuzz.oracles.downstream import CleanedUp, check_downstream
+from fxfuzz.oracles.effects import check_effects
 from fxfuzz.oracles.exported import check_exported
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.idempotence import changes_meaning, second_application
@@ -157,6 +158,11 @@ def _semantic(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     return at.findings
 
 
+def _effects(ctx: Observed, at: AtSizes | None) -> list[Finding]:
+    assert at is not None
+    return check_effects(at.ref, at.got, ctx.grads_exact)
+
+
 def _device(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     assert at is not None
     return check_on_device(ctx.gm, at.ref, at.got, {f.kind for f in at.findings}, ctx.device)
@@ -216,6 +222,16 @@ CHECKS: tuple[Check, ...] = (
         internals=True,
     ),
     SEMANTIC,
+    # Every contract: set_grad and autocast promise the meaning plus a form, and the sequence
+    # of ordered effects is meaning (docs/oracles.md#effects).
+    Check(
+        "ordered side effects",
+        "ordered side effects",
+        ("effects",),
+        _effects,
+        Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES,
+        at_sizes=True,
+    ),
     Check(
         "device and parity",
         "the same on {device}, and parity",

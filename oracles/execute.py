@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
 from fxfuzz.core.case import clone_input, copy_graph_module
+from fxfuzz.core.custom_ops import EFFECT_LOG
 from torch import fx
 
 # The RNG seed every run starts from, so seeded random ops (dropout, rand_like) draw the same
@@ -88,16 +89,32 @@ class GlobalState:
         return "dispatch_state_leak"
 
 
+@contextmanager
+def effects_logged() -> Iterator[list[torch.Tensor]]:
+    """The ordered side effects (``fxfuzz::logged`` calls) made inside the block, in order:
+    the log is cleared on entry, and its entries move to the list yielded on exit, so what an
+    earlier execution (or the pass itself) logged is never counted as this one's."""
+    EFFECT_LOG.clear()
+    made: list[torch.Tensor] = []
+    try:
+        yield made
+    finally:
+        made += EFFECT_LOG
+        EFFECT_LOG.clear()
+
+
 @dataclass
 class Run:
     """One execution: the inputs' state afterwards, the flattened outputs (``spec`` keeps
-    their nesting), the global state the graph left, or the error it raised."""
+    their nesting), the global state the graph left, the ordered side effects it made, or
+    the error it raised."""
 
     inputs: tuple[Any, ...]
     outputs: list[Any] | None
     spec: pytree.TreeSpec | None
     state_after: GlobalState
     error: BaseException | None = None
+    effects: list[torch.Tensor] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -172,14 +189,16 @@ def run_graph(
     clones = tuple(clone_input(t, device) for t in inputs)
     args = prepare(clones) if prepare else clones
     state_after = None
-    with isolated(ambient_grad, device):
+    with isolated(ambient_grad, device), effects_logged() as effects:
         try:
             out = gm(*args)
             state_after = GlobalState.read()
             leaves, spec = pytree.tree_flatten(out)
-            return Run(clones, leaves, spec, state_after)
+            run = Run(clones, leaves, spec, state_after)
         except Exception as e:
-            return Run(clones, None, None, state_after or GlobalState.read(), release_frames(e))
+            run = Run(clones, None, None, state_after or GlobalState.read(), release_frames(e))
+    run.effects = effects
+    return run
 
 
 def graph_modules(gm: fx.GraphModule) -> list[tuple[str, fx.GraphModule]]:

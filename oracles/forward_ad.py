@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -16,11 +16,13 @@ from fxfuzz.oracles.gradients import compare_derivatives, random_like
 
 @dataclass
 class Tangents:
-    """Tangents of the output leaves and of the inputs after the call, or the error."""
+    """Tangents of the output leaves and of the inputs after the call, or the error;
+    ``effects``, the ordered side effects the forward-mode run made."""
 
     outputs: list[torch.Tensor | None] | None
     inputs: list[torch.Tensor | None] | None
     error: BaseException | None = None
+    effects: list[torch.Tensor] = field(default_factory=list)
 
 
 def _tangent_of(x: Any) -> torch.Tensor | None:
@@ -51,9 +53,9 @@ def tangents(gm: Any, inputs: tuple[Any, ...], ambient_grad: bool, device: str =
         except Exception as e:  # make_dual itself may refuse an input
             return Tangents(None, None, release_frames(e))
         if not run.ok:
-            return Tangents(None, None, run.error)
+            return Tangents(None, None, run.error, run.effects)
         assert run.outputs is not None
-        return Tangents([_tangent_of(o) for o in run.outputs], [_tangent_of(d) for d in duals[0]])
+        return Tangents([_tangent_of(o) for o in run.outputs], [_tangent_of(d) for d in duals[0]], effects=run.effects)
 
 
 def check_forward_ad(ref: Tangents, got: Tangents, labels: Sequence[str], exact: bool = True) -> list[Finding]:

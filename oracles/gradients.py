@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from fxfuzz.oracles.equivalence import raised_differently
-from fxfuzz.oracles.execute import Run, release_frames
+from fxfuzz.oracles.execute import Run, effects_logged, release_frames
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.tolerance import max_abs_diff, same_values
 
@@ -17,11 +17,13 @@ VALUE_KINDS = frozenset({"grad_value_mismatch", "tangent_value_mismatch"})
 @dataclass
 class Grads:
     """The gradient of each grad-requiring input (None where it is unused), or the error
-    backward raised; ``leaves`` are the positions of those inputs."""
+    backward raised; ``leaves`` are the positions of those inputs; ``effects``, the ordered
+    side effects the backward made."""
 
     leaves: list[int]
     values: list[torch.Tensor | None] | None
     error: BaseException | None = None
+    effects: list[torch.Tensor] = field(default_factory=list)
 
 
 def random_like(t: torch.Tensor, seed: int) -> torch.Tensor:
@@ -48,11 +50,14 @@ def input_grads(run: Run, seed: int = 0, create_graph: bool = False) -> Grads:
         return Grads(leaves, [None] * len(leaves))
     outs = [run.outputs[i] for i in positions]
     cots = [random_like(run.outputs[i], seed + i) for i in positions]
-    try:
-        grads = torch.autograd.grad(outs, [run.inputs[i] for i in leaves], cots, allow_unused=True, create_graph=create_graph)
-        return Grads(leaves, list(grads))
-    except Exception as e:
-        return Grads(leaves, None, release_frames(e))
+    with effects_logged() as effects:
+        try:
+            grads = torch.autograd.grad(outs, [run.inputs[i] for i in leaves], cots, allow_unused=True, create_graph=create_graph)
+            result = Grads(leaves, list(grads))
+        except Exception as e:
+            result = Grads(leaves, None, release_frames(e))
+    result.effects = effects
+    return result
 
 
 def compare_derivatives(

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fxfuzz.oracles.downstream import code_of
-from fxfuzz.oracles.equivalence import check_equivalence
+from fxfuzz.oracles.effects import rerun_differences
 from fxfuzz.oracles.execute import Run, graph_modules, isolated, run_graph
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.semantics import Reference
@@ -66,7 +66,7 @@ def changes_meaning(again: fx.GraphModule | None, first: Run, ref: Reference) ->
     result's ``first`` run there."""
     if again is None:
         return []
-    diffs = ref.unexplained(check_equivalence(first, run_graph(again, ref.inputs, ref.ambient_grad)))
+    diffs = ref.unexplained(rerun_differences(first, run_graph(again, ref.inputs, ref.ambient_grad)))
     if not diffs:
         return []
     return [

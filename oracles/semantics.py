@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from fxfuzz.oracles import autograd_graph, equivalence, gradients, inplace_after_forward
@@ -88,12 +89,16 @@ class Reference:
     def run(self) -> Run:
         return self.obs.run
 
+    @cached_property
+    def again(self) -> Observation:
+        """The original observed once more: whatever differs from ``obs`` is nondeterministic."""
+        return observe(self.gm, self.inputs, self.ambient_grad, self.device)
+
     def noisy(self) -> set[tuple[str, object]]:
         """(kind, where) of every value that differs between two runs of the original."""
         if self._noisy is None:
-            again = observe(self.gm, self.inputs, self.ambient_grad, self.device)
             self._noisy = {
-                (f.kind, f.details.get("where")) for f in compare(self.obs, again, self.labels, self.exact) if f.kind in VALUE_KINDS
+                (f.kind, f.details.get("where")) for f in compare(self.obs, self.again, self.labels, self.exact) if f.kind in VALUE_KINDS
             }
         return self._noisy
 

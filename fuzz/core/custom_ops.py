@@ -20,7 +20,10 @@ loaded into a process that imported fxfuzz).
   raises under grad mode on an input that requires grad until the backward is registered.
 - ``fxfuzz::logged(x)`` = ``x * 1``, registered with an ordered side effect (as
   ``aten::_print`` is): a post-dispatch export threads an effect token through each call
-  (``with_effects``), which ``_remove_effect_tokens`` takes out again.
+  (``with_effects``), which ``_remove_effect_tokens`` takes out again. The effect is real:
+  each call appends a copy of its input to ``EFFECT_LOG``, so the order and number of the
+  calls a graph makes, and what each saw, are observable (``fxfuzz.oracles.effects``). Only
+  the real kernel logs: fake and meta propagation (tracing, export, lowering) do not.
 """
 
 import importlib
@@ -127,9 +130,19 @@ def _legacy_ops():
         return {"x": grad_t * (1 - saved * saved)}
 
 
+# What fxfuzz::logged did, call by call in order: a detached copy of each call's input;
+# whoever observes it clears it before an execution and reads it after. One list per process,
+# kept on torch's namespace of these operators: a standalone repro pastes this code, and its
+# copy and fxfuzz's (whichever defined the operator) must log to and read the same list.
+if not hasattr(torch.ops.fxfuzz, "effect_log"):
+    torch.ops.fxfuzz.effect_log = []
+EFFECT_LOG: list[Tensor] = torch.ops.fxfuzz.effect_log
+
+
 def _effectful_op():
     @torch.library.custom_op("fxfuzz::logged", mutates_args=())
     def logged(x: Tensor) -> Tensor:
+        EFFECT_LOG.append(x.detach().clone())
         return x * 1
 
     @logged.register_fake

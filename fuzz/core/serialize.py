@@ -513,9 +513,21 @@ def decode_signature(d: dict[str, Any]) -> gs.ExportGraphSignature:
 
 
 def graph_targets(graph: dict[str, Any]) -> set[str]:
-    """The stored call targets of a serialized graph, nested graphs included."""
+    """The stored call targets of a serialized graph, nested graphs included, and the
+    operators its calls take as arguments (``with_effects`` calls the operator it is given)."""
     own = {n["target"] for n in graph["nodes"] if n["op"] == "call_function"}
-    return own.union(*(graph_targets(g) for g in graph.get("submodules", {}).values()))
+    passed = set().union(*(_callables([n.get("args"), n.get("kwargs")]) for n in graph["nodes"]))
+    return own.union(passed, *(graph_targets(g) for g in graph.get("submodules", {}).values()))
+
+
+def _callables(encoded: Any) -> set[str]:
+    """The names of the callables an encoded argument holds (``{"callable": name}``)."""
+    if isinstance(encoded, dict):
+        own = {encoded["callable"]} if isinstance(encoded.get("callable"), str) else set()
+        return own.union(*(_callables(v) for v in encoded.values()))
+    if isinstance(encoded, list):
+        return set().union(*(_callables(v) for v in encoded))
+    return set()
 
 
 def _symints(v: Any) -> list[torch.SymInt]:

@@ -49,14 +49,23 @@ def _clone(t):
     return t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
 
 
+def _effects():
+    """The ordered effects logged so far (fxfuzz::logged's inputs, in order), taken out of the log."""
+    log = getattr(torch.ops.fxfuzz, "effect_log", [])
+    taken = list(log)
+    log.clear()
+    return taken
+
+
 def _run(gm, inputs, ambient):
-    """(inputs afterwards, outputs, grad mode left), on fresh copies of the inputs."""
+    """(inputs afterwards, outputs, grad mode left, ordered effects), on fresh copies of the inputs."""
     args = [_clone(t) for t in inputs]
     before = torch.is_grad_enabled()
     torch.set_grad_enabled(ambient)
+    _effects()
     try:
         out = gm(*args)
-        return args, tuple(out) if isinstance(out, (tuple, list)) else (out,), torch.is_grad_enabled()
+        return args, tuple(out) if isinstance(out, (tuple, list)) else (out,), torch.is_grad_enabled(), _effects()
     finally:
         torch.set_grad_enabled(before)
 
@@ -102,8 +111,8 @@ def _compare(where, r, g, grad_fn=True):
 
 
 def _diff(ref, got):
-    """Differences between two runs: outputs, inputs afterwards, grad mode left."""
-    (ref_args, ref_out, ref_mode), (got_args, got_out, got_mode) = ref, got
+    """Differences between two runs: outputs, inputs afterwards, grad mode left, ordered effects."""
+    (ref_args, ref_out, ref_mode, ref_fx), (got_args, got_out, got_mode, got_fx) = ref, got
     if len(ref_out) != len(got_out):
         return [f"{len(ref_out)} outputs became {len(got_out)}"]
     found = []
@@ -113,6 +122,10 @@ def _diff(ref, got):
         found += _compare(f"input {i} after the call", r, g, grad_fn=False)
     if ref_mode != got_mode:
         found.append(f"grad mode after the call is {got_mode}, expected {ref_mode}")
+    if len(ref_fx) != len(got_fx):
+        found.append(f"ordered effects: {len(ref_fx)} calls of fxfuzz::logged became {len(got_fx)}")
+    elif not all(_same(r, g) for r, g in zip(ref_fx, got_fx)):
+        found.append("ordered effects: the calls of fxfuzz::logged saw other values, or ran in another order")
     return found
 
 
@@ -125,7 +138,7 @@ def _grads(args, outs, positions):
 
 
 def _gradients(ref, got):
-    (ref_args, ref_out, _), (got_args, got_out, _) = ref, got
+    (ref_args, ref_out, *_), (got_args, got_out, *_) = ref, got
     positions = [i for i, o in enumerate(ref_out) if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()]
     if len(ref_out) != len(got_out) or not all(
         isinstance(got_out[i], torch.Tensor) and got_out[i].requires_grad for i in positions
