@@ -61,7 +61,7 @@ from torch import fx
 
 # The oracles whose checks compare two executions, and so can compare two transformed graphs.
 _RUN_ORACLES = ("equivalence", "gradients")
-_BEHAVIOUR = {"crash", "equivalence", "gradients"}
+_BEHAVIOUR = {"crash", "equivalence", "gradients", "effects"}
 
 
 @dataclass
