@@ -134,9 +134,10 @@ def _legacy_ops():
 # whoever observes it clears it before an execution and reads it after. One list per process,
 # kept on torch's namespace of these operators: a standalone repro pastes this code, and its
 # copy and fxfuzz's (whichever defined the operator) must log to and read the same list.
+# (getattr and setattr: to a type checker the namespace holds operators only.)
 if not hasattr(torch.ops.fxfuzz, "effect_log"):
-    torch.ops.fxfuzz.effect_log = []
-EFFECT_LOG: list[Tensor] = torch.ops.fxfuzz.effect_log
+    setattr(torch.ops.fxfuzz, "effect_log", [])  # noqa: B010
+EFFECT_LOG: list[Tensor] = getattr(torch.ops.fxfuzz, "effect_log")  # noqa: B009
 
 
 def _effectful_op():
