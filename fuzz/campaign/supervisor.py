@@ -49,9 +49,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Pipe, wait
 from typing import Any
 
+from fxfuzz.campaign import worker
 from fxfuzz.campaign.database import open_database
 from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, SavedFailures, StopReason, bucket_id, database_key
-from fxfuzz.campaign import worker
 from fxfuzz.campaign.protocol import (
     Blame,
     BucketFound,
@@ -514,7 +514,7 @@ def _fork(conn: Connection, start_file: str, log: str | None) -> Forked:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(list(worker.PRELOAD))
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, _GROUP_SIGNALS)
-    around = worker.Surroundings(dict(os.environ), os.getcwd(), mask, log)
+    around = worker.Surroundings(dict(os.environ), os.getcwd(), frozenset(mask), log)
     safe_path = os.environ.get("PYTHONSAFEPATH")
     os.environ["PYTHONSAFEPATH"] = "1"
     try:

@@ -198,7 +198,7 @@ class Surroundings:
 
     environ: dict[str, str]
     cwd: str
-    sigmask: set[signal.Signals]
+    sigmask: frozenset[int]
     log: str | None
 
 
@@ -213,9 +213,10 @@ def forked_main(start_file: str, conn: Connection, around: Surroundings) -> None
     from multiprocessing import forkserver
 
     server = forkserver._forkserver
-    if server._forkserver_alive_fd is not None:
-        os.close(server._forkserver_alive_fd)
-        server._forkserver_alive_fd = None
+    alive = getattr(server, "_forkserver_alive_fd", None)
+    if alive is not None:
+        os.close(alive)
+        server._forkserver_alive_fd = None  # type: ignore[attr-defined]
     signal.pthread_sigmask(signal.SIG_SETMASK, around.sigmask)
     out = os.open(around.log or os.devnull, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     os.dup2(out, 1)
