@@ -72,18 +72,17 @@ def test_a_worker_gets_its_start_through_a_private_file_not_its_command_line(tmp
     /proc while it runs), each start file is the user's alone and is gone once read."""
     known = frozenset(f"crash-planted-{i:08x}" for i in range(100_000))
     seen: list[dict[str, object]] = []
-    real_popen = subprocess.Popen
+    real_fork = supervisor._fork
 
-    def popen(args, **kwargs):
-        proc = real_popen(args, **kwargs)
-        start = args[-1]
+    def fork(conn, start, log):
+        proc = real_fork(conn, start, log)
         folder = os.path.dirname(start)
-        with open(f"/proc/{proc.pid}/cmdline", "rb") as fh:
+        with open(f"/proc/{proc.process.pid}/cmdline", "rb") as fh:
             cmdline = fh.read().decode()
         seen.append(
             {
                 "cmdline": cmdline,
-                "argv": " ".join(args),
+                "argv": start,  # all a forked worker is handed besides its pipe and surroundings
                 "file_mode": stat.S_IMODE(os.stat(start).st_mode) if os.path.exists(start) else None,
                 "folder_mode": stat.S_IMODE(os.stat(folder).st_mode),
                 "folder": folder,
@@ -91,7 +90,7 @@ def test_a_worker_gets_its_start_through_a_private_file_not_its_command_line(tmp
         )
         return proc
 
-    monkeypatch.setattr(supervisor.subprocess, "Popen", popen)
+    monkeypatch.setattr(supervisor, "_fork", fork)
     settings = CampaignSettings(max_examples=2, budget_s=300, workers=2, known=known, db=DatabaseSpec(str(tmp_path / "db"), (REDIS,)))
     result = run_parallel(ParallelCampaign("identity", settings))
     assert result.examples == 2 and not result.worker_errors and result.stopped_by == StopReason.EXAMPLES, result

@@ -358,3 +358,79 @@ def test_workers_die_with_their_supervisor(tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_the_warm_interpreter_only_imports_what_worker_main_does():
+    """Workers fork from an interpreter that imported ``PRELOAD``: every module worker_main
+    imports is among them (else each worker imports it again), and importing them runs no
+    torch op (forking after torch started its thread pools could hang the workers)."""
+    import ast
+    import inspect
+
+    from fxfuzz.campaign import worker
+
+    body = ast.parse(inspect.getsource(worker.worker_main))
+    imported = {node.module for node in ast.walk(body) if isinstance(node, ast.ImportFrom)}
+    assert imported and imported <= set(worker.PRELOAD), imported - set(worker.PRELOAD)
+    script = """
+import importlib, json, torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+ops = []
+
+class Record(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+with Record():
+    for name in %r:
+        importlib.import_module(name)
+    torch.zeros(1) + 1  # the recorder records
+print(json.dumps(ops))
+""" % (worker.PRELOAD,)
+    r = subprocess.run([sys.executable, "-P", "-c", script], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.splitlines()[-1]) == ["aten.zeros.default", "aten.add.Tensor"]
+
+
+# Tells, from inside the pass in a worker, what the worker was started with.
+REPORTS_SURROUNDINGS = """
+import json, os, signal, sys, tempfile
+from fxfuzz.core.contract import MEANING
+
+def the_pass(gm, sig):
+    if sys.argv[0].endswith("worker.py"):
+        with open(os.environ["FXFUZZ_TEST_OUT"], "w") as fh:
+            json.dump({"session_leader": os.getsid(0) == os.getpid(), "cwd": os.getcwd(), "tmp": tempfile.gettempdir(),
+                       "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))}, fh)
+        print("from the worker")
+    return gm, sig
+
+the_pass.fxfuzz_contract = MEANING
+"""
+
+
+def test_a_worker_has_the_surroundings_of_its_start_not_of_the_warm_interpreters(tmp_path, monkeypatch):
+    """Two campaigns in one process, the second from another directory, environment and
+    temporary folder: its worker, forked from the interpreter the first one started, lives in
+    the second's, in a session of its own, its output appended to its log."""
+    from fxfuzz.campaign.supervisor import ParallelCampaign, run_parallel
+    from fxfuzz.core.settings import CampaignSettings
+
+    (tmp_path / "surroundings.py").write_text(REPORTS_SURROUNDINGS)
+    spec = f"{tmp_path / 'surroundings.py'}:the_pass"
+    settings = CampaignSettings(max_examples=1, budget_s=300, workers=1, db=None)
+    lines = []
+    for name in ("first", "second"):
+        here = tmp_path / name
+        (here / "tmp").mkdir(parents=True)
+        monkeypatch.chdir(here)
+        monkeypatch.setenv("FXFUZZ_TEST_OUT", str(here / "out.json"))
+        monkeypatch.setenv("TMPDIR", str(here / "tmp"))
+        result = run_parallel(ParallelCampaign(spec, settings, log_dir=str(tmp_path / "logs")))
+        assert result.examples == 1 and not result.worker_errors, result
+        seen = json.loads((here / "out.json").read_text())
+        assert seen == {"session_leader": True, "cwd": str(here), "tmp": str(here / "tmp"), "blocked": []}, seen
+        lines.append((tmp_path / "logs" / "worker0.log").read_text().count("from the worker\n"))
+    assert 0 < lines[0] and lines[1] == 2 * lines[0], lines  # one example each: the same calls

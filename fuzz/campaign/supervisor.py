@@ -17,9 +17,16 @@ a death then is counted apart, not blamed on the pass. Instead of generated exam
 worker may judge a named list once each, in order (the gate's corpus); a replacement worker
 goes on after the example its predecessor died on.
 
-Workers are fresh interpreters (``python -m fxfuzz.campaign.worker``, the spawn model) rather than forks: torch
-does not survive fork reliably, and a fresh process can start coverage before torch is
-imported, so the pass's module-level lines count as covered.
+Each worker would otherwise import torch and fxfuzz afresh, seconds of CPU: workers are forked
+from a warm interpreter, ``multiprocessing``'s forkserver, one per supervising process, which
+has imported the worker's modules (``fxfuzz.campaign.worker.PRELOAD``) and run nothing else,
+so no torch thread pool or op state is forked. ``forked_main`` makes each fork what a fresh
+``python -P -m fxfuzz.campaign.worker`` process of the supervisor would be: its own session,
+the supervisor's environment, directory and signal mask, output to its log, the current
+directory last on ``sys.path``, exit statuses read the same (the forkserver passes them on). A
+campaign that measures coverage starts fresh interpreters instead (``subprocess.Popen``):
+coverage must start before torch is imported, so the pass's module-level lines count as
+covered, and a warm interpreter has imported them.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import dataclasses
 import enum
 import hashlib
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -39,8 +47,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Pipe, wait
-from typing import Any, TextIO
+from typing import Any
 
+from fxfuzz.campaign import worker
 from fxfuzz.campaign.database import open_database
 from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, SavedFailures, StopReason, bucket_id, database_key
 from fxfuzz.campaign.protocol import (
@@ -142,7 +151,7 @@ class _Worker:
     index: int
     generation: int
     quota: int  # examples this worker slot may still run, over all its generations
-    proc: subprocess.Popen
+    proc: subprocess.Popen | Forked
     conn: Connection
     started: float
     first: int = 0  # the index of its first listed example (Task.examples)
@@ -173,7 +182,6 @@ class Supervisor:
         # Only with coverage on: an empty folder per campaign would pile up in the temp dir.
         self.cov_dir = tempfile.mkdtemp(prefix="fxfuzz-cov-") if campaign.coverage_include else None
         self.result.coverage_dir = self.cov_dir
-        self.logs: list[Any] = []
         self.saved = _saved_failures(campaign, self._note)
         # Every worker, restarts included, registers the user operators of this process's
         # op table before drawing; one it cannot rebuild is refused here, not left out.
@@ -213,18 +221,11 @@ class Supervisor:
         )
         start_file = os.path.join(self.start_dir, f"w{index}g{generation}.json")
         start.write(start_file)
-        log: int | TextIO = subprocess.DEVNULL
+        log = None
         if self.campaign.log_dir:
             os.makedirs(self.campaign.log_dir, exist_ok=True)
-            log = open(worker_log(self.campaign.log_dir, self.campaign.first_log + index), "a")
-            self.logs.append(log)
-        proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "fxfuzz.campaign.worker", str(child.fileno()), start_file],  # -P: see import_from_cwd
-            pass_fds=[child.fileno()],
-            stdout=log,
-            stderr=log,
-            start_new_session=True,  # a Ctrl-C at the terminal reaches only the parent
-        )
+            log = worker_log(self.campaign.log_dir, self.campaign.first_log + index)
+        proc = _popen(child, start_file, log) if self.cov_dir or not FORKSERVER else _fork(child, start_file, log)
         child.close()
         return _Worker(index, generation, quota, proc, parent, time.monotonic(), first, rerun=rerun)
 
@@ -380,8 +381,6 @@ class Supervisor:
             for w in list(self.workers):
                 self._kill(w)
                 self._retire(w)
-            for log in self.logs:
-                log.close()
             shutil.rmtree(self.start_dir, ignore_errors=True)  # the starts of workers that never read them
         self._sample(progress)
         r = self.result
@@ -467,6 +466,67 @@ class Supervisor:
         r.timeline.append((round(elapsed, 2), examples))
         if progress is not None:
             progress(examples, len(r.buckets), elapsed)
+
+
+def _popen(conn: Connection, start_file: str, log: str | None) -> subprocess.Popen:
+    """A worker in a fresh interpreter."""
+    with open(log, "a") if log is not None else open(os.devnull, "w") as out:
+        return subprocess.Popen(
+            [sys.executable, "-P", "-m", worker.__name__, str(conn.fileno()), start_file],  # -P: see import_from_cwd
+            pass_fds=[conn.fileno()],
+            stdout=out,
+            stderr=out,
+            start_new_session=True,  # a Ctrl-C at the terminal reaches only the parent
+        )
+
+
+# Whether workers can fork from a warm interpreter (POSIX).
+FORKSERVER = "forkserver" in multiprocessing.get_all_start_methods()
+
+# What a terminal or ``timeout`` sends a whole process group, the forkserver's among them.
+_GROUP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+@dataclass
+class Forked:
+    """A worker forked by the forkserver, read as ``subprocess.Popen`` reads a child: its exit
+    status (the forkserver's waitpid, negative for a signal), and a kill."""
+
+    process: multiprocessing.process.BaseProcess
+
+    def poll(self) -> int | None:
+        return self.process.exitcode
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def wait(self) -> int | None:
+        self.process.join()
+        return self.process.exitcode
+
+
+def _fork(conn: Connection, start_file: str, log: str | None) -> Forked:
+    """A worker forked from the warm interpreter, started with it if it is not running yet.
+    That start is made safe here: the stop signals blocked, which it inherits and keeps (it
+    lives in this process's group, and must outlive a signal that only asks the campaign to
+    stop: the workers' exit statuses go through it), and ``python -P``, so that its imports
+    do not come from the current directory."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(worker.PRELOAD))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _GROUP_SIGNALS)
+    around = worker.Surroundings(dict(os.environ), os.getcwd(), frozenset(mask), log)
+    safe_path = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        process = ctx.Process(target=worker.forked_main, args=(start_file, conn, around), name="fxfuzz-worker")
+        process.start()
+    finally:
+        if safe_path is None:
+            del os.environ["PYTHONSAFEPATH"]
+        else:
+            os.environ["PYTHONSAFEPATH"] = safe_path
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return Forked(process)
 
 
 def worker_log(log_dir: str, index: int) -> str:

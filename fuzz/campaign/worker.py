@@ -1,4 +1,6 @@
-"""One worker process of a parallel campaign (``python -m fxfuzz.campaign.worker FD START``).
+"""One worker process of a parallel campaign: forked from a warm interpreter (``forked_main``),
+or, where that cannot be, a fresh one (``python -m fxfuzz.campaign.worker FD START``); see
+``fxfuzz.campaign.supervisor``.
 
 It reads its ``WorkerStart`` from the file ``START`` (and deletes it; see
 ``fxfuzz.campaign.protocol``), runs ``run_campaign`` on its share (or ``run_examples`` on a
@@ -18,6 +20,7 @@ import importlib
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -99,8 +102,22 @@ class _Reporter:
             yield name, case
 
 
-def worker_main(start: WorkerStart, fd: int, cov: Any) -> None:
-    """Run one worker's share of the campaign, reporting to the parent over ``fd``."""
+# The modules worker_main imports, and this one: the warm interpreter workers fork from imports
+# them, and nothing else, once (tests/test_workers.py checks both).
+PRELOAD = (
+    __name__,
+    "fxfuzz.campaign.database",
+    "fxfuzz.campaign.engine",
+    "fxfuzz.core.contract",
+    "fxfuzz.core.op_sources",
+    "fxfuzz.core.passes",
+    "fxfuzz.core.serialize",
+    "fxfuzz.strategies.custom",
+)
+
+
+def worker_main(start: WorkerStart, conn: Connection, cov: Any) -> None:
+    """Run one worker's share of the campaign, reporting to the parent over ``conn``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
     from fxfuzz.campaign.database import open_database
     from fxfuzz.campaign.engine import Hooks, Subject, run_campaign, run_examples
@@ -114,7 +131,6 @@ def worker_main(start: WorkerStart, fd: int, cov: Any) -> None:
     load_sources(start.op_sources)
     for specs in start.ops:
         register_first(specs)
-    conn = Connection(fd)
     # The example the previous worker of this slot died on: run first, to see if it repeats.
     rerun = [case_from_dict(start.rerun)] if start.rerun is not None else []
     pass_fn = load_pass(start.pass_spec, contract_option(start.settings.contract))
@@ -143,8 +159,9 @@ _PR_SET_PDEATHSIG = 1
 
 
 def die_with_parent(parent: int) -> None:
-    """End this process within a second or so of the supervisor ``parent``, even while a pass
-    hangs: a worker lives in its own session, so nothing else would end it. On Linux the
+    """End this process within a second or so of its parent ``parent``, even while a pass
+    hangs: the supervisor, or the forkserver, which ends with the supervisor's process (see
+    ``forked_main``). A worker lives in its own session, so nothing else would end it. On Linux the
     kernel kills it at once (``PR_SET_PDEATHSIG``); elsewhere, and should that fail, a watchdog
     thread sees the parent change."""
     if sys.platform.startswith("linux"):
@@ -160,14 +177,59 @@ def die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="fxfuzz-parent-watchdog", daemon=True).start()
 
 
-if __name__ == "__main__":
-    _start = WorkerStart.take(sys.argv[2])
-    die_with_parent(_start.parent)
+def run_worker(start: WorkerStart, conn: Connection, parent: int) -> None:
+    """Live no longer than the process ``parent``, measure coverage if asked, run the worker."""
+    die_with_parent(parent)
     import_from_cwd()
-    _cov = None
-    if _start.coverage_include:
+    cov = None
+    if start.coverage_include:
         import coverage
 
-        _cov = coverage.Coverage(data_file=_start.coverage_file, branch=True, include=_start.coverage_include)
-        _cov.start()
-    worker_main(_start, int(sys.argv[1]), _cov)
+        cov = coverage.Coverage(data_file=start.coverage_file, branch=True, include=start.coverage_include)
+        cov.start()
+    worker_main(start, conn, cov)
+
+
+@dataclasses.dataclass(frozen=True)
+class Surroundings:
+    """What a worker started by ``subprocess.Popen`` from the supervisor gets from it, and a
+    forked one must be given: its environment, directory and blocked signals, where its output
+    goes (None: nowhere)."""
+
+    environ: dict[str, str]
+    cwd: str
+    sigmask: frozenset[int]
+    log: str | None
+
+
+def forked_main(start_file: str, conn: Connection, around: Surroundings) -> None:
+    """A worker forked from the warm interpreter (``multiprocessing``'s forkserver), made what
+    ``python -P -m fxfuzz.campaign.worker`` started as the supervisor does would be, then run."""
+    parent = os.getppid()  # the forkserver
+    os.setsid()  # as start_new_session: a Ctrl-C at the terminal reaches only the supervisor
+    # The forkserver's "alive" pipe, which every process it forks holds: held by the
+    # supervisor's process alone, the forkserver ends with it, and this worker with the
+    # forkserver, its parent (die_with_parent).
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    alive = getattr(server, "_forkserver_alive_fd", None)
+    if alive is not None:
+        os.close(alive)
+        server._forkserver_alive_fd = None  # type: ignore[attr-defined]
+    signal.pthread_sigmask(signal.SIG_SETMASK, around.sigmask)
+    out = os.open(around.log or os.devnull, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    os.environ.clear()
+    os.environ.update(around.environ)
+    tempfile.tempdir = None  # read again from this environment
+    os.chdir(around.cwd)
+    sys.argv = [__file__, str(conn.fileno()), start_file]  # what a pass sees in a fresh worker
+    run_worker(WorkerStart.take(start_file), conn, parent)
+
+
+if __name__ == "__main__":
+    _start = WorkerStart.take(sys.argv[2])
+    run_worker(_start, Connection(int(sys.argv[1])), _start.parent)
