@@ -39,6 +39,23 @@ def refused(capsys):
     return run
 
 
+@pytest.fixture
+def cli(capsys):
+    """``cli(*args)`` runs ``fxfuzz`` in this process and returns its exit status and output as
+    a CompletedProcess: for tests that need no process boundary around the CLI (a fresh
+    interpreter costs seconds of torch imports); the workers a campaign or gate starts are
+    processes all the same."""
+    from fxfuzz.cli.main import main
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        code = main(list(args))
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(["fxfuzz", *args], code, out.out, out.err)
+
+    return run
+
+
 @pytest.fixture(autouse=True)
 def _profile_restored(request):
     """In-process pytester sessions given ``--hypothesis-profile`` load that profile for the

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 import torch
 from fxfuzz.cli.main import main
 from fxfuzz.core.case import copy_graph_module, graph_module
@@ -16,6 +17,7 @@ from torch import fx
 KEYS = ("pass_ms", "harness_ms", "ratio", "examples_per_s", "speedup_2_workers", "peak_rss_mb", "pass_cpu_ms", "harness_cpu_ms", "ratio_cpu")
 
 
+@pytest.mark.processes
 def test_bench_json_smoke(capsys):
     assert main(["bench", "--graphs", "6", "--json"]) == 0
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -19,10 +19,11 @@ def fxfuzz(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
     )
 
 
-def test_run_real_pass_writes_report(tmp_path):
+@pytest.mark.processes
+def test_run_real_pass_writes_report(tmp_path, cli):
     """The real pass of torch 2.13.0 has known findings (fxfuzz-known.txt): the campaign
     counts them, marks them known and stays green; anything else it finds fails this test."""
-    r = fxfuzz(
+    r = cli(
         "run", "--budget", "300", "--max-examples", "30", "--no-db",
         "--known", os.path.join(ROOT, "fxfuzz-known.txt"), "--report-dir", str(tmp_path),
     )
@@ -35,11 +36,12 @@ def test_run_real_pass_writes_report(tmp_path):
     assert report["torch_version"].startswith("2.")
 
 
-def test_run_export_pipeline_goes_through_the_stages(tmp_path):
+@pytest.mark.processes
+def test_run_export_pipeline_goes_through_the_stages(tmp_path, cli):
     """`--pass export` runs torch.export's own sequence; with every example through the export
     stages, its findings are the known ones (fxfuzz-known.txt) and the report names the
     pipeline and the share."""
-    r = fxfuzz(
+    r = cli(
         "run", "--pass", "export", "--max-examples", "12", "--workers", "1", "--no-db", "--stage-share", "1",
         "--known", os.path.join(ROOT, "fxfuzz-known.txt"), "--report-dir", str(tmp_path),
     )
@@ -49,12 +51,13 @@ def test_run_export_pipeline_goes_through_the_stages(tmp_path):
     assert report["pass"] == "export" and report["stage_share"] == 1.0 and report["examples"] == 12
 
 
-def test_broken_pass_is_reported_with_exit_1(tmp_path):
+@pytest.mark.processes
+def test_broken_pass_is_reported_with_exit_1(tmp_path, cli):
     spec = os.path.join(HERE, "broken_passes.py") + ":drops_toggles"
     # Seed 7 draws a case the broken pass gets wrong among its first 15 (seeds 1, 4, 5, 6 and 8
     # draw none): 15 s, where running out a 60 s budget on a random seed was the suite's slowest test.
     args = ["--seed", "7", "--max-examples", "15", "--workers", "1", "--no-db", "--budget", "60"]
-    r = fxfuzz("run", "--pass", spec, *args, "--report-dir", str(tmp_path))
+    r = cli("run", "--pass", spec, *args, "--report-dir", str(tmp_path))
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert any(f["oracle"] == "equivalence" for f in report["findings"])
@@ -113,6 +116,7 @@ def test_bad_usage_is_one_line_and_exit_2(args, needle, refused):
     assert needle in refused(args)
 
 
+@pytest.mark.processes
 def test_bad_usage_through_the_console_script_is_one_line_and_exit_2():
     """What a shell sees: nothing on stderr but the one line (no warning, no traceback)."""
     r = fxfuzz("run", "--pass", "set_grad+no_such_module:fn")
@@ -122,6 +126,7 @@ def test_bad_usage_through_the_console_script_is_one_line_and_exit_2():
     ], r.stderr
 
 
+@pytest.mark.processes
 def test_a_closed_stdout_ends_the_command_as_sigpipe_would_without_a_traceback():
     """``fxfuzz passes | head``: the reader leaves before fxfuzz writes."""
     read, write = os.pipe()
@@ -133,11 +138,11 @@ def test_a_closed_stdout_ends_the_command_as_sigpipe_would_without_a_traceback()
     assert (r.returncode, r.stderr) == (128 + 13, ""), r.stderr
 
 
-def test_mutate_out_naming_a_directory_is_refused_before_any_mutant(tmp_path):
+def test_mutate_out_naming_a_directory_is_refused_before_any_mutant(tmp_path, cli):
     """--out is the JSON file, rewritten after every mutant; a folder there would fail only
     once the first mutant is judged."""
     one = "replace_set_grad_with_hop_pass._is_set_grad_enabled_node:22:remove:0"
-    r = fxfuzz("mutate", "--only", one, "--budget-per-mutant", "1", "--out", str(tmp_path))
+    r = cli("mutate", "--only", one, "--budget-per-mutant", "1", "--out", str(tmp_path))
     assert r.returncode == 2 and r.stderr.strip() == f"fxfuzz: error: --out: {tmp_path} is a directory; give the path of the JSON file to write"
     assert r.stdout == "" and os.listdir(tmp_path) == []
 
@@ -152,6 +157,7 @@ p.fxfuzz_contract = MEANING
 """
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("launch", ["console script", "python -m"])
 def test_a_pass_module_in_the_current_directory_loads_without_shadowing_anything(tmp_path, launch):
     """``--pass mypass:p`` imports mypass from the current directory, in the CLI and in its

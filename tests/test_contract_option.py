@@ -64,6 +64,7 @@ def test_a_repro_records_its_contract_and_refuses_a_name_outside_the_table(tmp_p
         load_repro(str(path))
 
 
+@pytest.mark.processes
 @pytest.mark.xdist_group("processes")
 def test_run_holds_the_pass_and_its_workers_to_the_contract_and_reports_it(tmp_path):
     """A toggle-dropping gm -> gm pass is found under refines; report.json and its repro say

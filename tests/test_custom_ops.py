@@ -178,6 +178,7 @@ class CustomOpsUnderNoGrad(torch.nn.Module):
         return ops.cube(a) + t, s
 
 
+@pytest.mark.processes
 def test_case_json_and_standalone_repro_define_the_custom_operators(tmp_path):
     pass_file = tmp_path / "planted.py"
     pass_file.write_text(PLANTED)
@@ -195,6 +196,7 @@ def test_case_json_and_standalone_repro_define_the_custom_operators(tmp_path):
     assert main(["repro", py[:-3] + ".json", "--pass", "set_grad"]) == 0
 
 
+@pytest.mark.processes
 def test_a_case_whose_operator_source_cannot_be_imported_is_one_line_exit_2(tmp_path, capsys):
     case = from_module(CustomOpsUnderNoGrad(), (torch.randn(3),))
     data = case_to_dict(case)
@@ -245,6 +247,7 @@ def test_generated_programs_call_custom_operators():
     assert len(seen) >= 3 and sum(seen.values()) >= 5, seen
 
 
+@pytest.mark.processes
 def test_register_op_adds_a_users_operator_to_the_cases_and_their_repros(tmp_path):
     spec = register_op(user_ops.SCALE)
     try:

@@ -22,6 +22,7 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
 
 
+@pytest.mark.processes
 def test_run_with_op_draws_it_in_two_workers_and_its_finding_replays_in_a_fresh_process(tmp_path):
     report_dir = tmp_path / "report"
     run = subprocess.run(
@@ -43,6 +44,7 @@ def test_run_with_op_draws_it_in_two_workers_and_its_finding_replays_in_a_fresh_
     assert "userops::scale reached the pass" in replay.stdout + replay.stderr
 
 
+@pytest.mark.processes
 def test_run_parallel_hands_the_operators_registered_in_python_to_its_workers():
     entry = register_op(user_ops.SCALE)  # by object: its spec is the module attribute holding it
     try:
@@ -53,6 +55,7 @@ def test_run_parallel_hands_the_operators_registered_in_python_to_its_workers():
     assert result.stats.get("op:userops::scale", 0) > 0, result.stats
 
 
+@pytest.mark.processes
 def test_a_worker_restarted_after_a_death_draws_the_operator_again():
     source = os.path.join(TESTS, "user_ops.py")
     entry = register_op(f"{source}:SCALE")
@@ -68,6 +71,7 @@ def test_a_worker_restarted_after_a_death_draws_the_operator_again():
     assert result.counts[crash] >= 2, (result.counts, result.worker_errors)
 
 
+@pytest.mark.processes
 def test_a_registration_no_worker_can_rebuild_is_refused_not_dropped():
     # Constraints given as live objects: a worker process has no spec to register it from.
     entry = register_op(torch.ops.userops.scale, arguments=user_ops._factor)

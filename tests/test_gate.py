@@ -93,8 +93,8 @@ def test_fresh_copy_of_the_real_pass_has_no_regression(corpus):
     installed one: same behaviour on the whole corpus and on fresh cases in both grad modes."""
     copy = load_pass_variant("set_grad")
     assert copy is not REAL
-    result = run_gate(copy, REAL, corpus, CampaignSettings(budget_s=1e9, max_examples=15))  # a count, not a time limit
-    assert result.corpus_cases == len(corpus) and result.campaign.examples == 15
+    result = run_gate(copy, REAL, corpus, CampaignSettings(budget_s=1e9, max_examples=5))  # a count, not a time limit
+    assert result.corpus_cases == len(corpus) and result.campaign.examples == 5
     assert result.buckets == {}
 
 
@@ -125,9 +125,10 @@ def test_fresh_cases_are_judged_under_both_grad_modes():
     assert modes == {True, False}
 
 
-def test_cli_broken_candidate_exits_1_and_its_repros_replay(tmp_path):
+@pytest.mark.processes
+def test_cli_broken_candidate_exits_1_and_its_repros_replay(tmp_path, cli):
     spec = os.path.join(HERE, "broken_passes.py") + ":drops_toggles"
-    r = fxfuzz("gate", "--candidate", spec, "--max-examples", "3", "--max-shrink-s", "0", "--report-dir", str(tmp_path / "r"))
+    r = cli("gate", "--candidate", spec, "--max-examples", "3", "--max-shrink-s", "0", "--report-dir", str(tmp_path / "r"))
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["candidate"] == spec and report["baseline"] == "set_grad" and report["findings"]
@@ -139,7 +140,7 @@ def test_cli_broken_candidate_exits_1_and_its_repros_replay(tmp_path):
     for f in report["findings"]:
         assert "| baseline pass | `set_grad` |" in (tmp_path / "r" / f["issue"]).read_text()
     # The saved repros are a regression corpus: the broken pass still fails them, the real one not.
-    r2 = fxfuzz("gate", "--candidate", "set_grad", "--corpus", str(tmp_path / "r" / "repros"),
+    r2 = cli("gate", "--candidate", "set_grad", "--corpus", str(tmp_path / "r" / "repros"),
                 "--max-examples", "1", "--report-dir", str(tmp_path / "r2"))
     assert r2.returncode == 0, r2.stdout + r2.stderr
     report2 = json.loads((tmp_path / "r2" / "report.json").read_text())
@@ -177,12 +178,13 @@ def test_a_death_is_the_candidates_only_once_the_baseline_survived():
     assert True not in events and "candidate" in events
 
 
-def test_cli_parallel_gate_regresses_on_fresh_cases_and_passes_the_real_pass(tmp_path):
+@pytest.mark.processes
+def test_cli_parallel_gate_regresses_on_fresh_cases_and_passes_the_real_pass(tmp_path, cli):
     """--workers 2: every fresh case of a crashing candidate is a regression found in a worker
     (its bucket counts the corpus cases and the fresh ones), with a repro; the real pass
     against itself has none."""
     spec = os.path.join(HERE, "broken_passes.py") + ":crashes"
-    r = fxfuzz("gate", "--candidate", spec, "--workers", "2", "--max-examples", "2", "--max-shrink-s", "0", "--report-dir", str(tmp_path / "r"))
+    r = cli("gate", "--candidate", spec, "--workers", "2", "--max-examples", "2", "--max-shrink-s", "0", "--report-dir", str(tmp_path / "r"))
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     # The first regression is final (nothing shrinks), so the gate stops there.
@@ -191,7 +193,7 @@ def test_cli_parallel_gate_regresses_on_fresh_cases_and_passes_the_real_pass(tmp
     [finding] = report["findings"]
     assert finding["oracle"] == "crash" and finding["count"] >= 1
     assert (tmp_path / "r" / finding["repro"]).is_file()
-    ok = fxfuzz("gate", "--candidate", "set_grad", "--workers", "2", "--max-examples", "2", "--report-dir", str(tmp_path / "ok"))
+    ok = cli("gate", "--candidate", "set_grad", "--workers", "2", "--max-examples", "2", "--report-dir", str(tmp_path / "ok"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert json.loads((tmp_path / "ok" / "report.json").read_text())["examples"] == 2
     # The corpus's worker logs to worker0.log, the one drawing fresh cases beside it to its own.
@@ -204,6 +206,7 @@ BUDGET_S, TIMEOUT_S = 2, 3
 STARTUP_SLACK_S = 40
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     "fault, workers, kind",
     [
@@ -241,6 +244,7 @@ def test_cli_gate_reports_a_crashing_or_hanging_candidate_within_budget(tmp_path
     assert int(ET.parse(out / "junit.xml").getroot().find("testsuite").get("failures")) == 1
 
 
+@pytest.mark.processes
 def test_fresh_cases_are_judged_while_the_corpus_is():
     """With two workers, fresh cases start with the corpus: a budget spent before the corpus
     is judged still gives them the corpus's time (with one worker it would give them none),
@@ -250,6 +254,7 @@ def test_fresh_cases_are_judged_while_the_corpus_is():
     assert not result.buckets and not result.worker_errors
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("workers", [1, 2])
 def test_the_gate_stops_at_its_first_final_regression(workers, corpus):
     """A regression on a corpus case is final (nothing shrinks it): the gate ends there, with
@@ -279,6 +284,7 @@ def test_a_fresh_regression_is_final_once_minimized():
     assert _final_regression(ParallelResult(buckets={"crash-x": _record(kind="process_died")}), defaults)
 
 
+@pytest.mark.processes
 def test_a_worker_says_when_a_buckets_shrinking_is_over():
     """The supervisor hears from the worker when a fresh bucket is minimized (the engine's
     ``on_minimized``), which is what makes a fresh regression final."""
@@ -312,6 +318,7 @@ def test_fresh_cases_draw_the_baselines_node_kinds_in_half_the_cases():
     assert repr(fresh_cases("export", bp.crashes, MEANING)) == repr(st.one_of(graph_cases(domain="export"), graph_cases(domain="export", reacts_to=MEANING.reacts_to)))
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("fault", ["segfaults_once", "slow_once"])
 def test_the_corpus_goes_on_after_the_case_that_killed_its_worker(tmp_path, corpus, fault):
     """The replacement worker judges the fatal case again, then the rest of the corpus; a
@@ -325,6 +332,7 @@ def test_the_corpus_goes_on_after_the_case_that_killed_its_worker(tmp_path, corp
     assert not result.buckets
 
 
+@pytest.mark.processes
 def test_cli_gate_candidate_dying_where_the_baseline_crashes_is_no_regression(tmp_path):
     (tmp_path / "faulty.py").write_text(FAULTY)
     r = fxfuzz(
@@ -336,11 +344,12 @@ def test_cli_gate_candidate_dying_where_the_baseline_crashes_is_no_regression(tm
     assert report["findings"] == [] and report["workers_detail"]["excused_deaths"] >= 1
 
 
-def test_cli_gate_whose_worker_cannot_start_fails_loudly(tmp_path):
+@pytest.mark.processes
+def test_cli_gate_whose_worker_cannot_start_fails_loudly(tmp_path, cli):
     """A candidate whose import kills every worker (not the CLI process): the corpus was never
     judged, so no regression found is no pass."""
     (tmp_path / "dies.py").write_text(DIES_IN_WORKERS)
-    r = fxfuzz("gate", "--candidate", f"{tmp_path / 'dies.py'}:fine", "--budget", "30", "--report-dir", str(tmp_path / "r"))
+    r = cli("gate", "--candidate", f"{tmp_path / 'dies.py'}:fine", "--budget", "30", "--report-dir", str(tmp_path / "r"))
     assert r.returncode == 3, r.stdout + r.stderr
     (line,) = [l for l in r.stderr.splitlines() if l.startswith("fxfuzz: error:")]
     assert "did not judge all its cases" in line and "exited with 7" in line
@@ -403,9 +412,9 @@ def test_bad_usage_is_one_line_and_exit_2(args, needle, refused):
     assert needle in refused(args)
 
 
-def test_missing_corpus_folder_is_a_usage_error(tmp_path):
+def test_missing_corpus_folder_is_a_usage_error(tmp_path, cli):
     """A malformed file in the folder is skipped with a note and kept (tests/test_trust_cases.py)."""
-    r = fxfuzz("gate", "--candidate", "set_grad", "--corpus", str(tmp_path / "nowhere"))
+    r = cli("gate", "--candidate", "set_grad", "--corpus", str(tmp_path / "nowhere"))
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "nowhere" in lines[0], r.stderr
 
@@ -424,7 +433,8 @@ def test_metadata_keys_and_signature_names_must_match_the_baseline():
     assert {f.kind for f in regressions(case, no_rename, REAL)} == {"vs_baseline_signature_differs"}
 
 
-def test_gate_against_a_pipeline_rejects_the_old_node_inline_on_its_corpus(tmp_path, corpus):
+@pytest.mark.processes
+def test_gate_against_a_pipeline_rejects_the_old_node_inline_on_its_corpus(tmp_path, corpus, cli):
     """pytorch#140589: node_inline_ before PR #141169 overwrote the parent's ``submod_1`` when
     autocast ran after set_grad. The set-grad part alone passes the whole corpus; the
     sequence, gated against the sequence, regresses on it (`fxfuzz gate` exits 1 at once)."""
@@ -432,7 +442,7 @@ def test_gate_against_a_pipeline_rejects_the_old_node_inline_on_its_corpus(tmp_p
 
     assert not judge_corpus(bp.inline_overwrites_submod_set_grad_only, REAL, corpus).buckets
     spec = os.path.join(HERE, "broken_passes.py") + ":inline_overwrites_submod"
-    r = fxfuzz("gate", "--candidate", spec, "--baseline", "set_grad+autocast", "--max-examples", "1", "--max-shrink-s", "0", "--report-dir", str(tmp_path))
+    r = cli("gate", "--candidate", spec, "--baseline", "set_grad+autocast", "--max-examples", "1", "--max-shrink-s", "0", "--report-dir", str(tmp_path))
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["baseline"] == "set_grad+autocast"
@@ -440,13 +450,14 @@ def test_gate_against_a_pipeline_rejects_the_old_node_inline_on_its_corpus(tmp_p
     assert report["findings"] and "on autocast_with_grad_blocks[" in r.stdout, r.stdout
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("share, regresses", [("1", True), ("0", False)])
-def test_gate_stage_share_decides_which_cases_go_through_the_export_stages(tmp_path, share, regresses):
+def test_gate_stage_share_decides_which_cases_go_through_the_export_stages(tmp_path, share, regresses, cli):
     """A candidate whose every result torch.export.save refuses: with every case through the
     stages the gate finds that on its corpus; with none, no stage runs (the gate's interface
     check still sees the metadata this pass adds: only the downstream rows are compared)."""
     spec = os.path.join(HERE, "broken_passes.py") + ":unsaveable"
-    r = fxfuzz("gate", "--candidate", spec, "--max-examples", "1", "--max-shrink-s", "0", "--stage-share", share, "--report-dir", str(tmp_path))
+    r = cli("gate", "--candidate", spec, "--max-examples", "1", "--max-shrink-s", "0", "--stage-share", share, "--report-dir", str(tmp_path))
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["stage_share"] == float(share)
     downstream = [f for f in report["findings"] if f["oracle"] == "downstream" and not f["known"]]

@@ -9,19 +9,19 @@ import os
 import historical_passes as hp
 import pytest
 from fxfuzz.tools.mutants import SourceEdit, load_pass_variant
-from test_gate import fxfuzz
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("name", sorted(hp.EDITS))
-def test_default_gate_rejects_the_historical_defect(name, tmp_path):
+def test_default_gate_rejects_the_historical_defect(name, tmp_path, cli):
     spec = os.path.join(HERE, "historical_passes.py") + ":" + name
     # Default baseline (set_grad), domain (both) and workers; one fresh case, not minimized, keeps
     # the test short: each defect shows on the corpus (and the gate stops at the first
     # regression, which a fresh case judged alongside may show first). How fast is for
     # ``fxfuzz bench`` and docs/benchmark.md to say, not a timed test.
-    r = fxfuzz("gate", "--candidate", spec, "--max-examples", "1", "--max-shrink-s", "0", "--report-dir", str(tmp_path))
+    r = cli("gate", "--candidate", spec, "--max-examples", "1", "--max-shrink-s", "0", "--report-dir", str(tmp_path))
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert (report["baseline"], report["domain"]) == ("set_grad", "both")

@@ -134,6 +134,7 @@ def _package_and_member(component: list[str], m: str) -> bool:
     return len(packages) == 1 and (m == packages[0] or m.startswith(packages[0] + "."))
 
 
+@pytest.mark.processes
 def test_the_issue_names_import_and_help_imports_no_torch():
     code = (
         "import sys, fxfuzz, fxfuzz.cli, fxfuzz.pytest_plugin; fxfuzz.cli.build_parser(); "
@@ -144,6 +145,7 @@ def test_the_issue_names_import_and_help_imports_no_torch():
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("old", ["fuzz", "strategies", "oracles"])
 def test_no_bare_top_level_packages(old, tmp_path):
     """From a directory without the checkout, the old top-level names are gone."""

@@ -192,6 +192,7 @@ def test_the_shard_campaign_tests_share_one_worker(request):
     assert request.node.nodeid.endswith("@shard_campaigns"), request.node.nodeid
 
 
+@pytest.mark.processes
 def test_a_run_folder_holds_an_issue_text_per_new_bucket(shard_campaigns):
     a, _, known_id = shard_campaigns
     report = _load(a)
@@ -213,6 +214,7 @@ def test_a_run_folder_holds_an_issue_text_per_new_bucket(shard_campaigns):
         assert f"([issue]({f['issue']}))" in (a / "report.md").read_text()
 
 
+@pytest.mark.processes
 def test_merge_of_two_real_campaigns(shard_campaigns, tmp_path, capsys):
     a, b, known_id = shard_campaigns
     out = tmp_path / "merged"
@@ -250,6 +252,7 @@ def test_merge_of_two_real_campaigns(shard_campaigns, tmp_path, capsys):
     assert "fxfuzz merge: 2 report folder(s)" in capsys.readouterr().out
 
 
+@pytest.mark.processes
 def test_merge_refusals_are_one_line_and_exit_2(shard_campaigns, tmp_path, refused):
     a, b, _ = shard_campaigns
     for key, value in (("pass", "set_grad"), ("version", "9.9.9")):

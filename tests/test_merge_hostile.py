@@ -78,6 +78,7 @@ def _no_secret_in(folder):
 # ------------------------------------------------------------------ reading only inside
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("repro", ["{secret}", "../outside/secret.py", "repros/../../outside/secret.py", "repros/other.py", ""])
 def test_a_repro_field_naming_another_file_is_refused_with_a_note(tmp_path, real, repro, capsys):
     secret = _secret(tmp_path)
@@ -95,6 +96,7 @@ def test_a_repro_field_naming_another_file_is_refused_with_a_note(tmp_path, real
     assert "Traceback" not in capsys.readouterr().err
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("link", ["file", "folder", "json"])
 def test_a_repro_that_links_out_of_its_folder_is_never_copied(tmp_path, real, link):
     secret = _secret(tmp_path)
@@ -122,6 +124,7 @@ def test_a_repro_that_links_out_of_its_folder_is_never_copied(tmp_path, real, li
     _no_secret_in(out)
 
 
+@pytest.mark.processes
 def test_a_repro_that_is_a_fifo_is_skipped_without_blocking(tmp_path, real):
     folder = _folder(tmp_path, real)
     (row,) = real[1]["findings"]
@@ -134,6 +137,7 @@ def test_a_repro_that_is_a_fifo_is_skipped_without_blocking(tmp_path, real):
     assert any("is not a regular file" in e for e in merged["repro_errors"])
 
 
+@pytest.mark.processes
 def test_a_report_json_that_links_out_of_its_folder_is_refused(tmp_path, real, refused):
     folder = _folder(tmp_path, real)
     outside = tmp_path / "outside.json"
@@ -161,6 +165,7 @@ MALFORMED = [
 ]  # fmt: skip
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("key, value", MALFORMED)
 def test_a_malformed_field_is_one_line_and_exit_2(tmp_path, real, key, value, refused):
     folder = _folder(tmp_path, real, **{key: value})
@@ -169,6 +174,7 @@ def test_a_malformed_field_is_one_line_and_exit_2(tmp_path, real, key, value, re
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     "key, value",
     [("id", "../../etc/passwd"), pytest.param("id", "x" * 300, id="id-too-long"), ("id", 3), ("count", -2), ("details", [1]), ("known", "no"),
@@ -199,6 +205,7 @@ def test_absurd_json_is_refused_in_one_line(tmp_path, text, needle, refused):
     assert needle in refused(["merge", str(tmp_path / "in"), "--report-dir", str(tmp_path / "out")])
 
 
+@pytest.mark.processes
 def test_deep_details_are_refused(tmp_path, real, refused):
     (row,) = real[1]["findings"]
     deep: dict = {}
@@ -208,6 +215,7 @@ def test_deep_details_are_refused(tmp_path, real, refused):
     assert "nested deeper than 32 levels" in refused(["merge", str(folder), "--report-dir", str(tmp_path / "out")])
 
 
+@pytest.mark.processes
 def test_files_and_lists_are_bounded(tmp_path, real, refused, monkeypatch):
     folder = _folder(tmp_path, real, timeline=[[0.0, 0]] * 5001)
     monkeypatch.setattr(reader, "MAX_ITEMS", 5000)
@@ -237,6 +245,7 @@ def test_the_largest_split_is_taken():
     assert shard("1024/1024") == (1024, 1024)
 
 
+@pytest.mark.processes
 def test_merge_refuses_absurd_splits_at_once(tmp_path, real, refused):
     folder = _folder(tmp_path, real, shard="1/100000000000")
     start = time.monotonic()
@@ -249,6 +258,7 @@ def test_merge_refuses_absurd_splits_at_once(tmp_path, real, refused):
     assert time.monotonic() - start < 20
 
 
+@pytest.mark.processes
 def test_merge_names_the_missing_shards_of_the_largest_split(tmp_path, real, capsys):
     folder = _folder(tmp_path, real, shard="3/1024")
     assert main(["merge", str(folder), "--report-dir", str(tmp_path / "out")]) == 1
@@ -259,6 +269,7 @@ def test_merge_names_the_missing_shards_of_the_largest_split(tmp_path, real, cap
 # ------------------------------------------------------------------ what is quoted is escaped
 
 
+@pytest.mark.processes
 def test_a_real_reports_documents_escape_the_hostile_message(real):
     folder, report = real
     (row,) = report["findings"]
@@ -278,6 +289,7 @@ def test_a_real_reports_documents_escape_the_hostile_message(real):
     ET.parse(folder / "junit.xml")
 
 
+@pytest.mark.processes
 def test_hostile_fields_of_a_shard_report_are_escaped_in_the_merged_documents(tmp_path, real, capsys):
     (row,) = real[1]["findings"]
     hostile = {"pass": "p` <b>x</b> | y", "torch_version": "<script>1</script>", "stopped_by": "**a**|b",
@@ -344,6 +356,7 @@ def _merge_in_process(folders, out):
 _FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
+@pytest.mark.processes
 @_FUZZ
 @given(data=st.data())
 def test_mutated_real_reports_merge_or_are_refused_in_one_line(tmp_path_factory, real, data):
@@ -364,6 +377,7 @@ def test_mutated_real_reports_merge_or_are_refused_in_one_line(tmp_path_factory,
                 assert (tmp / "out" / f["repro"]).read_bytes() == (real[0] / f["repro"]).read_bytes()
 
 
+@pytest.mark.processes
 @_FUZZ
 @given(data=st.data())
 def test_damaged_report_files_merge_or_are_refused(tmp_path_factory, real, data):

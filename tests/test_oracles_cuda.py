@@ -200,6 +200,7 @@ def test_generated_graphs_that_run_on_cpu_run_on_cuda(case):
     assert not cpu.ok or cuda.ok, repr(cuda.error)
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA, so --device cuda is accepted")
 def test_device_cuda_without_cuda_is_one_line_and_exit_2():
     r = subprocess.run(

@@ -170,6 +170,7 @@ def test_a_spec_of_no_shape_or_two_is_refused_in_one_line(refused, name, message
     assert message in line and spec(name) in line
 
 
+@pytest.mark.processes
 def test_run_takes_a_gm_to_gm_pass(tmp_path):
     """The whole path: the CLI loads the shape, its worker loads it again, nothing is found."""
     from fxfuzz.cli.main import main
@@ -188,6 +189,7 @@ def drop_toggles(gm):
 '''
 
 
+@pytest.mark.processes
 def test_a_repro_calls_a_gm_to_gm_pass_in_its_shape(tmp_path):
     """The standalone repro (torch only) and ``fxfuzz repro`` both adapt the pass as the campaign did."""
     from fxfuzz.core.serialize import case_to_dict

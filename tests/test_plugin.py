@@ -51,6 +51,7 @@ def user_suite(pytester, torch_warm):
         settings.load_profile(profile)
 
 
+@pytest.mark.processes
 def test_loading_the_plugin_imports_no_torch():
     """pytest loads the plugin into every run of every suite where fxfuzz is installed."""
     import subprocess

@@ -177,6 +177,7 @@ def test_identity_inside_export_agrees_with_real_pass_on_eager_semantics(program
     assert [f for f in check_program(program, load_pass("identity")) if f.kind.startswith("e2e_")] == []
 
 
+@pytest.mark.processes
 def test_repro_is_standalone_and_exits_by_outcome(tmp_path):
     ok = tmp_path / "ok.py"
     ok.write_text(program_repro_source(no_grad_program(update=False), "control"))
@@ -198,6 +199,7 @@ UNUSED_DETACH = Program(
 )
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(not torch.__version__.startswith("2.13."), reason="recorded against torch 2.13")
 def test_known_export_crash_on_unused_detach_of_constant(tmp_path):
     (f,) = {(f.oracle, f.kind, f.details["frame"].split(":")[0]) for f in check_program(UNUSED_DETACH, REAL)}

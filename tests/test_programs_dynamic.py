@@ -138,6 +138,7 @@ def test_repro_check_runs_at_the_other_sizes(capsys):
     assert "at size n=2: output leaf 0" in out and "at size n=3" not in out
 
 
+@pytest.mark.processes
 def test_standalone_repro_exports_with_the_dynamic_shapes(tmp_path):
     path = tmp_path / "repro.py"
     path.write_text(program_repro_source(SIZES_ACROSS_REGIONS, "control"))

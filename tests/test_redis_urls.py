@@ -91,6 +91,7 @@ def tls_redis(tmp_path_factory):
     proc.wait()
 
 
+@pytest.mark.processes
 @needs_redis
 def test_a_wrong_password_or_certificate_is_one_line_without_the_password(tls_redis):
     wrong = tls_redis.replace(QUOTED, "not-it")
@@ -103,6 +104,7 @@ def test_a_wrong_password_or_certificate_is_one_line_without_the_password(tls_re
     assert QUOTED not in str(e.value) and PASSWORD not in str(e.value)
 
 
+@pytest.mark.processes
 @needs_redis
 def test_a_campaign_shares_its_failures_over_tls_with_a_password_it_never_shows(tmp_path, tls_redis):
     (tmp_path / "crasher.py").write_text(CRASHER)

@@ -55,6 +55,7 @@ def test_every_bucket_id_fxfuzz_makes_can_be_listed_as_known(tmp_path):
     assert load_known(str(text)) == {i: "reason" for i in ids}
 
 
+@pytest.mark.processes
 def test_known_findings_keep_the_campaign_green_but_are_reported(tmp_path, capsys):
     pass_file = tmp_path / "crasher.py"
     pass_file.write_text(CRASHER)
@@ -157,6 +158,7 @@ def test_coverage_merges_the_workers_data_files(tmp_path):
     assert len(row["missing_branches"]) == 1 and both["files"][0]["missing_branches"] == []
 
 
+@pytest.mark.processes
 def test_a_reused_report_folder_loses_the_earlier_runs_files_and_keeps_the_users(tmp_path):
     """A second run into the same --report-dir must not show the first run's repros and logs
     beside its own report; what the user put there stays."""

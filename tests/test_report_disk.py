@@ -62,6 +62,7 @@ def crasher(tmp_path):
             "--no-db", "--max-shrink-s", "0"]  # fmt: skip
 
 
+@pytest.mark.processes
 def test_a_run_whose_disk_fills_up_prints_its_summary_and_exits_4(tmp_path, crasher, monkeypatch, capsys):
     out = tmp_path / "report"
     write_all = run_cli.write_all
@@ -100,6 +101,7 @@ def test_a_merge_whose_disk_fills_up_exits_4(tmp_path, capsys):
     assert err[-1] == f"fxfuzz: error: the report in {out} is incomplete: could not write report.md: No space left on device"
 
 
+@pytest.mark.processes
 def test_a_gate_whose_disk_fills_up_exits_4(tmp_path, monkeypatch, capsys):
     from fxfuzz.cli import gate as gate_cli
 

@@ -110,6 +110,7 @@ def _planted_repro(tmp_path, suffix: str = "") -> tuple[str, str, GraphCase]:
     return spec, write_repro(str(tmp_path / "repros"), doc), case
 
 
+@pytest.mark.processes
 def test_standalone_repro_fails_while_the_bug_is_there_and_fxfuzz_repro_agrees(tmp_path):
     spec, py, case = _planted_repro(tmp_path)
     pass_file = tmp_path / "planted.py"
@@ -134,6 +135,7 @@ def test_standalone_repro_fails_while_the_bug_is_there_and_fxfuzz_repro_agrees(t
     assert run.returncode == 0 and "OK" in run.stdout, run.stdout + run.stderr
 
 
+@pytest.mark.processes
 def test_a_repro_whose_original_graph_raises_gives_fxfuzz_repros_verdict(tmp_path):
     """Both graphs raise IndexError, so the oracles find nothing; the standalone file must say
     the same (with or without fxfuzz to import), not print the original's traceback."""
@@ -147,6 +149,7 @@ def test_a_repro_whose_original_graph_raises_gives_fxfuzz_repros_verdict(tmp_pat
         assert run.returncode == 0 and "OK" in run.stdout and "Traceback" not in run.stderr, run.stdout + run.stderr
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("exit_call", ["sys.exit(0)", "os._exit(0)"])
 def test_a_repro_that_exits_on_its_own_is_never_read_as_fixed(tmp_path, capfd, exit_call):
     """fxfuzz repro runs the file only in its child, and reads the verdict from the replay, not
@@ -164,6 +167,7 @@ def test_a_repro_that_exits_on_its_own_is_never_read_as_fixed(tmp_path, capfd, e
     assert len(err) == 1 and err[0].startswith("fxfuzz: error:") and "exited with status 0" in err[0], err
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     ("body", "verdict"),
     [("ctypes.string_at(0)", "was killed by SIGSEGV"), ("time.sleep(600)", "did not return within 3s")],
@@ -175,6 +179,7 @@ def test_a_pass_that_kills_or_hangs_the_replay_fails_it(tmp_path, capfd, body, v
     assert f"fxfuzz repro: FAIL the process running the pass {verdict}" in capfd.readouterr().out
 
 
+@pytest.mark.processes
 def test_malformed_repro_is_one_line_exit_2(tmp_path, capsys):
     bad_case = tmp_path / "bad.json"
     bad_case.write_text(
@@ -191,6 +196,7 @@ def test_malformed_repro_is_one_line_exit_2(tmp_path, capsys):
         assert len(err.strip().splitlines()) == 1 and err.startswith("fxfuzz: error:"), err
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the repro would replay there")
 def test_a_cuda_finding_is_never_called_fixed_where_cuda_is_missing(tmp_path, capsys):
     """A cuda: finding shows only on CUDA; replaying it on CPU alone would pass and say
@@ -210,6 +216,7 @@ def test_a_cuda_finding_is_never_called_fixed_where_cuda_is_missing(tmp_path, ca
     assert verify(case, real) == []  # what the CPU-only checks alone would have concluded
 
 
+@pytest.mark.processes
 def test_a_repro_written_before_the_fxfuzz_namespace_replays_after_it(capfd):
     """Written by the code of the fuzz/strategies/oracles top-level packages: the repro format
     and bucket ids did not change with the move, so the finding still replays as itself."""
@@ -220,6 +227,7 @@ def test_a_repro_written_before_the_fxfuzz_namespace_replays_after_it(capfd):
     assert "FAIL [structure/def_use_inconsistent]" in capfd.readouterr().out
 
 
+@pytest.mark.processes
 def test_a_pipeline_repro_records_its_spec_and_replays_every_part(tmp_path):
     """A repro of ``planted+autocast`` names the pipeline, and both the standalone file (torch
     only) and ``fxfuzz repro`` run its parts in sequence."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 # The cases a seeded campaign draws, as one digest; with CONSTANTS, after importing a local
 # module full of small literals (as a user's pass file or test suite would be).
 DRAW = """
@@ -26,6 +28,7 @@ def _digest(*args: str) -> str:
     return r.stdout.strip()
 
 
+@pytest.mark.processes
 def test_a_seed_draws_the_same_cases_whatever_local_modules_were_imported(tmp_path):
     """Hypothesis draws literals from the source of local modules now and then: without the
     pin, importing this module changed the 25 cases of seed 3."""

@@ -10,10 +10,10 @@ import json
 import os
 import stat
 import subprocess
-import sys
 
 import broken_passes as bp
 import handmade as hm
+import pytest
 import fxfuzz
 from fxfuzz.campaign import supervisor
 from fxfuzz.campaign.engine import StopReason, Subject, run_campaign
@@ -66,6 +66,7 @@ def test_the_stage_share_is_a_setting_of_the_campaign_not_of_the_process():
     assert found == {1.0: [["save_load_raised"]] * 2, 0.0: [[]]}, found
 
 
+@pytest.mark.processes
 def test_a_worker_gets_its_start_through_a_private_file_not_its_command_line(tmp_path, monkeypatch):
     """100,000 known ids (some 3 MB, far past the kernel's 128 KiB for one argument) and a
     Redis password reach the workers; neither is on any worker's command line (read from
@@ -111,15 +112,15 @@ def test_a_worker_start_is_read_back_whole_and_then_deleted(tmp_path):
     assert WorkerStart.take(path) == start and not os.path.exists(path)
 
 
-def test_run_with_a_known_file_of_100000_ids_and_workers(tmp_path):
+@pytest.mark.processes
+def test_run_with_a_known_file_of_100000_ids_and_workers(tmp_path, cli):
     """End to end: the baseline reaches the workers and report.json records the settings whole."""
     known = tmp_path / "known.txt"
     known.write_text("".join(f"crash-planted-{i:08x}\n" for i in range(100_000)))
     out = tmp_path / "report"
-    r = subprocess.run(
-        [sys.executable, "-m", "fxfuzz", "run", "--pass", "identity", "--workers", "2", "--max-examples", "4", "--no-db",
-         "--known", str(known), "--report-dir", str(out)],
-        capture_output=True, text=True, timeout=600,
+    r = cli(
+        "run", "--pass", "identity", "--workers", "2", "--max-examples", "4", "--no-db",
+        "--known", str(known), "--report-dir", str(out),
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     report = json.loads((out / "report.json").read_text())

@@ -95,6 +95,7 @@ def test_two_shards_draw_different_examples():
     assert len(set(one) & set(two)) <= len(set(one)) // 4, set(one) & set(two)
 
 
+@pytest.mark.processes
 @needs_redis
 def test_two_shards_share_failures_through_redis(tmp_path, redis_url):
     reports = []
@@ -142,6 +143,7 @@ two_phase.fxfuzz_contract = SET_GRAD  # leaves the toggles: a leftover_call buck
 '''
 
 
+@pytest.mark.processes
 @needs_redis
 def test_redis_dying_mid_campaign_loses_nothing(tmp_path, monkeypatch):
     (tmp_path / "two_phase.py").write_text(TWO_PHASE)

@@ -78,6 +78,7 @@ def _stop_after_calls(proc: subprocess.Popen, mark, sig: int, calls: int = 3) ->
     return out, err, time.monotonic() - sent
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     ("level", "sig"),
     [("program", signal.SIGINT), ("mixed", signal.SIGTERM), ("graph", signal.SIGHUP)],
@@ -99,6 +100,7 @@ def test_a_signal_stops_a_campaign_at_every_level_with_its_report(tmp_path, leve
     assert took < PROMPT_S
 
 
+@pytest.mark.processes
 def test_a_signal_stops_the_gate_with_its_report(tmp_path):
     report_dir = tmp_path / "r"
     proc = _start(tmp_path, "gate", "--candidate", "counted.py:real_pass", "--budget", "600", "--report-dir", str(report_dir))
@@ -110,6 +112,7 @@ def test_a_signal_stops_the_gate_with_its_report(tmp_path):
     assert report["stopped_by"] == "interrupted" and report["corpus_cases"] > 0 and not report["findings"]
 
 
+@pytest.mark.processes
 def test_a_signal_stops_mutate_keeping_the_mutants_judged(tmp_path):
     # The first is killed on the corpus; the second survives export-domain cases (it changes
     # only graphs with tensor attributes), so its gate would run for the whole budget.
@@ -143,6 +146,7 @@ def test_a_second_signal_abandons_the_run_and_nohup_is_respected():
         signal.signal(signal.SIGHUP, old_hup)
 
 
+@pytest.mark.processes
 def test_ctrl_c_during_a_replay_ends_it_in_one_line_with_no_child_left(tmp_path):
     """A terminal's Ctrl-C reaches the whole process group: fxfuzz repro and its replay child."""
     case = no_grad_region_case()

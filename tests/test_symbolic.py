@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import operator
 import random
-import subprocess
-import sys
 
 import broken_passes as bp
 import pytest
@@ -157,15 +155,15 @@ def test_gate_on_the_corpus_rejects_size_specializing_passes(dynamic_corpus, bro
     assert any("sizes" in b.finding.details for b in result.buckets.values()), result.buckets
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("broken", ["freezes_symint_operands", "drops_symint_operands"])
-def test_default_gate_rejects_size_specializing_passes_on_its_corpus(tmp_path, broken):
+def test_default_gate_rejects_size_specializing_passes_on_its_corpus(tmp_path, broken, cli):
     """Done-when of #15: a default ``fxfuzz gate`` on 2 workers rejects each. Both show on the
     gate's corpus, so one fresh case keeps the test short (as tests/test_historical.py); how
     fast is ``fxfuzz bench``'s and docs/benchmark.md's to say, not a timed test's."""
-    r = subprocess.run(
-        [sys.executable, "-m", "fxfuzz", "gate", "--candidate", f"tests/broken_passes.py:{broken}",
-         "--workers", "2", "--max-examples", "1", "--max-shrink-s", "0", "--report-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=120,
+    r = cli(
+        "gate", "--candidate", f"tests/broken_passes.py:{broken}",
+        "--workers", "2", "--max-examples", "1", "--max-shrink-s", "0", "--report-dir", str(tmp_path),
     )  # fmt: skip
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "report.json").read_text())
@@ -204,6 +202,7 @@ def freezes(gm, sig):
 """
 
 
+@pytest.mark.processes
 def test_a_dynamic_shape_repro_rebuilds_symbolic_metas_with_torch_alone(tmp_path, dynamic_corpus):
     """The standalone .py rebuilds the symbolic metas (ShapeEnv symbols with their ranges) and
     runs at the other sizes without fxfuzz; ``fxfuzz repro`` replays the .py and the .json."""

@@ -94,6 +94,7 @@ def test_a_repro_asking_for_code_through_any_channel_runs_none_and_is_one_line(t
     assert not (tmp_path / "marker").exists()
 
 
+@pytest.mark.processes
 def test_the_pass_a_repro_names_runs_when_the_user_gives_it(tmp_path, capsys):
     from fxfuzz.cli.main import main
 
@@ -106,6 +107,7 @@ def test_the_pass_a_repro_names_runs_when_the_user_gives_it(tmp_path, capsys):
     assert main(["repro", path, "--pass", spec]) in (0, 1)
 
 
+@pytest.mark.processes
 def test_a_case_naming_an_operator_source_loads_once_the_user_names_it(tmp_path):
     """In a fresh process (this one has the operator already): refused without ``--op``,
     replayed once the user names the file that defines it."""
@@ -239,6 +241,7 @@ def test_corpus_files_asking_for_code_are_skipped_counted_and_kept(tmp_path, mon
     assert sorted(os.listdir(folder)) == before and not (tmp_path / "marker").exists()
 
 
+@pytest.mark.processes
 def test_cli_gate_notes_and_counts_the_corpus_files_it_skips(tmp_path):
     folder = _write_corpus(tmp_path)
     argv = [sys.executable, "-m", "fxfuzz", "gate", "--candidate", "set_grad", "--corpus", folder, "--max-examples", "1",
@@ -286,6 +289,7 @@ def test_redis_entries_asking_for_code_are_skipped_counted_and_kept(tmp_path, mo
     _replay_keeps_every_entry(RedisExampleDatabase(redis.Redis.from_url(redis_url)), tmp_path)
 
 
+@pytest.mark.processes
 def test_cli_run_notes_and_counts_the_database_entries_it_skips(tmp_path):
     db = DirectoryBasedExampleDatabase(str(tmp_path / "db"))
     entries = _hostile_entries(tmp_path)

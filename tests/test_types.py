@@ -42,6 +42,7 @@ def test_link_tree_spells_the_package() -> None:
         assert link.is_symlink() and link.resolve() == expected[name].resolve(), f".typeroot/fxfuzz/{name} must link to {expected[name]}"
 
 
+@pytest.mark.processes
 def test_package_has_no_type_errors() -> None:
     run = _mypy()
     assert run.returncode == 0, run.stdout + run.stderr
@@ -57,6 +58,7 @@ bare: str = 1  # type: ignore
 """
 
 
+@pytest.mark.processes
 def test_checker_resolves_fxfuzz_and_enforces_ignore_codes(tmp_path: Path) -> None:
     """A file outside the package, as an editor's checker sees it: ``fxfuzz.core.case``
     resolves (GraphCase has its real type, not Any), and an unused or code-less

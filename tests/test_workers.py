@@ -39,6 +39,7 @@ def _saved(db: str) -> int:
     return sum(len(files) for _, _, files in os.walk(db))
 
 
+@pytest.mark.processes
 def test_workers_survive_segfault_and_hang_stop_on_sigterm_and_replay(tmp_path):
     pass_file = tmp_path / "killer.py"
     pass_file.write_text(KILLER)
@@ -122,6 +123,7 @@ def _incomplete_run(tmp_path, source: str, fn: str, words: str) -> dict:
     return report
 
 
+@pytest.mark.processes
 def test_a_campaign_whose_workers_cannot_start_fails_loudly(tmp_path):
     assert _incomplete_run(tmp_path, DIES_IN_WORKERS, "fine", "tested nothing")["examples"] == 0
 
@@ -147,6 +149,7 @@ crashes_later.fxfuzz_contract = MEANING
 """
 
 
+@pytest.mark.processes
 def test_a_campaign_whose_restarted_workers_keep_dying_fails_loudly(tmp_path):
     """Some examples ran, then no worker could start again: the campaign did not run its
     budget, so it is no verdict on the pass, whatever it found."""
@@ -154,6 +157,7 @@ def test_a_campaign_whose_restarted_workers_keep_dying_fails_loudly(tmp_path):
     assert report["stopped_by"] == "workers_lost" and report["examples"] >= 1
 
 
+@pytest.mark.processes
 def test_a_campaign_leaves_no_coverage_folder_behind(tmp_path, monkeypatch):
     from fxfuzz.cli import main
 
@@ -167,6 +171,7 @@ def test_a_campaign_leaves_no_coverage_folder_behind(tmp_path, monkeypatch):
         assert not list((tmp_path / "tmp").glob("fxfuzz-cov-*")), extra
 
 
+@pytest.mark.processes
 def test_the_supervisor_keeps_the_smallest_example_a_worker_died_on(tmp_path):
     """Deaths of one bucket come in any order; the database keeps the smallest example."""
     from fxfuzz.campaign.database import DatabaseSpec
@@ -262,6 +267,7 @@ SLOW_ONCE = """
 """
 
 
+@pytest.mark.processes
 def test_a_worker_killed_from_outside_is_restarted_and_is_no_finding(tmp_path):
     spec, pipe = _signalling_pass(tmp_path, SLOW_ONCE)
     out = tmp_path / "report"
@@ -282,6 +288,7 @@ def test_a_worker_killed_from_outside_is_restarted_and_is_no_finding(tmp_path):
     assert f"fxfuzz: restarted a worker, not a finding: {death}" in stdout
 
 
+@pytest.mark.processes
 def test_a_pass_that_segfaults_is_still_a_finding(tmp_path):
     """The fresh worker dies on the same example too: the death is the pass's."""
     path = tmp_path / "segfaults.py"
@@ -297,6 +304,7 @@ def test_a_pass_that_segfaults_is_still_a_finding(tmp_path):
     assert report["workers_detail"]["restarts"] == 1 and report["workers_detail"]["unrepeated_deaths"] == []
 
 
+@pytest.mark.processes
 def test_a_worker_killed_between_examples_is_restarted_and_is_no_finding(monkeypatch):
     """No example was running: nothing to blame, the slot restarts with what is left of its
     share. (Outside a pass the moment of a kill cannot be aimed at, so the worker here is a
@@ -340,6 +348,7 @@ def _gone_within(pid: int, timeout: float) -> bool:
         os.close(fd)
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="awaits the workers' end through pidfd_open (Linux)")
 def test_workers_die_with_their_supervisor(tmp_path):
     spec, pipe = _signalling_pass(tmp_path, HANGS)

@@ -74,6 +74,7 @@ def _run_merge_step(jobs, cwd, summary):
     return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.processes
 def test_the_merge_step_merges_the_shard_reports_and_fails_on_new_findings(jobs, shard_campaigns, tmp_path):
     a, b, _ = shard_campaigns
     reports = tmp_path / "shard-reports"
@@ -91,6 +92,7 @@ def test_the_merge_step_merges_the_shard_reports_and_fails_on_new_findings(jobs,
     assert (tmp_path / "summary.md").read_text() == (tmp_path / "fxfuzz-report" / "report.md").read_text()
 
 
+@pytest.mark.processes
 def test_the_merge_step_takes_a_single_shard_extracted_in_place(jobs, shard_campaigns, tmp_path):
     # download-artifact extracts a lone matching artifact into the path itself.
     a, _, _ = shard_campaigns
