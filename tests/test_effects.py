@@ -230,6 +230,7 @@ def test_compare_logs_tells_the_four_differences_apart():
     assert compare_logs("backward", [a, b], [a, b + 1e-7], False) == []
 
 
+@pytest.mark.processes
 def test_the_repro_of_an_effects_finding_runs_and_fails(tmp_path):
     """The saved repro pastes fxfuzz::logged's code (the with_effects call names it only as an
     argument) and fails on the lost effect twice: in its torch-only check, and in fxfuzz's
