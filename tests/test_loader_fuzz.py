@@ -36,9 +36,10 @@ def _repros() -> list[dict[str, Any]]:
     """Real repro documents: the suite's saved ones (nested cond graphs, size symbols, a custom
     operator) and two written here (grad regions; a pytree calling convention)."""
     docs = []
-    for name in sorted(os.listdir(DATA)):
-        with open(os.path.join(DATA, name)) as fh:
-            docs.append(json.load(fh))
+    for folder, _, names in sorted(os.walk(DATA)):  # tests/data/cse/ holds repros too
+        for name in sorted(names):
+            with open(os.path.join(folder, name)) as fh:
+                docs.append(json.load(fh))
     for case in (no_grad_region_case(), pytree_case()):
         docs.append(json.loads(json.dumps(repro_document("r", FINDING, case_to_dict(case), "set_grad"))))
     return docs

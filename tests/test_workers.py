@@ -443,3 +443,31 @@ def test_a_worker_has_the_surroundings_of_its_start_not_of_the_warm_interpreters
         assert seen == {"session_leader": True, "cwd": str(here), "tmp": str(here / "tmp"), "blocked": []}, seen
         lines.append((tmp_path / "logs" / "worker0.log").read_text().count("from the worker\n"))
     assert 0 < lines[0] and lines[1] == 2 * lines[0], lines  # one example each: the same calls
+
+
+def test_workers_forked_from_two_threads_at_once_leave_the_environment_as_it_was(monkeypatch):
+    """The gate starts its corpus worker and the others from two threads. Each start sets
+    PYTHONSAFEPATH for the forkserver's own start and puts back what it found: overlapping,
+    the second would find the first's value and leave it behind for every later child
+    process of this one (a ``python -c`` that can no longer import from its directory)."""
+    import multiprocessing
+    import threading
+
+    from fxfuzz.campaign import supervisor
+
+    class SlowStart:  # stands in for the forkserver's Process: the start takes a while
+        def __init__(self, **kwargs):
+            pass
+
+        def start(self):
+            time.sleep(0.3)
+
+    monkeypatch.setattr(type(multiprocessing.get_context("forkserver")), "Process", SlowStart)
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+    threads = [threading.Thread(target=supervisor._fork, args=(None, "start.json", None)) for _ in range(2)]
+    for t in threads:
+        t.start()
+        time.sleep(0.1)
+    for t in threads:
+        t.join()
+    assert "PYTHONSAFEPATH" not in os.environ

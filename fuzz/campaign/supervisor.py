@@ -42,6 +42,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -483,6 +484,8 @@ def _popen(conn: Connection, start_file: str, log: str | None) -> subprocess.Pop
 # Whether workers can fork from a warm interpreter (POSIX).
 FORKSERVER = "forkserver" in multiprocessing.get_all_start_methods()
 
+# Held while a worker is forked: what that does to the process's environment must not overlap.
+_FORK_LOCK = threading.Lock()
 # What a terminal or ``timeout`` sends a whole process group, the forkserver's among them.
 _GROUP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
@@ -512,20 +515,22 @@ def _fork(conn: Connection, start_file: str, log: str | None) -> Forked:
     stop: the workers' exit statuses go through it), and ``python -P``, so that its imports
     do not come from the current directory."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(list(worker.PRELOAD))
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _GROUP_SIGNALS)
-    around = worker.Surroundings(dict(os.environ), os.getcwd(), frozenset(mask), log)
-    safe_path = os.environ.get("PYTHONSAFEPATH")
-    os.environ["PYTHONSAFEPATH"] = "1"
-    try:
-        process = ctx.Process(target=worker.forked_main, args=(start_file, conn, around), name="fxfuzz-worker")
-        process.start()
-    finally:
-        if safe_path is None:
-            del os.environ["PYTHONSAFEPATH"]
-        else:
-            os.environ["PYTHONSAFEPATH"] = safe_path
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    # The gate starts workers from two threads at once; the environment is the process's.
+    with _FORK_LOCK:
+        ctx.set_forkserver_preload(list(worker.PRELOAD))
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _GROUP_SIGNALS)
+        around = worker.Surroundings(dict(os.environ), os.getcwd(), frozenset(mask), log)
+        safe_path = os.environ.get("PYTHONSAFEPATH")
+        os.environ["PYTHONSAFEPATH"] = "1"
+        try:
+            process = ctx.Process(target=worker.forked_main, args=(start_file, conn, around), name="fxfuzz-worker")
+            process.start()
+        finally:
+            if safe_path is None:
+                del os.environ["PYTHONSAFEPATH"]
+            else:
+                os.environ["PYTHONSAFEPATH"] = safe_path
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return Forked(process)
 
 
