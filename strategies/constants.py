@@ -97,10 +97,15 @@ def _attribute(draw: st.DrawFn, s: State, existing: list[str]) -> Value:
 
 
 def _literal(draw: st.DrawFn, s: State, existing: list[str]) -> None:
-    """``torch.tensor([...])`` in forward: make_fx reads it through a fresh copy, detached."""
+    """``torch.tensor([...])`` in forward: make_fx reads it through a fresh copy, which its
+    pre-dispatch trace detaches in place (``detach_``) and its functional trace does not: a
+    graph without in-place updates (the functional domain) gets the latter."""
     node = _new(draw, s, existing)
     b = s.builder
-    s.pool.append(Value(b.call(aten.detach_.default, [b.call(aten.lift_fresh_copy.default, [node])]), mutable=True))
+    read = b.call(aten.lift_fresh_copy.default, [node])
+    if s.inplace_ok:
+        read = b.call(aten.detach_.default, [read])
+    s.pool.append(Value(read, mutable=True))
     s.stats["constant:literal"] += 1
 
 

@@ -144,3 +144,13 @@ def test_the_form_survives_the_serializer(samples):
         back = case_from_dict(case_to_dict(case))
         assert back.code() == case.code()
         assert all(torch.equal(getattr(back.gm, n.target), getattr(case.gm, n.target)) for n in _constant_reads(case))
+
+
+def test_a_functional_graph_reads_a_literal_without_detaching_it_in_place():
+    """make_fx's functional trace of ``torch.tensor(...)`` has no ``detach_``: the functional
+    domain, drawn for the constant kind, holds no node with a mutable schema."""
+    cases = population(SAMPLE, 0, "functional", ("constant",))
+    literals = [n for c in cases for n in c.gm.graph.find_nodes(op="call_function", target=aten.lift_fresh_copy.default)]
+    assert literals, "the sample draws literals"
+    mutating = [n for c in cases for n in c.gm.graph.nodes if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable]
+    assert mutating == []
