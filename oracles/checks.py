@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 from fxfuzz.core.case import GraphCase
@@ -164,8 +164,12 @@ def _effects(ctx: Observed, at: AtSizes | None) -> list[Finding]:
 
 
 def _device(ctx: Observed, at: AtSizes | None) -> list[Finding]:
+    """Values, gradients and ordered effects on the device, each kind only where CPU did not
+    already show it."""
     assert at is not None
-    return check_on_device(ctx.gm, at.ref, at.got, {f.kind for f in at.findings}, ctx.device)
+    effects = partial(check_effects, grads_exact=ctx.grads_exact)
+    shown = {f.kind for f in [*at.findings, *effects(at.ref, at.got)]}
+    return check_on_device(ctx.gm, at.ref, at.got, shown, ctx.device, effects)
 
 
 def _downstream(ctx: Observed, at: AtSizes | None) -> list[Finding]:
@@ -235,7 +239,7 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "device and parity",
         "the same on {device}, and parity",
-        ("equivalence", "gradients"),
+        ("equivalence", "gradients", "effects"),
         _device,
         Needs.REFERENCE | Needs.RESULT | Needs.DEVICE,
     ),

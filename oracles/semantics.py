@@ -4,7 +4,7 @@ original against the transformed graph on each device, with nondeterminism ruled
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -141,13 +141,22 @@ def device_parity(
 
 
 def check_on_device(
-    transformed: fx.GraphModule, cpu_ref: Reference, cpu_got: Observation, cpu_kinds: set[str], device: str
+    transformed: fx.GraphModule,
+    cpu_ref: Reference,
+    cpu_got: Observation,
+    cpu_kinds: set[str],
+    device: str,
+    also: Callable[[Reference, Observation], list[Finding]] | None = None,
 ) -> list[Finding]:
     """Original against transformed on ``device`` too, as ``<device>:<kind>`` where CPU did not
     already show that kind, and CPU-against-``device`` parity as ``cpu_vs_<device>:<kind>``.
-    ``verify`` calls it for CUDA; CPU can stand in for the second device, which is how the
-    comparison is tested on machines without a GPU."""
+    ``also`` compares the same two observations on ``device`` in other ways (the ordered
+    effects, whose module imports this one), its findings prefixed alike. ``verify`` calls it
+    for CUDA; CPU can stand in for the second device, which is how the comparison is tested on
+    machines without a GPU."""
     ref = Reference(cpu_ref.gm, cpu_ref.inputs, cpu_ref.ambient_grad, cpu_ref.labels, device)
     findings, got = compare_graphs(transformed, ref)
+    if also is not None:
+        findings += also(ref, got)
     parity = device_parity(cpu_ref.obs, cpu_got, ref.obs, got, cpu_ref.labels)
     return prefixed(findings, device, cpu_kinds) + prefixed(parity, f"cpu_vs_{device}", set())
