@@ -73,18 +73,21 @@ def test_the_form_exercises_the_row(samples, row):
 
 
 def test_constant_fold_reaches_its_folding(samples):
-    """Without torchao, export's constant_fold raises (a known torch defect) on the first node it
-    would fold: the form gives it such nodes, the export domain did not."""
+    """The row folds: constant_fold replaces computations on constants alone by frozen
+    constants (``_frozen_param<N>``) in a sixth or more of the drawn cases (5 of 24 when
+    written; it leaves views, fresh copies and in-place updates of constants unfolded). Called bare it raises on the first
+    node it would fold (a known torch defect: the quantization operators its is_impure names
+    are registered by nothing), so the row runs it where they are, and the process is left
+    without them, as before (the defect stays pinned in test_catalogue_findings.py)."""
     fold = load_pass("constant_folding")
-    reached = 0
+    assert not hasattr(torch.ops.pt2e_quant, "dequantize_affine")
+    folded = 0
     for case in samples["constant_folding"]:
         work = case.copy()
-        try:
-            fold(work.gm, work.signature)
-        except AttributeError as e:
-            assert "quantized_decomposed" in str(e) or "pt2e_quant" in str(e), e
-            reached += 1
-    assert reached >= SAMPLE // 4
+        gm, _ = fold(work.gm, work.signature)
+        folded += any(str(n.target).startswith("_frozen_param") for n in gm.graph.find_nodes(op="get_attr"))
+    assert folded >= SAMPLE // 6, folded
+    assert not hasattr(torch.ops.pt2e_quant, "dequantize_affine")
 
 
 def constants_case() -> GraphCase:
