@@ -17,7 +17,7 @@ from fxfuzz.cli.progress import ProgressPrinter
 from fxfuzz.cli.run import EXIT_TESTED_NOTHING, unwritten_status
 from fxfuzz.cli.setup import report_folder, worker_logs
 from fxfuzz.core.contract import contract_option
-from fxfuzz.core.known import load_known
+from fxfuzz.core.known import load_known_files
 from fxfuzz.core.passes import default_domain, load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.report.folder import Extras, default_report_dir, utc_now, write_all
@@ -33,7 +33,7 @@ def command(a: argparse.Namespace) -> int:
     register_ops(a.ops, "--op")  # the workers register them too (the supervisor hands them over)
     corpus = saved_cases(a.corpus) if a.corpus else Corpus([], [], [])
     saved, notes = corpus.cases, corpus.untrusted + corpus.unloadable  # files left out stay where they are
-    known = load_known(a.known) if a.known else {}
+    known = load_known_files(a.known)
     report_dir = report_folder(a.report_dir or default_report_dir())
     budget_s, max_examples = campaign_limits(a.budget, a.max_examples)
     domain = a.domain or default_domain(baseline, "both")

@@ -13,7 +13,7 @@ from fxfuzz.campaign.supervisor import worker_log
 from fxfuzz.core.choices import DEFAULT_DB
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.errors import UsageError
-from fxfuzz.core.known import load_known
+from fxfuzz.core.known import load_known_files
 from fxfuzz.core.passes import Pass, default_domain, load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.report.folder import clear_earlier_run, default_report_dir, record_written
@@ -80,7 +80,7 @@ def campaign_setup(args: Any, workers: int) -> CampaignSetup:
     input raises UsageError (one line, exit 2)."""
     pass_fn = load_pass(args.pass_spec, contract_option(args.contract))
     register_ops(args.ops, "--op")
-    known = load_known(args.known) if args.known else {}
+    known = load_known_files(args.known)
     database = database_setup(args)
     report_dir = report_folder(args.report_dir or default_report_dir())
     budget_s, max_examples = campaign_limits(args.budget, args.max_examples)

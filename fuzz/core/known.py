@@ -38,6 +38,15 @@ def is_bucket_id(text: object) -> bool:
     return isinstance(text, str) and _BUCKET.fullmatch(text) is not None
 
 
+def load_known_files(paths: Iterable[str]) -> dict[str, str]:
+    """The baselines of every ``--known`` given, in order (a later file's reason wins): a
+    pipeline's campaign names its first pass's file and the pipeline's own."""
+    known: dict[str, str] = {}
+    for path in paths:
+        known.update(load_known(path))
+    return known
+
+
 def load_known(path: str) -> dict[str, str]:
     """Bucket id -> reason (may be empty)."""
     try:

@@ -1,0 +1,76 @@
+"""Pipelines of registered passes, ``set_grad+X`` (X run on what export's set-grad pass hands
+on): the contract a pipeline is held to, and the two buckets of the set_grad+dce triage
+campaign that are not set_grad's alone (docs/known-findings.md, cases in tests/data/set_grad_dce)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from fxfuzz.core.known import load_known_files
+from fxfuzz.core.passes import contract_of, load_pass
+from fxfuzz.oracles import apply_pass, verify
+from fxfuzz.repro.files import load_repro
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "set_grad_dce")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SET_GRAD_DCE = load_pass("set_grad+dce")
+MUTATED_BACKWARD = "inplace_after_forward_allow_mutation_raises_differently"
+
+
+def _case(name):
+    return load_repro(os.path.join(DATA, name)).case
+
+
+def test_a_pipeline_refines_as_soon_as_one_of_its_passes_does():
+    """Meaning then refinement may raise less: the pipeline is held to refinement, and still to
+    the set-grad pass's form."""
+    for spec in ("set_grad+dce", "set_grad+cse"):
+        contract = contract_of(load_pass(spec))
+        assert contract.refines and contract.internals and contract.eliminates, spec
+    assert not contract_of(load_pass("export")).refines  # set_grad+autocast: both keep meaning
+
+
+def test_dead_code_removed_after_set_grad_may_let_a_mutated_backward_through():
+    """The campaign's case: eliminate_dead_code removes a dead computation that saved an input
+    for backward, so the backward after that input's in-place update under
+    allow_mutation_on_saved_tensors, which raised in the original, goes through. A refinement;
+    held to meaning (as pipelines were before) it was reported."""
+    case = _case(f"gradients-{MUTATED_BACKWARD}-6bd34295.json")
+    assert MUTATED_BACKWARD not in {f.kind for f in verify(case, load_pass("set_grad"))}  # set_grad alone keeps the raise
+    assert MUTATED_BACKWARD not in {f.kind for f in verify(case, SET_GRAD_DCE)}
+    held_to_meaning = dataclasses.replace(contract_of(SET_GRAD_DCE), refines=False)
+    assert MUTATED_BACKWARD in {f.kind for f in verify(case, SET_GRAD_DCE, held_to_meaning)}
+
+
+def _inconsistent(gm):
+    """Nodes whose users map leaves out a node that reads them."""
+    return [(n.name, u.name) for n in gm.graph.nodes for u in gm.graph.nodes if n in u.all_input_nodes and u not in n.users]
+
+
+def test_dce_after_set_grad_crashes_on_the_users_map_set_grad_corrupts():
+    """The campaign's 4-node case: set_grad's node_inline_ leaves ``add.users`` without
+    ``add_1`` (the known def_use_inconsistent defect), and eliminate_dead_code, erasing the
+    dead ``add_1``, fails to remove it from that map: a SystemError from torch's C code."""
+    case = _case("crash-pass_raised-714c7f40.json")
+    gm, _ = apply_pass(case, load_pass("set_grad"))
+    assert ("add", "add_1") in _inconsistent(gm)
+    assert "def_use_inconsistent" in {f.kind for f in verify(case, load_pass("set_grad"))}
+    crash = [f for f in verify(case, SET_GRAD_DCE) if f.oracle == "crash"]
+    assert crash and "SystemError" in crash[0].message and "_update_args_kwargs" in crash[0].message
+    known = load_known_files([os.path.join(ROOT, "fxfuzz-known.txt"), os.path.join(ROOT, "docs", "known", "set_grad+dce.txt")])
+    from fxfuzz.campaign.engine import bucket_id
+
+    assert bucket_id(crash[0]) in known
+
+
+def test_known_is_repeatable_and_later_files_add_to_earlier_ones(tmp_path):
+    from fxfuzz.cli.main import build_parser
+
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_text("crash-pass_raised-00000001 first\ncrash-pass_raised-00000002 first\n")
+    second.write_text("crash-pass_raised-00000002 second\n")
+    args = build_parser().parse_args(["run", "--known", str(first), "--known", str(second)])
+    assert load_known_files(args.known) == {"crash-pass_raised-00000001": "first", "crash-pass_raised-00000002": "second"}
+    gate = ["gate", "--candidate", "set_grad", "--known", str(first), "--known", str(second)]
+    assert build_parser().parse_args(gate).known == [str(first), str(second)]
