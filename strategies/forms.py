@@ -20,15 +20,14 @@ from collections import Counter
 from typing import Any
 
 import torch
-from fxfuzz.core import custom_ops  # noqa: F401  (registers fxfuzz::logged)
 from fxfuzz.core.case import GraphCase, clone_input, copy_graph_module
 from fxfuzz.core.catalogue import _program
+from fxfuzz.strategies.effects import EFFECTFUL
 from hypothesis import assume
 from hypothesis import strategies as st
 from torch import fx
 from torch.export.graph_signature import InputKind
 
-EFFECTFUL = torch.ops.fxfuzz.logged.default
 # Effectful calls per case: shrinks toward none, the plain lowered graph.
 MAX_EFFECTS = 3
 

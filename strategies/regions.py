@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 from fxfuzz.strategies.constants import draw_constant
+from fxfuzz.strategies.effects import draw_effect
 from fxfuzz.strategies.emit import draw_inplace, draw_op, draw_repeat, draw_tensor_attr, needs_grad
 from fxfuzz.strategies.state import State, Value, rarely
 from fxfuzz.strategies.subgraphs import draw_cond, draw_map, draw_wrapped
@@ -38,6 +39,10 @@ ACROSS_TOGGLE = "across_toggle"
 # steps (several per case, between the toggles); undeclared, none is drawn.
 CONSTANT = "constant"
 _CONSTANT_STEPS = ("constant", "constant")
+# The kind of a pass that removes, merges or moves calls: effectful calls must all stay, in
+# order (fxfuzz.strategies.effects). Declared, effect steps join the steps; undeclared, none.
+EFFECT = "effect"
+_EFFECT_STEPS = ("effect", "effect")
 # The node kinds a pass may declare it reacts to (``Registered.reacts_to``): the step that draws
 # one, and the prefix of the ``case.features`` key that counts one drawn anywhere in the case.
 REACTION_STEPS = {
@@ -50,6 +55,7 @@ REACTION_STEPS = {
     # Tensor constants read by get_attr and ops on them alone, as export traces them before
     # lifting (fxfuzz.strategies.constants): what constant lifting and folding passes rewrite.
     CONSTANT: ("constant", "constant:"),
+    EFFECT: ("effect", "effect:"),
 }
 # The step ACROSS_TOGGLE adds, after the others (shrinking moves away from it, toward a plain op).
 _BAIT_STEPS = ("repeat",)
@@ -73,6 +79,8 @@ def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
         kinds += _BAIT_STEPS
     if CONSTANT in s.reacts_to:
         kinds += _CONSTANT_STEPS
+    if EFFECT in s.reacts_to:
+        kinds += _EFFECT_STEPS
     kinds += _SIZE_STEPS
     # Owing is the simplest choice: Hypothesis extends the first tens of cases of a run with
     # each choice's simplest value, and a short gate or campaign runs little else.
@@ -121,6 +129,8 @@ def _step(draw: st.DrawFn, s: State, depth: int, kind: str) -> None:
         draw_size_step(draw, s)
     elif kind == "constant":
         draw_constant(draw, s)
+    elif kind == "effect":
+        draw_effect(draw, s)
 
 
 def grad_region(draw: st.DrawFn, s: State, depth: int) -> None:

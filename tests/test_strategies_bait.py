@@ -14,7 +14,7 @@ from fxfuzz.core.passes import generation_kinds, load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import graph_cases
-from fxfuzz.strategies.regions import ACROSS_TOGGLE, REACTION_STEPS
+from fxfuzz.strategies.regions import ACROSS_TOGGLE, EFFECT, REACTION_STEPS
 from hypothesis import HealthCheck, Phase, find, given, seed, settings
 from test_strategies_reacts import _draw
 from torch import fx
@@ -44,8 +44,10 @@ def test_the_kinds_drawn_for_a_pass():
     assert generation_kinds(load_pass(unknown), SET_GRAD) == ()  # a campaign's --contract
     assert generation_kinds(load_pass("set_grad")) == generation_kinds(load_pass("set_grad", MEANING)) == ("grad_toggle",)
     assert generation_kinds(load_pass("autocast")) == ("autocast",)
-    assert generation_kinds(load_pass("dce")) == generation_kinds(load_pass("identity")) == BAITED
-    assert generation_kinds(load_pass("set_grad+dce")) == ("grad_toggle", ACROSS_TOGGLE)
+    assert generation_kinds(load_pass("identity")) == BAITED
+    # DCE and CSE remove or merge calls anywhere: effectful calls besides the contract's kinds.
+    assert generation_kinds(load_pass("dce")) == generation_kinds(load_pass("cse")) == (EFFECT, *BAITED)
+    assert generation_kinds(load_pass("set_grad+dce")) == ("grad_toggle", EFFECT, ACROSS_TOGGLE)
     assert generation_kinds(load_pass("export")) == ("grad_toggle", "autocast")
     declared = lambda gm, sig: (gm, sig)  # noqa: E731
     declared.fxfuzz_reacts_to = ("autocast",)

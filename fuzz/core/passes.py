@@ -110,17 +110,20 @@ def _pipeline_row(name: str, parts: Sequence[Registered]) -> Registered:
 
 _CATALOGUE = "fxfuzz.core.catalogue"
 _EXPORT_PROGRAM = Source("torch.export.exported_program", mutate=False)
-# fxfuzz.strategies.regions.CONSTANT (core cannot import strategies).
+# fxfuzz.strategies.regions.CONSTANT and EFFECT (core cannot import strategies).
 _CONSTANT = "constant"
+_EFFECT = "effect"
 # torch's own FX passes: each called as torch calls it (fxfuzz.core.catalogue says how), under
 # the contract its job calls for: ``refines`` for those that remove or merge computations.
 # Constant folding and lifting act on tensors read by get_attr: those rows declare the kind
-# ``constant`` (export's constants before it lifts them) beside their contract's toggles. The
+# ``constant`` (export's constants before it lifts them) beside their contract's toggles; the
+# passes that remove or merge calls anywhere in a graph (CSE, DCE) declare ``effect``, calls
+# with an ordered side effect, which neither may remove or merge. The
 # passes written for graphs after dispatch (AOTAutograd's CSE, Inductor's post-grad ones,
 # effect-token removal) draw from aten.
 _TORCH_ROWS = (
-    Registered("cse", f"{_CATALOGUE}:cse", REFINES, sources=(Source("torch.fx.passes.dialect.common.cse_pass", mutate=False),), domain="functional"),
-    Registered("dce", f"{_CATALOGUE}:eliminate_dead_code", REFINES, sources=(Source("torch.fx.graph", ("Graph",), mutate=False),)),
+    Registered("cse", f"{_CATALOGUE}:cse", REFINES, sources=(Source("torch.fx.passes.dialect.common.cse_pass", mutate=False),), domain="functional", reacts_to=(_EFFECT, *REFINES.reacts_to)),
+    Registered("dce", f"{_CATALOGUE}:eliminate_dead_code", REFINES, sources=(Source("torch.fx.graph", ("Graph",), mutate=False),), reacts_to=(_EFFECT, *REFINES.reacts_to)),
     Registered("aot_cse", "torch._functorch.compile_utils:fx_graph_cse", REFINES, sources=(Source("torch._functorch.compile_utils", ("fx_graph_cse",)),), domain="aten"),
     Registered("split_const_subgraphs", f"{_CATALOGUE}:split_const_subgraphs", REFINES, sources=(Source("torch.fx.experimental.const_fold", mutate=False),), reacts_to=(_CONSTANT, *REFINES.reacts_to)),
     Registered("lift_constants", f"{_CATALOGUE}:lift_constants", MEANING, sources=(Source("torch._export.passes.lift_constants_pass", ("lift_constants_pass",), mutate=False),), reacts_to=(_CONSTANT, *MEANING.reacts_to)),
