@@ -46,15 +46,17 @@ class PassContract:
 
 
 def union(contracts: Sequence[PassContract]) -> PassContract:
-    """What a sequence of passes promises: every form any of them promises, and behaviour as
-    the weakest of them does. Meaning then refinement is a refinement, not meaning (one that
-    may raise less, composed with one that keeps every raise, may raise less), so a pipeline
-    refines as soon as one of its passes does."""
+    """What a sequence of passes promises: the calls every one of them removes and the HOPs
+    each adds, and behaviour and internals as the weakest of them does. Meaning then
+    refinement is a refinement, not meaning (one that may raise less, composed with one that
+    keeps every raise, may raise less), so a pipeline refines as soon as one of its passes
+    does; and its internals are judged only where every pass promises them (set_grad's form
+    is no promise about what DCE then leaves, an unused submodule)."""
     return PassContract(
         "+".join(c.name for c in contracts),
         tuple(dict.fromkeys(t for c in contracts for t in c.eliminates)),
         tuple(dict.fromkeys(h for c in contracts for h in c.hops)),
-        any(c.internals for c in contracts),
+        all(c.internals for c in contracts),
         any(c.refines for c in contracts),
         tuple(dict.fromkeys(k for c in contracts for k in c.reacts_to)),
     )

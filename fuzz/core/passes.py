@@ -208,12 +208,16 @@ def reacts_to_of(pass_fn: Any) -> tuple[str, ...]:
 
 def domain_of(pass_fn: Any) -> str | None:
     """The input space a registered pass is fuzzed on (its row's ``domain``; a pipeline's is its
-    first part's, since that part takes the input); None for a pass fxfuzz does not know."""
+    first part's, since that part takes the input, narrowed to ``functional`` where a later
+    part needs graphs without in-place updates and the first takes export graphs, which
+    include them); None for a pass fxfuzz does not know."""
     if isinstance(pass_fn, Pass):
         if pass_fn.registered is not None:
             return pass_fn.registered.domain
         if pass_fn.parts:
-            return domain_of(pass_fn.parts[0])
+            first = domain_of(pass_fn.parts[0])
+            later = {domain_of(p) for p in pass_fn.parts[1:]}
+            return "functional" if first in (None, "export") and "functional" in later else first
     return None
 
 
