@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import pytest
 import torch
 from fxfuzz.core.known import load_known_files
 from fxfuzz.core.passes import contract_of, domain_of, load_pass
@@ -102,3 +103,17 @@ def test_dce_after_set_grad_erases_an_effect_the_hop_hides():
     gm.graph.eliminate_dead_code()
     if gm.graph.find_nodes(op="call_function", target=torch.ops.higher_order.wrap_with_set_grad_enabled):
         raise AssertionError(FIXED.format(known="docs/known/set_grad+dce.txt"))
+
+
+@pytest.mark.parametrize(("name", "erased"), [("equivalence-raises_differently-bc45a4ea", "expand"), ("structure-lint_failed-5f2a1a94", "new_zeros")])
+def test_dce_after_set_grad_erases_a_value_an_effectful_call_still_reads(name, erased):
+    """The second campaign's cases (effectful calls drawn): set_grad leaves ``erased.users``
+    without the logged call that reads it, so DCE, which keeps that impure call, erases its
+    argument: the graph fails lint and raises when run."""
+    from fxfuzz.campaign.engine import bucket_id
+
+    case = _case(f"{name}.json")
+    gm, _ = apply_pass(case, load_pass("set_grad"))
+    assert (erased, "logged") in _inconsistent(gm)
+    assert name in {bucket_id(f) for f in verify(case, SET_GRAD_DCE)}
+    assert name in load_known_files([os.path.join(ROOT, "docs", "known", "set_grad+dce.txt")])
