@@ -24,6 +24,16 @@ _REPRODUCIBLE_DRAWS = reproducible_draws()
 _REPRODUCIBLE_DRAWS.__enter__()
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one xdist worker more than the cores. A fair share of the suite waits on
+    other processes (campaign and gate workers, hang timeouts, Redis, fresh interpreters), and
+    one worker per core left the cores idle a quarter of the wall time. xdist's
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides where it is set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    return len(os.sched_getaffinity(0)) + 1
+
+
 @pytest.fixture
 def refused(capsys):
     """``refused(argv)`` runs ``fxfuzz`` in this process on arguments it must refuse and returns
