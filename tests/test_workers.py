@@ -40,15 +40,15 @@ def _saved(db: str) -> int:
 
 
 @pytest.mark.processes
-def test_workers_survive_segfault_and_hang_stop_on_sigterm_and_replay(tmp_path):
+def test_workers_survive_segfault_and_hang_stop_on_sigterm_and_replay(tmp_path, cli):
     pass_file = tmp_path / "killer.py"
     pass_file.write_text(KILLER)
     out, db = tmp_path / "report", str(tmp_path / "db")
-    common = [sys.executable, "-m", "fxfuzz", "run", "--pass", f"{pass_file}:killer", "--db", db]
+    common = ["run", "--pass", f"{pass_file}:killer", "--db", db]
     proc = subprocess.Popen(
         # No examples through export's stages: run_decompositions makes one take seconds on a
         # loaded machine, and an example twice past the limit is a hang like the killer's.
-        [*common, "--workers", "2", "--budget", "300", "--example-timeout", "5", "--stage-share", "0", "--report-dir", str(out)],
+        [sys.executable, "-m", "fxfuzz", *common, "--workers", "2", "--budget", "300", "--example-timeout", "5", "--stage-share", "0", "--report-dir", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     # The parent saves each killing case as soon as the worker dies: stop once two buckets
@@ -78,11 +78,9 @@ def test_workers_survive_segfault_and_hang_stop_on_sigterm_and_replay(tmp_path):
     suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
     assert int(suite.get("failures")) == len(report["findings"])
 
-    # The next campaign's first example is a saved killing case: one example, same bucket.
-    again = subprocess.run(
-        [*common, "--max-examples", "1", "--example-timeout", "5", "--report-dir", str(tmp_path / "again")],
-        capture_output=True, text=True, timeout=300,
-    )
+    # The next campaign's first example is a saved killing case: one example, same bucket. Run
+    # in this process: its workers, which replay the case, are processes all the same.
+    again = cli(*common, "--max-examples", "1", "--example-timeout", "5", "--report-dir", str(tmp_path / "again"))
     assert again.returncode == 1, again.stdout + again.stderr
     second = json.loads((tmp_path / "again" / "report.json").read_text())
     replayed = {f["id"] for f in second["findings"]}
