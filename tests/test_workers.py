@@ -99,17 +99,15 @@ def fine(gm, sig):
 """
 
 
-def _incomplete_run(tmp_path, source: str, fn: str, words: str) -> dict:
+def _incomplete_run(tmp_path, cli, source: str, fn: str, words: str) -> dict:
     """Run a one-worker campaign against ``fn`` of ``source`` that must end incomplete: exit 3,
     one line with ``words`` and the worker's exit status, and report.json, report.md and
-    junit.xml all saying so. Its report.json."""
+    junit.xml all saying so. Its report.json. The CLI runs in this process: what dies is the
+    worker processes."""
     pass_file = tmp_path / "dies.py"
     pass_file.write_text(source)
     report_dir = tmp_path / "r"
-    proc = subprocess.run(
-        [sys.executable, "-m", "fxfuzz", "run", "--pass", f"{pass_file}:{fn}", "--workers", "1", "--budget", "120", "--no-db", "--report-dir", str(report_dir)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    proc = cli("run", "--pass", f"{pass_file}:{fn}", "--workers", "1", "--budget", "120", "--no-db", "--report-dir", str(report_dir))
     assert proc.returncode == 3, proc.stdout + proc.stderr
     (line,) = [l for l in proc.stderr.splitlines() if l.startswith("fxfuzz: error:")]
     report = json.loads((report_dir / "report.json").read_text())
@@ -122,8 +120,8 @@ def _incomplete_run(tmp_path, source: str, fn: str, words: str) -> dict:
 
 
 @pytest.mark.processes
-def test_a_campaign_whose_workers_cannot_start_fails_loudly(tmp_path):
-    assert _incomplete_run(tmp_path, DIES_IN_WORKERS, "fine", "tested nothing")["examples"] == 0
+def test_a_campaign_whose_workers_cannot_start_fails_loudly(tmp_path, cli):
+    assert _incomplete_run(tmp_path, cli, DIES_IN_WORKERS, "fine", "tested nothing")["examples"] == 0
 
 
 # A few examples pass, then the pass segfaults; every worker started after that dies on
@@ -148,10 +146,10 @@ crashes_later.fxfuzz_contract = MEANING
 
 
 @pytest.mark.processes
-def test_a_campaign_whose_restarted_workers_keep_dying_fails_loudly(tmp_path):
+def test_a_campaign_whose_restarted_workers_keep_dying_fails_loudly(tmp_path, cli):
     """Some examples ran, then no worker could start again: the campaign did not run its
     budget, so it is no verdict on the pass, whatever it found."""
-    report = _incomplete_run(tmp_path, CRASHES_THEN_WORKERS_DIE, "crashes_later", "kept dying")
+    report = _incomplete_run(tmp_path, cli, CRASHES_THEN_WORKERS_DIE, "crashes_later", "kept dying")
     assert report["stopped_by"] == "workers_lost" and report["examples"] >= 1
 
 
