@@ -355,7 +355,9 @@ def test_workers_die_with_their_supervisor(tmp_path):
         workers = [pipe.next_pid(timeout=120) for _ in range(2)]  # both hang inside the pass
         proc.kill()
         proc.wait()
-        assert [pid for pid in workers if not _gone_within(pid, 10.0)] == []
+        # A bound on the wait, not the claim (a worker that outlives the supervisor never
+        # ends): 10 s once fell short at load 8-10 with three xdist workers.
+        assert [pid for pid in workers if not _gone_within(pid, 30.0)] == []
     finally:
         pipe.close()
         proc.kill()
