@@ -1,6 +1,5 @@
 import os
 import subprocess
-import sys
 
 import pytest
 from fxfuzz.core.reproducible import reproducible_draws
@@ -22,6 +21,16 @@ settings.load_profile(PROFILE)
 # exit and unpins the draws at once (so they were, until 2026-11-26).
 _REPRODUCIBLE_DRAWS = reproducible_draws()
 _REPRODUCIBLE_DRAWS.__enter__()
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one xdist worker more than the cores. A fair share of the suite waits on
+    other processes (campaign and gate workers, hang timeouts, Redis, fresh interpreters), and
+    one worker per core left the cores idle a quarter of the wall time. xdist's
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides where it is set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    return len(os.sched_getaffinity(0)) + 1
 
 
 @pytest.fixture
@@ -68,9 +77,9 @@ def _profile_restored(request):
 
 @pytest.fixture(scope="session")
 def shard_campaigns(tmp_path_factory):
-    """Two small real campaigns of one broken pass, run side by side as two shards would be
-    (shards 2/2 and 1/2), with findings: both list the saved-tensors bucket as known; the first
-    folder holds it and new buckets, the second it alone. Returns the two folders and that id."""
+    """Two small real campaigns of one broken pass, run as two shards would be (shards 2/2 and
+    1/2), with findings: both list the saved-tensors bucket as known; the first folder holds it
+    and new buckets, the second it alone. Returns the two folders and that id."""
     # Imported here: conftest is loaded by every test run, most of which need no torch.
     from fxfuzz.campaign.engine import bucket_id
     from fxfuzz.oracles import Finding
@@ -84,16 +93,16 @@ def shard_campaigns(tmp_path_factory):
     # No minimizing: what these folders are for (merging, issue texts) needs buckets, not small
     # ones, and shrinking was four fifths of their time.
     known = ["--seed", "7", "--known", str(root / "known.txt"), "--max-shrink-s", "0"]
-    extra = {"a": [*known, "--shard", "2/2"], "b": [*known, "--shard", "1/2"]}
-    procs = {
-        name: subprocess.Popen(
-            [sys.executable, "-m", "fxfuzz", "run", "--pass", spec, "--workers", "1", "--max-examples", "30",
-             "--no-db", "--report-dir", str(root / name), *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        for name, args in extra.items()
-    }
-    outputs = {name: proc.communicate(timeout=600) for name, proc in procs.items()}
+    # One after the other in this process: what the folders are for needs no process boundary
+    # around the CLI (its worker is a process all the same), and each fresh interpreter cost
+    # seconds of torch imports.
+    from fxfuzz.cli.main import main
+
+    codes = [
+        main(["run", "--pass", spec, "--workers", "1", "--max-examples", "30", "--no-db",
+              "--report-dir", str(root / name), *known, "--shard", shard])
+        for name, shard in (("a", "2/2"), ("b", "1/2"))
+    ]  # fmt: skip
     # New findings in a (exit 1); in b only the known bucket (exit 0).
-    assert [procs[name].returncode for name in "ab"] == [1, 0], outputs
+    assert codes == [1, 0], [(root / name / "report.md").read_text() for name in "ab" if (root / name / "report.md").exists()]
     return root / "a", root / "b", known_id

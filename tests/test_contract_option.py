@@ -65,7 +65,6 @@ def test_a_repro_records_its_contract_and_refuses_a_name_outside_the_table(tmp_p
 
 
 @pytest.mark.processes
-@pytest.mark.xdist_group("processes")
 def test_run_holds_the_pass_and_its_workers_to_the_contract_and_reports_it(tmp_path):
     """A toggle-dropping gm -> gm pass is found under refines; report.json and its repro say
     refines was given, and the repro replays under it (80 examples: the pass declares no node

@@ -63,10 +63,6 @@ def redis_url() -> Iterator[str]:
         proc.wait()
 
 
-def _run(*args: str, cwd: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fxfuzz", "run", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
-
-
 def _failure_entries(url: str) -> int:
     client = redis.Redis.from_url(url)
     return sum(client.scard(k) for k in client.keys(b"*fxfuzz-failures"))
@@ -97,12 +93,14 @@ def test_two_shards_draw_different_examples():
 
 @pytest.mark.processes
 @needs_redis
-def test_two_shards_share_failures_through_redis(tmp_path, redis_url):
+def test_two_shards_share_failures_through_redis(tmp_path, redis_url, cli):
+    """The shards' campaigns and the merge run in this process (their workers are processes
+    all the same): what is shared goes through Redis, not through the process."""
     reports = []
     for k in (1, 2):
         out = tmp_path / f"shard{k}"
-        r = _run("--pass", BROKEN, "--shard", f"{k}/2", "--workers", "1", "--max-examples", "25",
-                 "--db", str(tmp_path / f"db{k}"), "--db", redis_url, "--report-dir", str(out), cwd=str(tmp_path))
+        r = cli("run", "--pass", BROKEN, "--shard", f"{k}/2", "--workers", "1", "--max-examples", "25",
+                "--db", str(tmp_path / f"db{k}"), "--db", redis_url, "--report-dir", str(out))  # fmt: skip
         assert r.returncode == 1, r.stdout + r.stderr
         reports.append(json.loads((out / "report.json").read_text()))
     one, two = reports
@@ -116,8 +114,7 @@ def test_two_shards_share_failures_through_redis(tmp_path, redis_url):
 
     # One report from both: examples summed, buckets the union.
     merged_dir = tmp_path / "merged"
-    r = subprocess.run([sys.executable, "-m", "fxfuzz", "merge", str(tmp_path / "shard1"), str(tmp_path / "shard2"),
-                        "--report-dir", str(merged_dir)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    r = cli("merge", str(tmp_path / "shard1"), str(tmp_path / "shard2"), "--report-dir", str(merged_dir))
     assert r.returncode == 1, r.stdout + r.stderr
     merged = json.loads((merged_dir / "report.json").read_text())
     assert merged["examples"] == one["examples"] + two["examples"] == 50 and merged["shards"] == ["1/2", "2/2"]
