@@ -35,6 +35,11 @@ def command(args: argparse.Namespace) -> int:
         if not torch.cuda.is_available():
             raise UsageError(f"{args.path} was found with --device cuda, and torch sees no CUDA device here")
     reports, code = _replay_in_child(args.path, pass_spec, args.contract, args.ops, args.example_timeout)
+    if code == -signal.SIGINT:
+        # Ctrl-C reaches the whole process group, and the child dies of it by default: that is
+        # this command interrupted, not a finding, even where this process has not yet raised
+        # its own KeyboardInterrupt (on a loaded machine the child's death was seen first).
+        raise KeyboardInterrupt
     if reports and reports[-1].startswith("error "):
         raise SerializeError(reports[-1].removeprefix("error "))
     if reports and reports[-1].startswith("verdict "):
