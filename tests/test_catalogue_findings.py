@@ -7,6 +7,7 @@ in the pass's known file (docs/known/<pass>.txt) and its entry in docs/known-fin
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import glob
 import os
@@ -112,9 +113,13 @@ def test_cse_buckets_that_follow_from_its_two_merges_go_once_both_are_fixed(path
     from fxfuzz.core.contract import REFINES
     from fxfuzz.repro.files import load_repro
 
-    case = load_repro(path).case
-    assert os.path.basename(path)[:-5] in {bucket_id(f) for f in verify(case, load_pass("cse"))}, FIXED.format(known="docs/known/cse.txt")
-    assert verify(case, load_pass(os.path.join(os.path.dirname(__file__), "fixed_cse.py") + ":fixed_cse", REFINES)) == []
+    from fxfuzz.oracles.stages import stages_forced
+
+    case, name = load_repro(path).case, os.path.basename(path)[:-5]
+    # A stage's bucket shows where the stages run, which the campaign drew by chance.
+    with stages_forced() if name.startswith("downstream-") else contextlib.nullcontext():
+        assert name in {bucket_id(f) for f in verify(case, load_pass("cse"))}, FIXED.format(known="docs/known/cse.txt")
+        assert verify(case, load_pass(os.path.join(os.path.dirname(__file__), "fixed_cse.py") + ":fixed_cse", REFINES)) == []
 
 
 def constant_after_no_grad(x):
