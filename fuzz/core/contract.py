@@ -8,10 +8,11 @@ and the process state it leaves. Beyond that a contract says:
   submodules left unused, what is saved for backward, export's metadata checks, higher-order
   ops added by a second application). A pass that promises a graph of a given form, as
   export's own passes do, is held to it; an optimizing or user pass is not.
-- ``refines``: refinement in Alive2's sense. The result may raise where the original raised
-  and now succeed (it may save less for backward, so an in-place update between forward and
-  backward that made the original's backward refuse may now go through), never the other way
-  round; wherever the original succeeds, the result's observables are equal.
+- ``refines``: refinement in Alive2's sense. Where the original raised the result may do
+  anything: succeed (it may save less for backward, so an in-place update between forward
+  and backward that made the original's backward refuse may now go through) or raise another
+  error; never the other way round: wherever the original succeeds, the result's observables
+  are equal.
 - ``eliminates`` and ``hops``: call targets that must be gone from the output, and the
   higher-order ops the pass introduces (each call checked for well-formedness).
 - ``reacts_to``: the node kinds (``fxfuzz.strategies.regions.REACTION_STEPS``) generation draws
