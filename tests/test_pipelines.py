@@ -117,3 +117,17 @@ def test_dce_after_set_grad_erases_a_value_an_effectful_call_still_reads(name, e
     assert (erased, "logged") in _inconsistent(gm)
     assert name in {bucket_id(f) for f in verify(case, SET_GRAD_DCE)}
     assert name in load_known_files([os.path.join(ROOT, "docs", "known", "set_grad+dce.txt")])
+
+
+def test_dce_after_set_grad_deletes_a_wrapped_in_place_update():
+    """The 600 s campaign's 4-node case: under no_grad an input is updated in place; set_grad
+    wraps that in a HOP nothing reads, which the set_grad campaign's clean-up check reports as
+    dead_code_elimination_changes_meaning-72cda7b9 (known), and DCE inside the pipeline deletes
+    it: the input after the call differs."""
+    from fxfuzz.campaign.engine import bucket_id
+
+    case = _case("equivalence-value_mismatch-6ac4edc4.json")
+    assert "structure-dead_code_elimination_changes_meaning-72cda7b9" in {bucket_id(f) for f in verify(case, load_pass("set_grad"))}
+    found = {bucket_id(f) for f in verify(case, SET_GRAD_DCE)}
+    assert "equivalence-value_mismatch-6ac4edc4" in found
+    assert found <= set(load_known_files([os.path.join(ROOT, "fxfuzz-known.txt"), os.path.join(ROOT, "docs", "known", "set_grad+dce.txt")]))
