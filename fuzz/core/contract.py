@@ -47,8 +47,8 @@ class PassContract:
 
 
 def union(contracts: Sequence[PassContract]) -> PassContract:
-    """What a sequence of passes promises: the calls every one of them removes and the HOPs
-    each adds, and behaviour and internals as the weakest of them does. Meaning then
+    """What a sequence of passes promises: the calls any of them removes and the HOPs any of
+    them adds, and behaviour and internals as the weakest of them does. Meaning then
     refinement is a refinement, not meaning (one that may raise less, composed with one that
     keeps every raise, may raise less), so a pipeline refines as soon as one of its passes
     does; and its internals are judged only where every pass promises them (set_grad's form

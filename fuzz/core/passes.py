@@ -95,16 +95,25 @@ _STAGE_ROWS = (
 EXPORT_STAGES: tuple[Registered, ...] = tuple(sorted(_STAGE_ROWS, key=lambda r: r.export_stage))  # type: ignore[arg-type, return-value]
 
 
+def pipeline_domain(domains: Sequence[str | None]) -> str | None:
+    """The input space of a pipeline whose parts take ``domains`` (None: a pass fxfuzz does not
+    know): the first part's, since that part takes the input, narrowed to ``functional`` where
+    a later part needs graphs without in-place updates and the first takes export graphs,
+    which include them."""
+    first, later = domains[0], set(domains[1:])
+    return "functional" if first in (None, "export") and "functional" in later else first
+
+
 def _pipeline_row(name: str, parts: Sequence[Registered]) -> Registered:
-    """The row of a pipeline of registered passes: their contracts and sources united, the
-    first part's domain (it takes the input)."""
+    """The row of a pipeline of registered passes: their contracts and sources united, and
+    their domain (``pipeline_domain``)."""
     return Registered(
         name,
         PIPE.join(r.name for r in parts),
         union([r.contract for r in parts]),
         sources=tuple(dict.fromkeys(s for r in parts for s in r.sources)),
         reacts_to=tuple(dict.fromkeys(k for r in parts for k in r.reacts_to)),
-        domain=parts[0].domain,
+        domain=pipeline_domain([r.domain for r in parts]) or parts[0].domain,  # (never None: rows have domains)
     )
 
 
@@ -207,17 +216,13 @@ def reacts_to_of(pass_fn: Any) -> tuple[str, ...]:
 
 
 def domain_of(pass_fn: Any) -> str | None:
-    """The input space a registered pass is fuzzed on (its row's ``domain``; a pipeline's is its
-    first part's, since that part takes the input, narrowed to ``functional`` where a later
-    part needs graphs without in-place updates and the first takes export graphs, which
-    include them); None for a pass fxfuzz does not know."""
+    """The input space a registered pass is fuzzed on (its row's ``domain``; a pipeline's,
+    ``pipeline_domain`` of its parts'); None for a pass fxfuzz does not know."""
     if isinstance(pass_fn, Pass):
         if pass_fn.registered is not None:
             return pass_fn.registered.domain
         if pass_fn.parts:
-            first = domain_of(pass_fn.parts[0])
-            later = {domain_of(p) for p in pass_fn.parts[1:]}
-            return "functional" if first in (None, "export") and "functional" in later else first
+            return pipeline_domain([domain_of(p) for p in pass_fn.parts])
     return None
 
 
