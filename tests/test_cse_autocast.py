@@ -42,3 +42,36 @@ def test_the_oracles_find_it_on_the_campaigns_case_as_a_known_bucket():
     case = load_repro(os.path.join(HERE, "data", "cse", "equivalence-meta_mismatch-19aff044.json")).case
     assert "equivalence-meta_mismatch-19aff044" in {bucket_id(f) for f in verify(case, load_pass("cse"))}
     assert "equivalence-meta_mismatch-19aff044" in load_known(KNOWN)
+
+
+def _equal_regions_nested(x):
+    with torch.autocast("cpu", dtype=torch.float16, enabled=False, cache_enabled=False):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.autocast("cpu", dtype=torch.float16, enabled=False, cache_enabled=False):
+                pass
+    return x + 1
+
+
+def _autocast_state():
+    return torch.get_autocast_dtype("cpu"), torch.is_autocast_cache_enabled(), torch.is_autocast_enabled("cpu")
+
+
+def test_csepass_merges_an_inner_region_into_an_equal_outer_one_and_leaves_autocast_changed():
+    """The same merge with a region between two equal ones (found by a 600 s set_grad+cse
+    campaign, 2026-11-27; its 7-node case is tests/data/cse/): the innermost enter becomes the
+    outermost, and so do their exits, so one exit is lost and the call leaves the autocast
+    dtype and cache as the outer region set them."""
+    x = torch.randn(2)
+    gm = make_fx(_equal_regions_nested, pre_dispatch=True)(x)
+    before = _autocast_state()
+    try:
+        gm(x)
+        assert _autocast_state() == before
+        CSEPass(get_CSE_banned_ops())(gm).graph_module(x)
+        if _autocast_state() == before:
+            raise AssertionError(FIXED.format(known="docs/known/cse.txt"))
+        assert _autocast_state() == (torch.float16, False, before[2])
+    finally:
+        torch.set_autocast_dtype("cpu", before[0])
+        torch.set_autocast_cache_enabled(before[1])
+    assert "equivalence-autocast_state_leak-71f39855" in load_known(KNOWN)
