@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from fxfuzz.core.contract import AUTOCAST, MEANING, REFINES, SET_GRAD, PassContract, union
 from fxfuzz.core.errors import PassSpecError
@@ -95,7 +95,11 @@ _STAGE_ROWS = (
 EXPORT_STAGES: tuple[Registered, ...] = tuple(sorted(_STAGE_ROWS, key=lambda r: r.export_stage))  # type: ignore[arg-type, return-value]
 
 
-def pipeline_domain(domains: Sequence[str | None]) -> str | None:
+# A pipeline of rows has a domain (str); one with a pass fxfuzz does not know may not (None).
+_Domain = TypeVar("_Domain", str, str | None)
+
+
+def pipeline_domain(domains: Sequence[_Domain]) -> _Domain:
     """The input space of a pipeline whose parts take ``domains`` (None: a pass fxfuzz does not
     know): the first part's, since that part takes the input, narrowed to ``functional`` where
     a later part needs graphs without in-place updates and the first takes export graphs,
@@ -113,7 +117,7 @@ def _pipeline_row(name: str, parts: Sequence[Registered]) -> Registered:
         union([r.contract for r in parts]),
         sources=tuple(dict.fromkeys(s for r in parts for s in r.sources)),
         reacts_to=tuple(dict.fromkeys(k for r in parts for k in r.reacts_to)),
-        domain=pipeline_domain([r.domain for r in parts]) or parts[0].domain,  # (never None: rows have domains)
+        domain=pipeline_domain([r.domain for r in parts]),
     )
 
 
