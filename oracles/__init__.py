@@ -46,15 +46,19 @@ def verify(
     plus CPU-against-CUDA parity. A deterministic ``stage_share`` of cases (0 to 1) also goes
     through torch.export's stages: they cost about ten times the rest of an example
     (docs/oracles.md). The transformed graph is consumed by the last check.
-    ``contract`` (by default the pass's own) selects the checks. Raises ``InternalError``
+    ``contract`` (by default the pass's own) selects the checks; one whose result is not
+    differentiated has both graphs run as such (``GraphCase.undifferentiated``). Raises ``InternalError``
     where fxfuzz's own code fails: that is never a finding against the pass.
     """
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     # The graphs run many times below; torch's mutation check of their cond/map calls, traced
     # anew on every call, is computed once per distinct call (fxfuzz.oracles.hop_checks).
+    contract = contract or contract_of(pass_fn)
+    if not contract.differentiated:
+        case = case.undifferentiated()
     with memoized_hop_checks():
-        return _verify(case, pass_fn, contract or contract_of(pass_fn), device, stage_share)
+        return _verify(case, pass_fn, contract, device, stage_share)
 
 
 def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: str, stage_share: float) -> list[Finding]:

@@ -290,7 +290,12 @@ def original_raised(f: Finding) -> bool:
 
 def judged(contract: PassContract, row: Check, findings: list[Finding]) -> list[Finding]:
     """``findings`` of ``row`` that ``contract`` judges: internals only where it judges them,
-    and under refinement, no finding about what the result did where the original raised."""
+    under refinement no finding about what the result did where the original raised, and
+    derivatives only where the result is differentiated (``verify`` runs the graphs of a
+    contract that says it is not with nothing requiring grad; forward mode needs no such
+    flag, so its findings are dropped here)."""
+    if not contract.differentiated:
+        findings = [f for f in findings if f.oracle != "gradients"]
     if not contract.internals:
         findings = [f for f in findings if f.kind not in row.internal_kinds]
     if contract.refines:

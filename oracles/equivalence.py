@@ -85,11 +85,28 @@ def compare_value(where: str, ref: Any, got: Any, exact: bool = True, same_devic
     return findings
 
 
+def _itself(run: Run, t: Any) -> str:
+    """Which input ``t`` is, as an object (not a view of it): a caller that changes an
+    output's metadata in place (``t_()``, ``resize_()``) changes that input's too."""
+    k = next((k for k, x in enumerate(run.inputs) if x is t), None)
+    return "a tensor of its own" if k is None else f"input {k} itself"
+
+
+def _flags_differ(r: torch.Tensor, g: torch.Tensor) -> bool:
+    return r.requires_grad != g.requires_grad or (r.grad_fn is None) != (g.grad_fn is None)
+
+
 def _compare_views(ref: Run, got: Run) -> list[Finding]:
-    """Outputs that alias an input or another output must keep doing so, with the same layout."""
+    """Outputs that alias an input or another output must keep doing so, with the same layout,
+    and an output that is an input itself must stay that input, or stay a tensor of its own.
+    Where requires_grad or grad_fn presence differ, ``compare_value`` already said so (a leaf
+    input returned for a view of it): one defect, one bucket."""
     assert ref.outputs is not None and got.outputs is not None
     findings = []
     for i, (ra, ga, r, g) in enumerate(zip(aliases(ref), aliases(got), ref.outputs, got.outputs)):
+        if ra == ga and ra is not None and ra[0] == "input" and not _flags_differ(r, g):
+            if (was := _itself(ref, r)) != (now := _itself(got, g)):
+                findings.append(Finding("equivalence", "identity_mismatch", f"output {i}: {was} became {now}", {"expected": was, "got": now}))
         if ra != ga:
             findings.append(
                 Finding(

@@ -10,7 +10,7 @@ import os
 import handmade as hm
 import pytest
 import torch
-from fxfuzz.core.contract import AUTOCAST, CONTRACTS, MEANING, REFINES, SET_GRAD, contract_by_name
+from fxfuzz.core.contract import AUTOCAST, CONTRACTS, MEANING, POST_GRAD, REFINES, SET_GRAD, contract_by_name, union
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
@@ -147,9 +147,10 @@ def kinds(findings):
 
 
 def test_contracts_are_found_by_name_and_an_unknown_name_is_a_usage_error():
-    assert [contract_by_name(n) for n in ("meaning", "refines", "set_grad", "autocast")] == [MEANING, REFINES, SET_GRAD, AUTOCAST]
-    assert set(CONTRACTS) == {"meaning", "refines", "set_grad", "autocast"}
-    with pytest.raises(UsageError, match="unknown contract 'bogus': expected one of meaning, refines, set_grad, autocast"):
+    names = ("meaning", "refines", "post_grad", "set_grad", "autocast")
+    assert [contract_by_name(n) for n in names] == [MEANING, REFINES, POST_GRAD, SET_GRAD, AUTOCAST]
+    assert tuple(CONTRACTS) == names
+    with pytest.raises(UsageError, match="unknown contract 'bogus': expected one of meaning, refines, post_grad, set_grad, autocast"):
         contract_by_name("bogus")
 
 
@@ -327,3 +328,93 @@ def test_the_report_says_when_fxfuzz_chose_the_contract():
     assert "Held to the `meaning` contract, the default for a pass fxfuzz does not know." in render_markdown(report)
     report.update(contract="set_grad", contract_source="registered")
     assert "Held to" not in render_markdown(report)
+
+
+# --- post_grad: refinement of a graph nobody differentiates -----------------------------
+
+
+def test_post_grad_does_not_judge_what_autograd_would_do_with_the_result():
+    """Dropping a clone makes backward save the input itself, so an update between forward
+    and backward now raises: no refinement (test_raising_more_is_no_refinement), yet no
+    post-grad graph is ever differentiated, so under post_grad nothing fires; nor where a
+    naive CSE merges calls across a toggle, which changes only what requires grad."""
+    assert verify(cloned_sin_case(), drops_the_clone, POST_GRAD) == []
+    assert verify(sin_twice_across_a_toggle_case(), merges_across_toggles, POST_GRAD) == []
+    assert "gradients" in {f.oracle for f in verify(sin_twice_across_a_toggle_case(), merges_across_toggles, REFINES)}
+
+
+def test_post_grad_is_quiet_on_the_remove_noop_ops_campaign_case():
+    """The case the remove_noop_ops row drew when it was held to refines (tests/data/post_grad):
+    the clone fed to a map became the parameter, which map's backward then saved. Inductor
+    runs the pass after AOTAutograd; held to its own contract, post_grad, nothing fires."""
+    from fxfuzz.repro.files import load_repro
+
+    path = os.path.join(os.path.dirname(__file__), "data", "post_grad", "gradients-inplace_after_forward_raises_differently-914eb3d1.json")
+    case = load_repro(path).case
+    assert load_pass("remove_noop_ops").contract is POST_GRAD
+    assert verify(case, load_pass("remove_noop_ops")) == []
+    assert "inplace_after_forward_raises_differently" in kinds(verify(case, load_pass("remove_noop_ops"), REFINES))
+
+
+@gm_to_gm
+def sin_becomes_cos(gm):
+    for n in _calls(gm, aten.sin.default):
+        n.target = aten.cos.default
+    return gm
+
+
+@gm_to_gm
+def drops_buffer_updates(gm):
+    """The buffer's in-place update that nothing reads, gone: an effect on an input lost."""
+    for n in _calls(gm, aten.add_.Tensor):
+        gm.graph.erase_node(n)
+    return gm
+
+
+@gm_to_gm
+def returns_the_input_for_its_view(gm):
+    """What remove_noop_ops does to ``aten.alias(x)`` returned (docs/known/remove_noop_ops.txt)."""
+    for n in _calls(gm, aten.alias.default):
+        n.replace_all_uses_with(n.args[0])
+        gm.graph.erase_node(n)
+    return gm
+
+
+def alias_output_case(ambient=True, requires_grad=True):
+    b = GraphBuilder(grad_mode=ambient)
+    x = b.placeholder("x", torch.tensor([0.3, -1.2, 2.5, 0.7], requires_grad=requires_grad), InputKind.USER_INPUT)
+    return hm._case(b, [b.call(aten.alias.default, [x])], ambient)
+
+
+@pytest.mark.parametrize(
+    "broken, make, kind",
+    [
+        (sin_becomes_cos, plain_sin_case, "value_mismatch"),
+        (drops_buffer_updates, hm.buffer_update_case, "value_mismatch"),
+        (returns_the_input_for_its_view, alias_output_case, "identity_mismatch"),
+    ],
+    ids=["values", "in_place_effects", "identity"],
+)
+def test_post_grad_judges_what_the_graph_computes(broken, make, kind):
+    assert kind in kinds(verify(make(), broken, POST_GRAD))
+
+
+@pytest.mark.parametrize("make", CASES, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("correct", [identity, renames_nodes, dead_code_eliminated, merges_within_regions], ids=lambda f: f.__name__)
+def test_post_grad_is_quiet_on_correct_passes(correct, make):
+    assert verify(make(), correct, POST_GRAD) == []
+
+
+def test_a_pipeline_with_a_post_grad_pass_is_not_differentiated():
+    assert not union([REFINES, POST_GRAD]).differentiated and union([REFINES, MEANING]).differentiated
+
+
+@pytest.mark.parametrize("contract", [MEANING, REFINES, POST_GRAD], ids=lambda c: c.name)
+def test_an_input_returned_for_its_view_is_found_once(contract):
+    """Without autograd, an output that is the input itself where it was a view of it is the
+    identity oracle's (a caller's ``t_()`` on the output now transposes the input); where the
+    input requires grad, grad_fn presence differs too, and only that is said (one bucket)."""
+    assert kinds(verify(alias_output_case(requires_grad=False), returns_the_input_for_its_view, contract)) == {"identity_mismatch"}
+    with_grad = kinds(verify(alias_output_case(), returns_the_input_for_its_view, contract))
+    assert with_grad == ({"identity_mismatch"} if contract is POST_GRAD else {"grad_fn_mismatch"})
+    assert verify(alias_output_case(requires_grad=False), identity, contract) == []

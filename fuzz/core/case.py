@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, cast
 
@@ -71,6 +72,12 @@ class GraphCase:
             features=dict(self.features),
             sizes=self.sizes,
         )
+
+    def undifferentiated(self) -> GraphCase:
+        """This case as a graph no one differentiates is run (``PassContract.differentiated``):
+        under grad mode off, on inputs that do not require grad."""
+        inputs = tuple(t.detach() if isinstance(t, torch.Tensor) else t for t in self.inputs)
+        return dataclasses.replace(self, inputs=inputs, ambient_grad=False)
 
     def __str__(self) -> str:
         return (

@@ -17,7 +17,7 @@ BOTH = ("export", "adversarial")
 # drawn from.
 DOMAIN_CHOICES = (*DOMAINS, "both")
 # The contracts a pass may be held to by name (fxfuzz.core.contract.CONTRACTS holds them).
-CONTRACT_NAMES = ("meaning", "refines", "set_grad", "autocast")
+CONTRACT_NAMES = ("meaning", "refines", "post_grad", "set_grad", "autocast")
 
 # Generation levels: FX graphs, nn.Module programs through torch.export, or both.
 LEVELS = ("graph", "program", "mixed")

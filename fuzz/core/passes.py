@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from fxfuzz.core.contract import AUTOCAST, MEANING, REFINES, SET_GRAD, PassContract, union
+from fxfuzz.core.contract import AUTOCAST, MEANING, POST_GRAD, REFINES, SET_GRAD, PassContract, union
 from fxfuzz.core.errors import PassSpecError
 from fxfuzz.core.shapes import NoShape, adapt, shape_of
 
@@ -127,7 +127,9 @@ _EXPORT_PROGRAM = Source("torch.export.exported_program", mutate=False)
 _CONSTANT = "constant"
 _EFFECT = "effect"
 # torch's own FX passes: each called as torch calls it (fxfuzz.core.catalogue says how), under
-# the contract its job calls for: ``refines`` for those that remove or merge computations.
+# the contract its job calls for: ``refines`` for those that remove or merge computations,
+# ``post_grad`` for Inductor's, whose graphs are never differentiated again. AOTAutograd's CSE
+# runs on graphs as undifferentiated, yet is held to ``refines``, the stricter: it passes it.
 # Constant folding and lifting act on tensors read by get_attr: those rows declare the kind
 # ``constant`` (export's constants before it lifts them) beside their contract's toggles; the
 # passes that remove or merge calls anywhere in a graph (CSE, DCE) declare ``effect``, calls
@@ -143,7 +145,7 @@ _TORCH_ROWS = (
     Registered("remove_effect_tokens", f"{_CATALOGUE}:remove_effect_tokens", REFINES, sources=(Source("torch.export._remove_effect_tokens_pass", mutate=False), _EXPORT_PROGRAM), domain="aten"),
     Registered("constant_folding", f"{_CATALOGUE}:constant_fold", REFINES, sources=(Source("torch._export.passes.constant_folding", mutate=False),), reacts_to=(_CONSTANT, *REFINES.reacts_to)),
     Registered("move_to_device", f"{_CATALOGUE}:move_to_cpu", MEANING, sources=(Source("torch.export.passes", mutate=False), _EXPORT_PROGRAM)),
-    Registered("remove_noop_ops", "torch._inductor.fx_passes.post_grad:remove_noop_ops", REFINES, sources=(Source("torch._inductor.fx_passes.post_grad", ("remove_noop_ops",)),), domain="aten"),
+    Registered("remove_noop_ops", "torch._inductor.fx_passes.post_grad:remove_noop_ops", POST_GRAD, sources=(Source("torch._inductor.fx_passes.post_grad", ("remove_noop_ops",)),), domain="aten"),
 )  # fmt: skip
 
 REGISTRY: dict[str, Registered] = {
