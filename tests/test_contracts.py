@@ -241,13 +241,21 @@ def saves_a_clone(gm):
     return gm
 
 
-@gm_to_gm
-def drops_the_clone(gm):
-    """The way back: sin reads x itself, saves it, and an update that went through now raises."""
-    for n in _calls(gm, aten.clone.default):
-        n.replace_all_uses_with(n.args[0])
-        gm.graph.erase_node(n)
-    return gm
+def _bypassed(target):
+    """A pass replacing each call of ``target`` by its first argument, as removing a no-op does."""
+
+    @gm_to_gm
+    def bypasses(gm):
+        for n in _calls(gm, target):
+            n.replace_all_uses_with(n.args[0])
+            gm.graph.erase_node(n)
+        return gm
+
+    return bypasses
+
+
+# The way back: sin reads x itself, saves it, and an update that went through now raises.
+drops_the_clone = _bypassed(aten.clone.default)
 
 
 def cloned_sin_case():
@@ -371,13 +379,8 @@ def drops_buffer_updates(gm):
     return gm
 
 
-@gm_to_gm
-def returns_the_input_for_its_view(gm):
-    """What remove_noop_ops does to ``aten.alias(x)`` returned (docs/known/remove_noop_ops.txt)."""
-    for n in _calls(gm, aten.alias.default):
-        n.replace_all_uses_with(n.args[0])
-        gm.graph.erase_node(n)
-    return gm
+# What remove_noop_ops does to ``aten.alias(x)`` returned (docs/known/remove_noop_ops.txt).
+returns_the_input_for_its_view = _bypassed(aten.alias.default)
 
 
 def alias_output_case(ambient=True, requires_grad=True):
