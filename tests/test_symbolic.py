@@ -289,7 +289,7 @@ def test_other_sizes_of_a_dim_the_trace_replaced_by_an_expression():
     free symbol's. Generation crashed on this once in a 20,000-example campaign (2026-11-26:
     ``AttributeError: 'Add' object has no attribute 'name'``, a worker restart)."""
     from fxfuzz.core.rebuild import size_at
-    from fxfuzz.core.symbols import assignment
+    from fxfuzz.core.symbols import assignment, traced
     from torch._dynamo.source import ConstantSource
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
@@ -301,3 +301,8 @@ def test_other_sizes_of_a_dim_the_trace_replaced_by_an_expression():
     assert any(not isinstance(d, type(a)) for d in dims), dims  # one of them is now an expression
     sizes = assignment(env, dims, {free: 7 for free in sa.node.expr.free_symbols})
     assert sizes is not None and (size_at(sa, sizes), size_at(sb, sizes)) == (7, 8), sizes
+    # The traced sizes, which the other sizes drawn must differ from, spelled the same way:
+    # reading them crashed generation the same way once more (2026-11-27, dce's 20,000-example
+    # run with identity_mismatch, a worker restart).
+    at_trace = traced(env, dims)
+    assert at_trace is not None and (size_at(sa, at_trace), size_at(sb, at_trace)) == (4, 5), at_trace

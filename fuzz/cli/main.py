@@ -54,7 +54,8 @@ def _contract_option(parser: argparse.ArgumentParser, whose: str = "the pass") -
         choices=CONTRACT_NAMES,
         default=_DEFAULTS.contract,
         help=f"hold {whose} to this contract instead of its own (docs/oracles.md#contracts): meaning (observable "
-        "behaviour, raise for raise), refines (may raise or save less, never more), set_grad, autocast",
+        "behaviour, raise for raise), refines (may raise or save less, never more), post_grad (refines, "
+        "never differentiated: Inductor's post-grad passes), set_grad, autocast",
     )
 
 

@@ -39,8 +39,11 @@ def free_symbols(env: ShapeEnv, symbols: list[sympy.Symbol]) -> list[sympy.Symbo
     return sorted({f for s in symbols for f in env.replace(s).free_symbols}, key=lambda f: f.name)
 
 
-def traced(env: ShapeEnv, symbols: list[sympy.Symbol]) -> dict[str, int]:
-    return {s.name: int(env.backed_var_to_val[s]) for s in symbols}
+def traced(env: ShapeEnv, symbols: list[Any]) -> dict[str, int] | None:
+    """The traced sizes as ``assignment`` spells an assignment, so the two compare: a dim may be
+    an expression of other symbols (``assignment`` says why), which has no traced value of its
+    own to read."""
+    return assignment(env, symbols, {f: int(env.backed_var_to_val[f]) for f in free_symbols(env, symbols)})
 
 
 def _conditions(env: ShapeEnv) -> list[Any]:
