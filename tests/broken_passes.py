@@ -736,3 +736,14 @@ def freezes_input_metas(gm, sig):
 for _fn in list(globals().values()):
     if inspect.isfunction(_fn) and _fn.__module__ == __name__ and list(inspect.signature(_fn).parameters)[:2] == ["gm", "sig"]:
         _fn.fxfuzz_contract = real.contract
+
+
+def _planted_generation_error(_: Any) -> Any:
+    raise ValueError("planted in generation")
+
+
+def raising_cases(settings: Any) -> Any:
+    """A generation that raises (``Task.strategy``): an error outside anything the pass runs."""
+    from hypothesis import strategies as st
+
+    return st.just(None).map(_planted_generation_error)

@@ -140,7 +140,16 @@ class Finished:
     stopped_by: str
 
 
-WorkerMessage = Source | Started | Blame | Done | Counts | BucketFound | Minimized | Note | Finished
+@dataclass(frozen=True)
+class Raised:
+    """The exception that is ending this worker, raised outside anything the pass ran in:
+    generation, the engine, or a check's ``InternalError`` (verify turns the pass's own errors
+    into findings). Never a finding; the worker dies of it, and its log holds the traceback."""
+
+    text: str
+
+
+WorkerMessage = Source | Started | Blame | Done | Counts | BucketFound | Minimized | Note | Raised | Finished
 
 
 # ---------------------------------------------------------------------------- supervisor -> worker

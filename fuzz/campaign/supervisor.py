@@ -61,6 +61,7 @@ from fxfuzz.campaign.protocol import (
     Finished,
     Minimized,
     Note,
+    Raised,
     Source,
     Started,
     Stop,
@@ -258,6 +259,10 @@ class Supervisor:
                 w.state = WorkerState.FINISHED
             case Note(text):
                 self._note(text)
+            case Raised(text):
+                log = worker_log(self.campaign.log_dir, self.campaign.first_log + w.index) if self.campaign.log_dir else None
+                where = f"; its traceback is in {log}" if log else ""
+                self._note(f"worker {w.index} raised {text} outside the pass, an error of fxfuzz's own (not a finding: please report it){where}")
 
     def _note(self, text: str) -> None:
         if text not in self.result.notes:  # every worker hears of a lost database: say it once

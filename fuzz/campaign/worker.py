@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from fxfuzz.campaign.protocol import Blame, BucketFound, Counts, Done, Finished, Minimized, Note, Source, Started, WorkerMessage, WorkerStart
+from fxfuzz.campaign.protocol import Blame, BucketFound, Counts, Done, Finished, Minimized, Note, Raised, Source, Started, WorkerMessage, WorkerStart
 from fxfuzz.core.cwd import import_from_cwd
 
 
@@ -136,14 +136,21 @@ def worker_main(start: WorkerStart, conn: Connection, cov: Any) -> None:
     pass_fn = load_pass(start.pass_spec, contract_option(start.settings.contract))
     report = _Reporter(conn, judgement(start, lambda on_pass: conn.send(Blame(on_pass))), cov)
     hooks = Hooks(report.progress, conn.poll, report.on_bucket, report.on_minimized)  # any message from the parent means stop
-    if start.task.examples:
-        listed = _factory(start.task.examples)(**start.task.examples_args)[start.first :]
-        result = run_examples(pass_fn, report.named(listed), report.check, hooks)
-    else:
-        settings = dataclasses.replace(start.settings, budget_s=max(0.0, start.deadline - time.time()))
-        db = open_database(settings.db, lambda text: report.send(Note(text))) if settings.db else None
-        strategy = _factory(start.task.strategy)(settings=start.settings, **start.task.strategy_args) if start.task.strategy else None
-        result = run_campaign(pass_fn, settings, database=db, hooks=hooks, subject=Subject(strategy, report.check), rerun=rerun)
+    try:
+        if start.task.examples:
+            listed = _factory(start.task.examples)(**start.task.examples_args)[start.first :]
+            result = run_examples(pass_fn, report.named(listed), report.check, hooks)
+        else:
+            settings = dataclasses.replace(start.settings, budget_s=max(0.0, start.deadline - time.time()))
+            db = open_database(settings.db, lambda text: report.send(Note(text))) if settings.db else None
+            strategy = _factory(start.task.strategy)(settings=start.settings, **start.task.strategy_args) if start.task.strategy else None
+            result = run_campaign(pass_fn, settings, database=db, hooks=hooks, subject=Subject(strategy, report.check), rerun=rerun)
+    except Exception as e:
+        # Said before dying of it, so that a restart the user sees is not taken for an outside
+        # kill: fxfuzz's own error is kept apart from findings, never hidden.
+        first = str(e).splitlines()[0] if str(e) else ""
+        report.send(Raised(f"{type(e).__name__}: {first}"))
+        raise
     for text in result.notes:  # saved examples left out of the replay
         report.send(Note(text))
     if cov is not None:
