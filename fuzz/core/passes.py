@@ -129,7 +129,7 @@ _EFFECT = "effect"
 # torch's own FX passes: each called as torch calls it (fxfuzz.core.catalogue says how), under
 # the contract its job calls for: ``refines`` for those that remove or merge computations,
 # ``post_grad`` for Inductor's, whose graphs are never differentiated again. AOTAutograd's CSE
-# runs on graphs as undifferentiated, yet is held to ``refines``, the stricter: it passes it.
+# runs on such graphs too (the joint graph), yet is held to ``refines``, the stricter: it passes.
 # Constant folding and lifting act on tensors read by get_attr: those rows declare the kind
 # ``constant`` (export's constants before it lifts them) beside their contract's toggles; the
 # passes that remove or merge calls anywhere in a graph (CSE, DCE) declare ``effect``, calls
