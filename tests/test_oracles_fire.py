@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import broken_passes as bp
 import handmade as hm
 import pytest
@@ -263,3 +265,50 @@ def test_the_stage_share_is_a_deterministic_function_of_the_case():
         assert stages_selected(codes[0], True) == tuple(STAGES)
     assert not any(stages_selected(c, True, 0.0) for c in codes)
     assert all(stages_selected(c, True, 1.0) for c in codes)
+
+
+class _MapWithoutExtraArguments(torch.nn.Module):
+    """A map with no further operands: its empty list of them is what serde notes."""
+
+    def forward(self, xs):
+        from torch._higher_order_ops.map import map as hop_map
+
+        return hop_map(lambda x: x.sin(), xs)
+
+
+def test_the_stages_run_without_torchs_own_notices():
+    """Copying a pytree spec (unflatten, decompositions) warns that ``LeafSpec`` is deprecated,
+    and serde logs a note for each empty list it writes: the same on every example whatever the
+    pass did, they buried a bench's and a worker's output (#36). Quiet while a stage runs, and
+    only then: the stage itself still raises or succeeds as torch makes it."""
+    import logging
+    import warnings
+
+    from fxfuzz.oracles.stages import STAGES
+
+    class Notes(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.DEBUG)
+            self.seen = []
+
+        def emit(self, record):
+            self.seen.append(record.getMessage())
+
+    ep = torch.export.export(_MapWithoutExtraArguments(), (torch.randn(2, 3),))
+    serde = logging.getLogger("torch._export.serde.serialize")
+    notes = Notes()
+    serde.addHandler(notes)
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for make, _ in STAGES.values():
+                make(ep)
+        assert not [str(w.message) for w in seen if "LeafSpec" in str(w.message)] and not notes.seen
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            torch.export.unflatten(ep)  # the same stages, not quieted: what the filter removes
+            torch.export.save(ep, io.BytesIO())
+        assert [w for w in seen if "LeafSpec" in str(w.message)]
+        assert [m for m in notes.seen if "empty list" in m]
+    finally:
+        serde.removeHandler(notes)
