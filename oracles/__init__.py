@@ -52,11 +52,11 @@ def verify(
     """
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
-    # The graphs run many times below; torch's mutation check of their cond/map calls, traced
-    # anew on every call, is computed once per distinct call (fxfuzz.oracles.hop_checks).
     contract = contract or contract_of(pass_fn)
     if not contract.differentiated:
         case = case.undifferentiated()
+    # The graphs run many times below; torch's mutation check of their cond/map calls, traced
+    # anew on every call, is computed once per distinct call (fxfuzz.oracles.hop_checks).
     with memoized_hop_checks():
         return _verify(case, pass_fn, contract, device, stage_share)
 

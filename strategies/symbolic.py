@@ -226,6 +226,7 @@ def draw_sizes(draw: st.DrawFn, dims: Dims, stats: Counter, graph: fx.Graph) -> 
     if not free:
         return ()
     found: list[dict[str, int]] = []
+    at_trace = traced(env, symbols)  # every guard evaluated: once, not per draw
     for _ in range(_SEARCH):
         values = {}
         for f in free:
@@ -233,7 +234,7 @@ def draw_sizes(draw: st.DrawFn, dims: Dims, stats: Counter, graph: fx.Graph) -> 
             top = min(int(r.upper), hint + _SPREAD) if r.upper.is_Integer else hint + _SPREAD
             values[f] = draw(st.integers(int(r.lower), max(int(r.lower), top)))
         sizes = assignment(env, symbols, values)
-        if sizes is not None and sizes != traced(env, symbols) and sizes not in found:
+        if sizes is not None and sizes != at_trace and sizes not in found:
             found.append(sizes)
             if len(found) == EXTRA_SIZES:
                 break

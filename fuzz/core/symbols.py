@@ -86,9 +86,10 @@ def other_sizes(gm: fx.GraphModule, count: int = EXTRA_SIZES) -> tuple[dict[str,
     hints = {f: int(env.backed_var_to_val[f]) for f in free}
     choices = [[hints[f] + 1, hints[f] + 2, hints[f] + 3, int(env.var_to_range[f].lower)] for f in free]
     found: list[dict[str, int]] = []
+    at_trace = traced(env, symbols)
     for values in itertools.product(*choices):
         a = assignment(env, symbols, dict(zip(free, values)))
-        if a is not None and a != traced(env, symbols) and a not in found:
+        if a is not None and a != at_trace and a not in found:
             found.append(a)
             if len(found) == count:
                 break
