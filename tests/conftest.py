@@ -33,6 +33,26 @@ def pytest_xdist_auto_num_workers(config):
     return len(os.sched_getaffinity(0)) + 1
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into the node ids
+def pytest_collection_modifyitems(config, items):
+    """Tests that share a module- or session-scoped fixture of the suite's own run on one
+    xdist worker (``--dist loadgroup``, pyproject.toml): spread over three workers, each built
+    the fixture again, and those fixtures draw hundreds of cases or run whole campaigns (the
+    strategies' 300-case sample was built three times, 30-40 s each). A test already in a
+    group keeps it."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") or not hasattr(item, "_fixtureinfo"):
+            continue
+        shared = sorted(
+            defs[-1].baseid if defs[-1].scope == "module" else name
+            for name, defs in item._fixtureinfo.name2fixturedefs.items()
+            # baseid "" is a plugin's fixture (pytest's own tmp_path_factory): not built here.
+            if defs and defs[-1].scope in ("module", "session") and defs[-1].baseid
+        )
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(shared[0]))
+
+
 @pytest.fixture
 def refused(capsys):
     """``refused(argv)`` runs ``fxfuzz`` in this process on arguments it must refuse and returns
