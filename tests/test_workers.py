@@ -489,3 +489,62 @@ def test_an_error_outside_the_pass_is_said_with_its_log_and_is_no_finding(tmp_pa
     log = tmp_path / "worker0.log"
     assert "raised ValueError: planted in generation" in note and f"its traceback is in {log}" in note, note
     assert "ValueError: planted in generation" in log.read_text()
+
+
+@pytest.mark.parametrize(
+    "argv, warms",
+    [
+        (["run", "--max-examples", "1"], True),
+        (["gate", "--candidate", "set_grad"], True),
+        (["run", "--level", "program"], False),  # runs in this process
+        (["run", "--coverage"], False),  # fresh interpreters: coverage starts before torch
+        (["repro", "x.json"], False),
+        (["mutate", "--list"], False),
+    ],
+)
+def test_the_cli_starts_the_warm_interpreter_before_the_command_imports_torch(monkeypatch, argv, warms):
+    """So the forkserver's imports run beside the command's own, not after them; only for
+    commands that fork workers from it."""
+    import importlib
+
+    cli_main = importlib.import_module("fxfuzz.cli.main")  # the module: fxfuzz.cli.main is also its function
+    events: list[str] = []
+
+    class Imports:  # stands in for importlib in fxfuzz.cli.main: the command's module
+        @staticmethod
+        def import_module(name):
+            events.append("import")
+
+            class Command:
+                @staticmethod
+                def command(args):
+                    return 0
+
+            return Command
+
+    monkeypatch.setattr(cli_main.warm, "start", lambda: events.append("start") or False)
+    monkeypatch.setattr(cli_main, "importlib", Imports)
+    assert cli_main.main(argv) == 0
+    assert events == (["start", "import"] if warms else ["import"])
+
+
+def test_a_command_failing_before_its_workers_leaves_no_warm_interpreter_behind(monkeypatch, tmp_path):
+    """The warm interpreter the CLI started for a run is ended when the run fails on bad input:
+    else it would go on importing torch for seconds after fxfuzz said no. One it found running
+    is left alone (this process's campaigns share it)."""
+    from multiprocessing import forkserver
+
+    from fxfuzz.cli.main import main
+
+    server = forkserver.ForkServer()  # this test's own, with nothing to preload: quick to start
+    monkeypatch.setattr(forkserver, "_forkserver", server)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--pass", "no_such_module_here:fn", "--no-db"]) == 2
+    assert server._forkserver_pid is None  # stopped, and reaped
+    server.ensure_running()
+    pid = server._forkserver_pid
+    try:
+        assert main(["run", "--pass", "no_such_module_here:fn", "--no-db"]) == 2
+        assert server._forkserver_pid == pid and os.waitpid(pid, os.WNOHANG) == (0, 0)
+    finally:
+        server._stop()

@@ -18,9 +18,8 @@ worker may judge a named list once each, in order (the gate's corpus); a replace
 goes on after the example its predecessor died on.
 
 Each worker would otherwise import torch and fxfuzz afresh, seconds of CPU: workers are forked
-from a warm interpreter, ``multiprocessing``'s forkserver, one per supervising process, which
-has imported the worker's modules (``fxfuzz.campaign.worker.PRELOAD``) and run nothing else,
-so no torch thread pool or op state is forked. ``forked_main`` makes each fork what a fresh
+from a warm interpreter (``fxfuzz.campaign.warm``), which has imported the worker's modules and
+run nothing else, so no torch thread pool or op state is forked. ``forked_main`` makes each fork what a fresh
 ``python -P -m fxfuzz.campaign.worker`` process of the supervisor would be: its own session,
 the supervisor's environment, directory and signal mask, output to its log, the current
 directory last on ``sys.path``, exit statuses read the same (the forkserver passes them on). A
@@ -42,7 +41,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -50,7 +48,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Pipe, wait
 from typing import Any
 
-from fxfuzz.campaign import worker
+from fxfuzz.campaign import warm, worker
 from fxfuzz.campaign.database import open_database
 from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, SavedFailures, StopReason, bucket_id, database_key
 from fxfuzz.campaign.protocol import (
@@ -227,7 +225,7 @@ class Supervisor:
         if self.campaign.log_dir:
             os.makedirs(self.campaign.log_dir, exist_ok=True)
             log = worker_log(self.campaign.log_dir, self.campaign.first_log + index)
-        proc = _popen(child, start_file, log) if self.cov_dir or not FORKSERVER else _fork(child, start_file, log)
+        proc = _popen(child, start_file, log) if self.cov_dir or not warm.AVAILABLE else _fork(child, start_file, log)
         child.close()
         return _Worker(index, generation, quota, proc, parent, time.monotonic(), first, rerun=rerun)
 
@@ -486,15 +484,6 @@ def _popen(conn: Connection, start_file: str, log: str | None) -> subprocess.Pop
         )
 
 
-# Whether workers can fork from a warm interpreter (POSIX).
-FORKSERVER = "forkserver" in multiprocessing.get_all_start_methods()
-
-# Held while a worker is forked: what that does to the process's environment must not overlap.
-_FORK_LOCK = threading.Lock()
-# What a terminal or ``timeout`` sends a whole process group, the forkserver's among them.
-_GROUP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-
-
 @dataclass
 class Forked:
     """A worker forked by the forkserver, read as ``subprocess.Popen`` reads a child: its exit
@@ -514,28 +503,12 @@ class Forked:
 
 
 def _fork(conn: Connection, start_file: str, log: str | None) -> Forked:
-    """A worker forked from the warm interpreter, started with it if it is not running yet.
-    That start is made safe here: the stop signals blocked, which it inherits and keeps (it
-    lives in this process's group, and must outlive a signal that only asks the campaign to
-    stop: the workers' exit statuses go through it), and ``python -P``, so that its imports
-    do not come from the current directory."""
-    ctx = multiprocessing.get_context("forkserver")
-    # The gate starts workers from two threads at once; the environment is the process's.
-    with _FORK_LOCK:
-        ctx.set_forkserver_preload(list(worker.PRELOAD))
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _GROUP_SIGNALS)
-        around = worker.Surroundings(dict(os.environ), os.getcwd(), frozenset(mask), log)
-        safe_path = os.environ.get("PYTHONSAFEPATH")
-        os.environ["PYTHONSAFEPATH"] = "1"
-        try:
-            process = ctx.Process(target=worker.forked_main, args=(start_file, conn, around), name="fxfuzz-worker")
-            process.start()
-        finally:
-            if safe_path is None:
-                del os.environ["PYTHONSAFEPATH"]
-            else:
-                os.environ["PYTHONSAFEPATH"] = safe_path
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    """A worker forked from the warm interpreter (``fxfuzz.campaign.warm``), started with it if
+    it is not running yet."""
+    with warm.starting() as (environ, mask):
+        around = worker.Surroundings(environ, os.getcwd(), mask, log)
+        process = multiprocessing.get_context("forkserver").Process(target=worker.forked_main, args=(start_file, conn, around), name="fxfuzz-worker")
+        process.start()
     return Forked(process)
 
 

@@ -17,6 +17,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from fxfuzz.campaign import warm
 from fxfuzz.cli.args import device, fraction, integer, positive_float, positive_int, seconds_or_zero, shard, workers
 from fxfuzz.cli.interrupt import Abandoned, exit_status
 from fxfuzz.core.choices import CONTRACT_NAMES, DEFAULT_DB, DOMAIN_CHOICES, LEVELS
@@ -153,6 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 # sub-command -> module of fxfuzz.cli whose ``command(args)`` runs it
 COMMANDS = {"run": "run", "repro": "repro", "gate": "gate", "mutate": "mutate", "bench": "bench", "merge": "merge", "passes": "passes"}
+# Sub-commands whose workers fork from the warm interpreter, by their arguments (a coverage run
+# starts fresh interpreters, the other levels run in this process). It is started before the
+# command's module imports torch, so that the two import at once: a second or more of CPU, and
+# about 4 s less before the first example on 2 cores (docs/benchmark.md).
+FORKS_WORKERS = {"run": lambda a: a.level == "graph" and not a.coverage, "gate": lambda a: True}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,8 +166,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     import_from_cwd()
     try:
         args = build_parser().parse_args(argv)
-        module = importlib.import_module(f"fxfuzz.cli.{COMMANDS[args.command]}")
-        return module.command(args)
+        warmed = warm.AVAILABLE and FORKS_WORKERS.get(args.command, lambda a: False)(args) and warm.start()
+        try:
+            module = importlib.import_module(f"fxfuzz.cli.{COMMANDS[args.command]}")
+            return module.command(args)
+        except BaseException:
+            if warmed:  # no worker forked from it, or none left: nothing stays behind importing torch
+                warm.stop()
+            raise
     except FxfuzzError as e:
         print(f"fxfuzz: error: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,75 @@
+"""The warm interpreter campaign workers fork from: ``multiprocessing``'s forkserver, one per
+fxfuzz process, which imports the worker's modules (``fxfuzz.campaign.worker.PRELOAD``) and runs
+nothing else. Torch-free, so the CLI can start it before it imports torch itself: the
+forkserver's imports (seconds of CPU) then run beside the CLI's own instead of after them.
+
+What the forkserver inherits at its start it keeps for every worker: the stop signals blocked
+(it lives in the CLI's process group and must outlive a signal that only asks the campaign to
+stop: the workers' exit statuses go through it), and ``python -P``, so that its imports do not
+come from the current directory (``fxfuzz.core.cwd``)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from multiprocessing import forkserver
+
+from fxfuzz.campaign import worker
+
+# Whether workers can fork from a warm interpreter (POSIX).
+AVAILABLE = "forkserver" in multiprocessing.get_all_start_methods()
+
+# Held while the forkserver starts or forks a worker: what that does to the process's
+# environment must not overlap (the gate starts workers from two threads at once).
+_LOCK = threading.Lock()
+# What a terminal or ``timeout`` sends a whole process group, the forkserver's among them.
+_GROUP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+@contextmanager
+def starting() -> Iterator[tuple[dict[str, str], frozenset[int]]]:
+    """Around a start of the forkserver, or a fork that may start it: this process's
+    environment and signal mask as they were (what each worker is given back), while the
+    forkserver would start in the state above."""
+    with _LOCK:
+        multiprocessing.get_context("forkserver").set_forkserver_preload(list(worker.PRELOAD))
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _GROUP_SIGNALS)
+        environ = dict(os.environ)
+        os.environ["PYTHONSAFEPATH"] = "1"
+        try:
+            yield environ, frozenset(mask)
+        finally:
+            if "PYTHONSAFEPATH" in environ:
+                os.environ["PYTHONSAFEPATH"] = environ["PYTHONSAFEPATH"]
+            else:
+                del os.environ["PYTHONSAFEPATH"]
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def start() -> bool:
+    """Start the forkserver now unless it runs already; whether this call started it. It does
+    not wait for the forkserver's imports: a fork asked for meanwhile waits for them."""
+    server: Any = forkserver._forkserver  # private: multiprocessing keeps no public handle
+    with starting():
+        running = server._forkserver_pid
+        server.ensure_running()  # a no-op while the one running lives
+        return server._forkserver_pid != running
+
+
+def stop() -> None:
+    """End the forkserver this process started, at once: a command that failed before it forked
+    a worker leaves no process behind, still importing torch."""
+    server: Any = forkserver._forkserver  # private: multiprocessing keeps no public handle
+    with _LOCK:
+        if server._forkserver_pid is None:
+            return
+        try:
+            os.kill(server._forkserver_pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        server._stop_unlocked()
