@@ -498,13 +498,13 @@ def test_an_error_outside_the_pass_is_said_with_its_log_and_is_no_finding(tmp_pa
         (["gate", "--candidate", "set_grad"], True),
         (["run", "--level", "program"], False),  # runs in this process
         (["run", "--coverage"], False),  # fresh interpreters: coverage starts before torch
-        (["repro", "x.json"], False),
+        (["repro", "x.json"], True),  # its replay child forks from it
         (["mutate", "--list"], False),
     ],
 )
 def test_the_cli_starts_the_warm_interpreter_before_the_command_imports_torch(monkeypatch, argv, warms):
     """So the forkserver's imports run beside the command's own, not after them; only for
-    commands that fork workers from it."""
+    commands that fork workers, or a replay child, from it."""
     import importlib
 
     cli_main = importlib.import_module("fxfuzz.cli.main")  # the module: fxfuzz.cli.main is also its function

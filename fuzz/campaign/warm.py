@@ -1,4 +1,4 @@
-"""The warm interpreter campaign workers fork from: ``multiprocessing``'s forkserver, one per
+"""The warm interpreter campaign workers and ``fxfuzz repro``'s replay child fork from: ``multiprocessing``'s forkserver, one per
 fxfuzz process, which imports the worker's modules (``fxfuzz.campaign.worker.PRELOAD``) and runs
 nothing else. Torch-free, so the CLI can start it before it imports torch itself: the
 forkserver's imports (seconds of CPU) then run beside the CLI's own instead of after them.
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 from multiprocessing import forkserver
+from multiprocessing.context import ForkServerContext, SpawnContext
 
 from fxfuzz.campaign import worker
 
@@ -49,6 +50,11 @@ def starting() -> Iterator[tuple[dict[str, str], frozenset[int]]]:
             else:
                 del os.environ["PYTHONSAFEPATH"]
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def context() -> ForkServerContext | SpawnContext:
+    """Where a child forks from: the warm interpreter, or else a fresh one of its own."""
+    return multiprocessing.get_context("forkserver") if AVAILABLE else multiprocessing.get_context("spawn")
 
 
 def start() -> bool:

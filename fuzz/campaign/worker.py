@@ -199,9 +199,9 @@ def run_worker(start: WorkerStart, conn: Connection, parent: int) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Surroundings:
-    """What a worker started by ``subprocess.Popen`` from the supervisor gets from it, and a
-    forked one must be given: its environment, directory and blocked signals, where its output
-    goes (None: nowhere)."""
+    """What a child started by ``subprocess.Popen`` gets from its parent, and one forked from
+    the warm interpreter must be given: its environment, directory and blocked signals, where
+    a worker's output goes (None: nowhere)."""
 
     environ: dict[str, str]
     cwd: str
@@ -224,17 +224,23 @@ def forked_main(start_file: str, conn: Connection, around: Surroundings) -> None
     if alive is not None:
         os.close(alive)
         server._forkserver_alive_fd = None  # type: ignore[attr-defined]
-    signal.pthread_sigmask(signal.SIG_SETMASK, around.sigmask)
     out = os.open(around.log or os.devnull, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
+    adopt(around, out, out)
     os.close(out)
+    sys.argv = [__file__, str(conn.fileno()), start_file]  # what a pass sees in a fresh worker
+    run_worker(WorkerStart.take(start_file), conn, parent)
+
+
+def adopt(around: Surroundings, stdout: int, stderr: int) -> None:
+    """Make this fork of the warm interpreter take ``around`` from the process that asked for
+    it, and write its output to the descriptors ``stdout`` and ``stderr``."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, around.sigmask)
+    os.dup2(stdout, 1)
+    os.dup2(stderr, 2)
     os.environ.clear()
     os.environ.update(around.environ)
     tempfile.tempdir = None  # read again from this environment
     os.chdir(around.cwd)
-    sys.argv = [__file__, str(conn.fileno()), start_file]  # what a pass sees in a fresh worker
-    run_worker(WorkerStart.take(start_file), conn, parent)
 
 
 if __name__ == "__main__":

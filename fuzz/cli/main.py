@@ -154,11 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 # sub-command -> module of fxfuzz.cli whose ``command(args)`` runs it
 COMMANDS = {"run": "run", "repro": "repro", "gate": "gate", "mutate": "mutate", "bench": "bench", "merge": "merge", "passes": "passes"}
-# Sub-commands whose workers fork from the warm interpreter, by their arguments (a coverage run
-# starts fresh interpreters, the other levels run in this process). It is started before the
-# command's module imports torch, so that the two import at once: a second or more of CPU, and
-# about 4 s less before the first example on 2 cores (docs/benchmark.md).
-FORKS_WORKERS = {"run": lambda a: a.level == "graph" and not a.coverage, "gate": lambda a: True}
+# Sub-commands that fork workers, or a replay child, from the warm interpreter, by their
+# arguments (a coverage run starts fresh interpreters, the other levels run in this process). It
+# is started before the command's module imports torch, so that the two import at once: about
+# 4 s less before the first example on 2 cores (docs/benchmark.md).
+FORKS = {"run": lambda a: a.level == "graph" and not a.coverage, "gate": lambda a: True, "repro": lambda a: True}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import_from_cwd()
     try:
         args = build_parser().parse_args(argv)
-        warmed = warm.AVAILABLE and FORKS_WORKERS.get(args.command, lambda a: False)(args) and warm.start()
+        warmed = warm.AVAILABLE and FORKS.get(args.command, lambda a: False)(args) and warm.start()
         try:
             module = importlib.import_module(f"fxfuzz.cli.{COMMANDS[args.command]}")
             return module.command(args)

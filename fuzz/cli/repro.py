@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import subprocess
 import sys
+from multiprocessing import reduction
+from typing import Any
 
+from fxfuzz.campaign import warm, worker
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, SerializeError, UsageError
@@ -55,26 +57,57 @@ def command(args: argparse.Namespace) -> int:
     return 1
 
 
+class _Fd:
+    """A file descriptor of this process handed to the replay child: duplicated into it as it
+    starts (a warm fork shares no descriptors with this process)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        return _Fd._received, (reduction.DupFd(self.fd),)
+
+    @staticmethod
+    def _received(dup: Any) -> _Fd:
+        return _Fd(dup.detach())
+
+
 def _replay_in_child(path: str, pass_spec: str, contract: str | None, ops: list[str], timeout_s: float) -> tuple[list[str], int | None]:
     """The child's reports and its exit status (None: killed ``timeout_s`` after it loaded the
     repro, as the pass counts as hung); the child loads the ``--op`` values ``ops`` first and
-    holds the pass to ``contract`` (None: the one the repro records, else the pass's own)."""
+    holds the pass to ``contract`` (None: the one the repro records, else the pass's own). It is
+    forked from the warm interpreter campaign workers fork from (``fxfuzz.campaign.warm``), so it
+    imports nothing that interpreter has; it stays in this process's group, where a Ctrl-C at the
+    terminal reaches it."""
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd) as reports:
-        proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "fxfuzz.cli.repro", path, pass_spec, contract or "", str(write_fd), *ops], pass_fds=[write_fd]
-        )
+        with warm.starting() as (environ, mask):
+            around = worker.Surroundings(environ, os.getcwd(), mask, None)
+            proc = warm.context().Process(
+                target=_child_main, args=(path, pass_spec, contract or "", _Fd(write_fd), ops, around, _Fd(1), _Fd(2)), name="fxfuzz-repro"
+            )
+            proc.start()
         os.close(write_fd)  # the child holds the only writer: EOF once it is gone
         try:
             first = reports.readline()  # loaded, an error, or EOF: the child died loading the file
-            code: int | None = proc.wait(timeout_s if first == "loaded\n" else None)
-        except subprocess.TimeoutExpired:
-            code = None
+            proc.join(timeout_s if first == "loaded\n" else None)
+            code = proc.exitcode  # None: still running, so timed out
         finally:
-            if proc.poll() is None:  # timed out, or this process was interrupted: the child goes too
+            if proc.exitcode is None:  # timed out, or this process was interrupted: the child goes too
                 proc.kill()
-                proc.wait()
+                proc.join()
         return (first + reports.read()).splitlines(), code
+
+
+def _child_main(path: str, pass_spec: str, contract: str, report: _Fd, ops: list[str], around: worker.Surroundings, stdout: _Fd, stderr: _Fd) -> None:
+    """The replay child: what ``command``'s process is (environment, directory, signal mask,
+    output), with Ctrl-C ending it quietly (the parent says so)."""
+    worker.adopt(around, stdout.fd, stderr.fd)
+    for fd in (stdout.fd, stderr.fd):
+        os.close(fd)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    import_from_cwd()
+    sys.exit(replay(path, pass_spec, contract, report.fd, ops))
 
 
 def replay(path: str, pass_spec: str, contract: str, report_fd: int, ops: list[str]) -> int:
@@ -101,10 +134,3 @@ def replay(path: str, pass_spec: str, contract: str, report_fd: int, ops: list[s
         status = 1 if findings else 0
         report.write(f"verdict {status}\n")
     return status
-
-
-if __name__ == "__main__":  # the child ``command`` starts
-    # A Ctrl-C at the terminal reaches this child too: it ends it quietly, the parent says so.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    import_from_cwd()
-    sys.exit(replay(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]))
