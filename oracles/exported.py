@@ -9,6 +9,7 @@ original is accepted is a finding.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -21,11 +22,6 @@ from fxfuzz.oracles.finding import Finding
 from torch import fx
 from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
 from torch.export.graph_signature import ExportGraphSignature, InputKind
-
-try:  # private helpers export runs right after its passes; absent in some torch versions
-    from torch.export._trace import _verify_nn_module_stack, _verify_placeholder_names, _verify_stack_trace
-except ImportError:  # pragma: no cover - depends on the torch version
-    _verify_nn_module_stack = _verify_placeholder_names = _verify_stack_trace = None  # type: ignore[assignment]
 
 try:
     from torch._export.verifier import TrainingIRVerifier as _Verifier
@@ -127,21 +123,29 @@ def _after_export_strips(check: Callable[[fx.GraphModule], None]) -> Check:
     return run
 
 
-# name -> a check that raises on rejection; export runs the first three right after its passes.
-EXPORT_CHECKS: dict[str, Check] = {"exported_program": exported_program}
-if _verify_nn_module_stack is not None:
-    EXPORT_CHECKS = {
+@functools.cache
+def export_checks() -> dict[str, Check]:
+    """name -> a check that raises on rejection; export runs the first three right after its
+    passes. Built when first asked for: their module imports all of dynamo, over a second of
+    CPU that a process only reading repros or supervising workers never needs (the warm
+    interpreter imports it for the workers, ``fxfuzz.campaign.worker.PRELOAD``)."""
+    checks: dict[str, Check] = {"exported_program": exported_program}
+    try:  # private helpers, absent in some torch versions
+        from torch.export._trace import _verify_nn_module_stack, _verify_placeholder_names, _verify_stack_trace
+    except ImportError:  # pragma: no cover - depends on the torch version
+        return checks
+    return {
         "nn_module_stack": _after_export_strips(_verify_nn_module_stack),
         "stack_trace": _after_export_strips(_verify_stack_trace),
         "placeholder_names": lambda gm, sig, inputs: _verify_placeholder_names(gm, sig),
-        **EXPORT_CHECKS,
+        **checks,
     }
 
 
 def export_rejection(name: str, gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[Any]) -> BaseException | None:
     """What export's check ``name`` says about ``gm``: the exception it raises, or None."""
     try:
-        EXPORT_CHECKS[name](gm, sig, inputs)
+        export_checks()[name](gm, sig, inputs)
     except Exception as e:
         return release_frames(e)
     return None
@@ -159,7 +163,7 @@ def check_exported(
     if sig is None:
         return []  # reported as signature_missing
     findings = []
-    for name in EXPORT_CHECKS:
+    for name in export_checks():
         got = export_rejection(name, gm, sig, inputs)
         if got is None or export_rejection(name, original_gm, original_sig, inputs) is not None:
             continue

@@ -25,7 +25,6 @@ from fxfuzz.strategies.builder import GraphBuilder
 from fxfuzz.strategies.state import State, Value, pick, rarely
 from hypothesis import strategies as st
 from torch import fx
-from torch._dynamo.source import ConstantSource
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StrictMinMaxConstraint
 from torch.utils._sympy.value_ranges import ValueRanges
@@ -88,6 +87,8 @@ def draw_dims(draw: st.DrawFn, base: tuple[int, ...], stats: Counter) -> tuple[D
     dims = Dims(symbolic_mode())
     env = dims.mode.shape_env
     assert env is not None  # symbolic_mode() always makes one
+    from torch._dynamo.source import ConstantSource  # noqa: PLC0415  (imports all of dynamo: only where a case is symbolic)
+
     for i, (hint, upper) in enumerate(zip(chosen, uppers)):
         constraint = None if upper is None else StrictMinMaxConstraint(vr=ValueRanges(2, upper), warn_only=False)
         source = ConstantSource(f"dim{i}")

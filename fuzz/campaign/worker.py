@@ -102,8 +102,9 @@ class _Reporter:
             yield name, case
 
 
-# The modules worker_main imports, and this one: the warm interpreter workers fork from imports
-# them, and nothing else, once (tests/test_workers.py checks both).
+# The modules worker_main imports, this one, and the module of torch's that fxfuzz imports only
+# on first use: the warm interpreter workers fork from imports them, and nothing else, once
+# (tests/test_workers.py checks both).
 PRELOAD = (
     __name__,
     "fxfuzz.campaign.database",
@@ -113,6 +114,7 @@ PRELOAD = (
     "fxfuzz.core.passes",
     "fxfuzz.core.serialize",
     "fxfuzz.strategies.custom",
+    "torch.export._trace",  # all of dynamo: export's checks and symbolic sizes need it
 )
 
 
