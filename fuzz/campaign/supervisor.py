@@ -19,13 +19,13 @@ goes on after the example its predecessor died on.
 
 Each worker would otherwise import torch and fxfuzz afresh, seconds of CPU: workers are forked
 from a warm interpreter (``fxfuzz.campaign.warm``), which has imported the worker's modules and
-run nothing else, so no torch thread pool or op state is forked. ``forked_main`` makes each fork what a fresh
-``python -P -m fxfuzz.campaign.worker`` process of the supervisor would be: its own session,
-the supervisor's environment, directory and signal mask, output to its log, the current
-directory last on ``sys.path``, exit statuses read the same (the forkserver passes them on). A
-campaign that measures coverage starts fresh interpreters instead (``subprocess.Popen``):
-coverage must start before torch is imported, so the pass's module-level lines count as
-covered, and a warm interpreter has imported them.
+run nothing else, so no torch thread pool or op state is forked. ``forked_main`` makes each
+fork what a fresh ``python -P -m fxfuzz.campaign.worker`` process of the supervisor would be:
+its own session, the supervisor's environment, directory and signal mask, output to its log,
+the current directory last on ``sys.path``, exit statuses read the same (the forkserver passes
+them on). A campaign that measures coverage starts fresh interpreters instead
+(``subprocess.Popen``): coverage must start before torch is imported, so the pass's
+module-level lines count as covered, and a warm interpreter has imported them.
 """
 
 from __future__ import annotations
@@ -507,7 +507,7 @@ def _fork(conn: Connection, start_file: str, log: str | None) -> Forked:
     it is not running yet."""
     with warm.starting() as (environ, mask):
         around = worker.Surroundings(environ, os.getcwd(), mask, log)
-        process = multiprocessing.get_context("forkserver").Process(target=worker.forked_main, args=(start_file, conn, around), name="fxfuzz-worker")
+        process = warm.context().Process(target=worker.forked_main, args=(start_file, conn, around), name="fxfuzz-worker")
         process.start()
     return Forked(process)
 

@@ -1,6 +1,6 @@
-"""The warm interpreter campaign workers and ``fxfuzz repro``'s replay child fork from: ``multiprocessing``'s forkserver, one per
-fxfuzz process, which imports the worker's modules (``fxfuzz.campaign.worker.PRELOAD``) and runs
-nothing else. Torch-free, so the CLI can start it before it imports torch itself: the
+"""The warm interpreter campaign workers and ``fxfuzz repro``'s replay child fork from:
+``multiprocessing``'s forkserver, one per fxfuzz process, which imports the worker's modules
+(``fxfuzz.campaign.worker.PRELOAD``) and runs nothing else. Torch-free, so the CLI can start it before it imports torch itself: the
 forkserver's imports (seconds of CPU) then run beside the CLI's own instead of after them.
 
 What the forkserver inherits at its start it keeps for every worker: the stop signals blocked
@@ -16,9 +16,9 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 from multiprocessing import forkserver
 from multiprocessing.context import ForkServerContext, SpawnContext
+from typing import Any
 
 from fxfuzz.campaign import worker
 
