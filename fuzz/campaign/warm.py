@@ -14,13 +14,16 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from multiprocessing import forkserver
 from multiprocessing.context import ForkServerContext, SpawnContext
+from multiprocessing import reduction
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from fxfuzz.campaign import worker
+from fxfuzz.core.cwd import import_from_cwd
 
 # Whether workers can fork from a warm interpreter (POSIX).
 AVAILABLE = "forkserver" in multiprocessing.get_all_start_methods()
@@ -55,6 +58,42 @@ def starting() -> Iterator[tuple[dict[str, str], frozenset[int]]]:
 def context() -> ForkServerContext | SpawnContext:
     """Where a child forks from: the warm interpreter, or else a fresh one of its own."""
     return multiprocessing.get_context("forkserver") if AVAILABLE else multiprocessing.get_context("spawn")
+
+
+class Fd:
+    """A file descriptor of this process handed to a child: duplicated into it as it starts (a
+    fork of the warm interpreter shares no descriptors with this process)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        return Fd._received, (reduction.DupFd(self.fd),)
+
+    @staticmethod
+    def _received(dup: Any) -> Fd:
+        return Fd(dup.detach())
+
+
+def spawn(target: Callable[..., None], args: tuple[Any, ...], name: str) -> BaseProcess:
+    """``target(*args)`` started in a child of the warm interpreter, which first takes this
+    process's environment, directory, signal mask, stdout and stderr, with the current
+    directory last on ``sys.path``, as a fresh ``python -P`` child would. It stays in this
+    process's group, where a Ctrl-C at the terminal reaches it (a campaign worker takes a
+    session of its own instead). ``target`` and ``args`` must pickle."""
+    with starting() as (environ, mask):
+        around = worker.Surroundings(environ, os.getcwd(), mask, None)
+        process = context().Process(target=_adopted, args=(target, args, around, Fd(1), Fd(2)), name=name)
+        process.start()
+    return process
+
+
+def _adopted(target: Callable[..., None], args: tuple[Any, ...], around: worker.Surroundings, stdout: Fd, stderr: Fd) -> None:
+    worker.adopt(around, stdout.fd, stderr.fd)
+    for fd in (stdout.fd, stderr.fd):
+        os.close(fd)
+    import_from_cwd()
+    target(*args)
 
 
 def start() -> bool:

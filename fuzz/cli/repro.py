@@ -12,12 +12,9 @@ import argparse
 import os
 import signal
 import sys
-from multiprocessing import reduction
-from typing import Any
 
-from fxfuzz.campaign import warm, worker
+from fxfuzz.campaign import warm
 from fxfuzz.core.contract import contract_option
-from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, SerializeError, UsageError
 from fxfuzz.core.passes import load_pass
 from fxfuzz.repro.files import load_repro, recorded_pass, trusted_pass
@@ -57,36 +54,15 @@ def command(args: argparse.Namespace) -> int:
     return 1
 
 
-class _Fd:
-    """A file descriptor of this process handed to the replay child: duplicated into it as it
-    starts (a warm fork shares no descriptors with this process)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def __reduce__(self) -> tuple[Any, tuple[Any]]:
-        return _Fd._received, (reduction.DupFd(self.fd),)
-
-    @staticmethod
-    def _received(dup: Any) -> _Fd:
-        return _Fd(dup.detach())
-
-
 def _replay_in_child(path: str, pass_spec: str, contract: str | None, ops: list[str], timeout_s: float) -> tuple[list[str], int | None]:
     """The child's reports and its exit status (None: killed ``timeout_s`` after it loaded the
     repro, as the pass counts as hung); the child loads the ``--op`` values ``ops`` first and
     holds the pass to ``contract`` (None: the one the repro records, else the pass's own). It is
     forked from the warm interpreter campaign workers fork from (``fxfuzz.campaign.warm``), so it
-    imports nothing that interpreter has; it stays in this process's group, where a Ctrl-C at the
-    terminal reaches it."""
+    imports nothing that interpreter has."""
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd) as reports:
-        with warm.starting() as (environ, mask):
-            around = worker.Surroundings(environ, os.getcwd(), mask, None)
-            proc = warm.context().Process(
-                target=_child_main, args=(path, pass_spec, contract or "", _Fd(write_fd), ops, around, _Fd(1), _Fd(2)), name="fxfuzz-repro"
-            )
-            proc.start()
+        proc = warm.spawn(_child_main, (path, pass_spec, contract or "", warm.Fd(write_fd), ops), "fxfuzz-repro")
         os.close(write_fd)  # the child holds the only writer: EOF once it is gone
         try:
             first = reports.readline()  # loaded, an error, or EOF: the child died loading the file
@@ -99,14 +75,9 @@ def _replay_in_child(path: str, pass_spec: str, contract: str | None, ops: list[
         return (first + reports.read()).splitlines(), code
 
 
-def _child_main(path: str, pass_spec: str, contract: str, report: _Fd, ops: list[str], around: worker.Surroundings, stdout: _Fd, stderr: _Fd) -> None:
-    """The replay child: what ``command``'s process is (environment, directory, signal mask,
-    output), with Ctrl-C ending it quietly (the parent says so)."""
-    worker.adopt(around, stdout.fd, stderr.fd)
-    for fd in (stdout.fd, stderr.fd):
-        os.close(fd)
+def _child_main(path: str, pass_spec: str, contract: str, report: warm.Fd, ops: list[str]) -> None:
+    """The replay child, where a Ctrl-C ends it quietly (the parent says so)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    import_from_cwd()
     sys.exit(replay(path, pass_spec, contract, report.fd, ops))
 
 

@@ -22,22 +22,20 @@ cases the pass was timed on).
 from __future__ import annotations
 
 import cProfile
-import json
 import os
 import pstats
 import resource
 import statistics
-import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
 import torch
+from fxfuzz.campaign import warm
 from fxfuzz.campaign.engine import CampaignResult, Hooks, Subject, run_campaign
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
-from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.passes import PassFn, generation_kinds, identity_pass, load_pass
 from fxfuzz.core.settings import NO_TIME_LIMIT_S, CampaignSettings
@@ -172,52 +170,49 @@ def harness_loop(
     return times, result, found["findings"]
 
 
-def child_main() -> None:
-    """One worker process of the speed-up measurement (``python -c`` entry point): warm up,
-    say ``ready``, wait for ``go`` on stdin, run the loop, print its rate and peak RSS."""
-    import_from_cwd()
-    cfg = json.loads(sys.argv[1])
+def child_main(cfg: dict[str, Any], conn: Connection) -> None:
+    """One worker process of the speed-up measurement: warm up, say ``ready``, wait for ``go``,
+    run the loop, send its rate and peak RSS."""
     for specs in cfg["ops"]:
         register_first(specs)
     pass_fn = load_pass(cfg["pass"], contract_option(cfg["contract"]))
-    harness_loop(WARMUP, cfg["seed"] + 7919, pass_fn, cfg["stage_share"])  # imports, first-call caches
-    print("ready", flush=True)
-    sys.stdin.readline()
+    harness_loop(WARMUP, cfg["seed"] + 7919, pass_fn, cfg["stage_share"])  # first-call caches
+    conn.send("ready")
+    conn.recv()
     _, result, _ = harness_loop(cfg["graphs"], cfg["seed"], pass_fn, cfg["stage_share"])
-    print(json.dumps({"examples_per_s": result.examples_per_s, "peak_rss_mb": _peak_rss_mb()}), flush=True)
+    conn.send({"examples_per_s": result.examples_per_s, "peak_rss_mb": _peak_rss_mb()})
 
 
 def parallel_rate(
     pass_spec: str, workers: int, graphs: int, seed: int, stage_share: float = DEFAULT_STAGE_SHARE, contract: str | None = None
 ) -> tuple[float, float]:
     """Summed examples per second of ``workers`` processes running the loop at the same time
-    (started together once all are warm), and their largest peak RSS in MB."""
-    code = "from fxfuzz.tools.bench import child_main; child_main()"
+    (started together once all are warm), and their largest peak RSS in MB. They fork from the
+    warm interpreter, as campaign workers do (``fxfuzz.campaign.warm``)."""
     ops = op_specs()  # the user operators of this process's op table, for each child to draw
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-P", "-c", code, json.dumps({"pass": pass_spec, "contract": contract, "ops": ops, "graphs": graphs, "seed": seed + i, "stage_share": stage_share})],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(workers)
-    ]
+    started = []
     try:
-        for p in procs:
-            if p.stdout.readline().strip() != "ready":  # type: ignore[union-attr]
-                raise RuntimeError("a bench worker failed to start")
-        for p in procs:
-            p.stdin.write("go\n")  # type: ignore[union-attr]
-            p.stdin.flush()  # type: ignore[union-attr]
-        reports = [json.loads(p.stdout.readline()) for p in procs]  # type: ignore[union-attr]
-    finally:
-        for p in procs:
+        for i in range(workers):
+            conn, child_end = Pipe()
+            cfg = {"pass": pass_spec, "contract": contract, "ops": ops, "graphs": graphs, "seed": seed + i, "stage_share": stage_share}
+            started.append((warm.spawn(child_main, (cfg, child_end), f"fxfuzz-bench{i}"), conn))
+            child_end.close()  # the child holds the only other end: EOF once it is gone
+        for _, conn in started:
             try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+                ready = conn.recv()
+            except EOFError:  # it died warming up
+                ready = None
+            if ready != "ready":
+                raise RuntimeError("a bench worker failed to start")
+        for _, conn in started:
+            conn.send("go")
+        reports = [conn.recv() for _, conn in started]
+    finally:
+        for proc, _ in started:
+            proc.join(60)
+            if proc.exitcode is None:
+                proc.kill()
+                proc.join()
     return sum(r["examples_per_s"] for r in reports), max(r["peak_rss_mb"] for r in reports)
 
 
