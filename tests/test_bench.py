@@ -96,3 +96,39 @@ def test_a_case_counts_as_exercised_only_when_the_pass_changed_its_code():
     cases = population(4, seed=0, reacts_to=("grad_toggle",))
     assert cases and not any(changed for *_, changed in pass_times_ms(cases, load_pass("identity")))
     assert any(changed for *_, changed in pass_times_ms(cases, load_pass("set_grad")))
+
+
+def test_the_speedup_compares_workers_on_the_same_population(monkeypatch):
+    """Every process of the speed-up measurement draws the same cases: with a seed each, the
+    rates compared different cases (30 graphs gave two workers 2.6 times the rate of one on
+    2 cores). The children stand in as threads that report a rate of 1."""
+    import os
+    import threading
+    from multiprocessing.connection import Connection
+
+    from fxfuzz.tools import bench
+
+    seeds = []
+
+    class Done:
+        exitcode = 0
+
+        def join(self, timeout=None):
+            pass
+
+    def spawn(target, args, name):
+        cfg, end = args
+        seeds.append(cfg["seed"])
+        conn = Connection(os.dup(end.fileno()))  # the caller closes its copy once started
+
+        def child():
+            conn.send("ready")
+            conn.recv()
+            conn.send({"examples_per_s": 1.0, "peak_rss_mb": 10.0})
+
+        threading.Thread(target=child, daemon=True).start()
+        return Done()
+
+    monkeypatch.setattr(bench.warm, "spawn", spawn)
+    assert bench.parallel_rate("set_grad", 2, graphs=3, seed=5) == (2.0, 10.0)
+    assert seeds == [5, 5]
