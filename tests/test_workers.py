@@ -548,3 +548,23 @@ def test_a_command_failing_before_its_workers_leaves_no_warm_interpreter_behind(
         assert server._forkserver_pid == pid and os.waitpid(pid, os.WNOHANG) == (0, 0)
     finally:
         server._stop()
+
+
+def _write_where(path):
+    with open(path, "w") as out:
+        json.dump({"cwd": os.getcwd(), "mark": os.environ.get("FXFUZZ_TEST_MARK")}, out)
+
+
+@pytest.mark.parametrize("forkserver", [True, False], ids=["warm", "fresh"])
+def test_a_spawned_child_takes_the_callers_directory_and_environment(tmp_path, monkeypatch, forkserver):
+    """``warm.spawn`` (repro's replay child, bench's workers) gives the child what the caller has
+    now, whether it forks from the warm interpreter or, where there is none, starts afresh."""
+    from fxfuzz.campaign import warm
+
+    monkeypatch.setattr(warm, "AVAILABLE", forkserver and warm.AVAILABLE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FXFUZZ_TEST_MARK", "here")
+    child = warm.spawn(_write_where, (str(tmp_path / "where.json"),), "fxfuzz-test")
+    child.join(300)
+    assert child.exitcode == 0
+    assert json.loads((tmp_path / "where.json").read_text()) == {"cwd": str(tmp_path), "mark": "here"}

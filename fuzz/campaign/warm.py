@@ -1,12 +1,14 @@
-"""The warm interpreter campaign workers and ``fxfuzz repro``'s replay child fork from:
-``multiprocessing``'s forkserver, one per fxfuzz process, which imports the worker's modules
-(``fxfuzz.campaign.worker.PRELOAD``) and runs nothing else. Torch-free, so the CLI can start it before it imports torch itself: the
-forkserver's imports (seconds of CPU) then run beside the CLI's own instead of after them.
+"""The warm interpreter that campaign workers, ``fxfuzz repro``'s replay child and ``fxfuzz
+bench``'s workers fork from: ``multiprocessing``'s forkserver, one per fxfuzz process, which
+imports the worker's modules (``fxfuzz.campaign.worker.PRELOAD``) and runs nothing else.
+Torch-free, so the CLI can start it before it imports torch itself: the forkserver's imports
+(seconds of CPU) then run beside the CLI's own instead of after them.
 
 What the forkserver inherits at its start it keeps for every worker: the stop signals blocked
 (it lives in the CLI's process group and must outlive a signal that only asks the campaign to
 stop: the workers' exit statuses go through it), and ``python -P``, so that its imports do not
-come from the current directory (``fxfuzz.core.cwd``)."""
+come from the current directory (``fxfuzz.core.cwd``). Where there is no forkserver (not
+POSIX), ``spawn`` starts a fresh interpreter instead."""
 
 from __future__ import annotations
 
@@ -16,9 +18,8 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from multiprocessing import forkserver
+from multiprocessing import forkserver, reduction
 from multiprocessing.context import ForkServerContext, SpawnContext
-from multiprocessing import reduction
 from multiprocessing.process import BaseProcess
 from typing import Any
 
@@ -41,7 +42,8 @@ def starting() -> Iterator[tuple[dict[str, str], frozenset[int]]]:
     environment and signal mask as they were (what each worker is given back), while the
     forkserver would start in the state above."""
     with _LOCK:
-        multiprocessing.get_context("forkserver").set_forkserver_preload(list(worker.PRELOAD))
+        if AVAILABLE:
+            multiprocessing.get_context("forkserver").set_forkserver_preload(list(worker.PRELOAD))
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, _GROUP_SIGNALS)
         environ = dict(os.environ)
         os.environ["PYTHONSAFEPATH"] = "1"
