@@ -4,28 +4,42 @@ from __future__ import annotations
 
 import os
 import traceback
+from typing import Any
 
 from fxfuzz.core.internal import OWN_DIRS
 from fxfuzz.oracles.finding import Finding
 
 
-def innermost_pass_frame(exc: BaseException) -> str:
-    """``file:line:function`` of the innermost frame outside fxfuzz itself, with the path
-    shortened to the part after site-packages, so buckets agree across machines."""
+def raise_site(exc: BaseException) -> dict[str, str]:
+    """Where ``exc`` was raised: ``frame``, the innermost frame outside fxfuzz itself as
+    ``file:line:function`` (what a reader follows), and ``line``, that line's source text
+    (empty where there is none), with the path shortened to the part after site-packages, so
+    buckets agree across machines."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not os.path.abspath(f.filename).startswith(OWN_DIRS)]
     if not frames:
-        return "<unknown>"
+        return {"frame": "<unknown>", "line": ""}
     f = frames[-1]
     path = f.filename.split("site-packages" + os.sep)[-1]
-    return f"{path}:{f.lineno}:{f.name}"
+    return {"frame": f"{path}:{f.lineno}:{f.name}", "line": (f.line or "").strip()}
+
+
+def site_key(details: dict[str, Any]) -> str:
+    """What a crash is bucketed by: the frame's file and function and the raising line's text,
+    not its number, so a known id outlives edits elsewhere in the file (a torch patch release
+    moved ``Module.__getattr__``'s raise from line 1968 to 1967 and split a known bucket).
+    A frame recorded without its line's text (``<native>``, ``<unknown>``) keys as it is."""
+    frame = str(details.get("frame"))
+    path, number, function = (frame.rsplit(":", 2) + ["", ""])[:3]
+    if "line" not in details or not number.isdigit():
+        return frame
+    return f"{path}:{function}:{details['line']}"
 
 
 def crash_finding(exc: BaseException) -> Finding:
-    """The ``crash/pass_raised`` finding for ``exc``: its type, first line and innermost
-    frame outside fxfuzz."""
+    """The ``crash/pass_raised`` finding for ``exc``: its type, first line and where it was raised."""
     return Finding(
         "crash",
         "pass_raised",
         f"the pass raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-        {"exception": type(exc).__name__, "frame": innermost_pass_frame(exc)},
+        {"exception": type(exc).__name__, **raise_site(exc)},
     )

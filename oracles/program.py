@@ -33,7 +33,7 @@ from fxfuzz.core.passes import EXPORT_STAGES, REGISTRY, PassFn, Registered, cont
 from fxfuzz.core.program import Program, load_program
 from fxfuzz.core.symbols import valid_sizes
 from fxfuzz.oracles import verify
-from fxfuzz.oracles.crash import innermost_pass_frame
+from fxfuzz.oracles.crash import raise_site
 from fxfuzz.oracles.equivalence import compare_value, raised_differently
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.gradients import compare_derivatives
@@ -78,7 +78,7 @@ def _export_crash(e: BaseException) -> Finding:
         "crash",
         "export_raised",
         f"torch.export raised {type(e).__name__}: {first}",
-        {"exception": type(e).__name__, "frame": innermost_pass_frame(e)},
+        {"exception": type(e).__name__, **raise_site(e)},
     )
 
 

@@ -12,15 +12,20 @@ import copy
 import glob
 import os
 import traceback
+from pathlib import Path
 
 import pytest
 import torch
+from fxfuzz.campaign.engine import bucket_id
+from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
+from fxfuzz.oracles.crash import crash_finding
 from fxfuzz.strategies import from_module
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.passes.dialect.common.cse_pass import CSEPass
 
+KNOWN_DIR = Path(__file__).resolve().parent.parent / "docs" / "known"
 FIXED = "torch fixed this: drop its line from {known} and its entry in docs/known-findings.md"
 
 
@@ -109,7 +114,6 @@ def test_cse_buckets_that_follow_from_its_two_merges_go_once_both_are_fixed(path
     AD through a cond now run with grad, a changed process state seen by a second run and by
     the dead-code clean-up): the real CSEPass draws each on its saved case, CSEPass's algorithm
     with both defects above fixed draws nothing. Their known lines say so."""
-    from fxfuzz.campaign.engine import bucket_id
     from fxfuzz.core.contract import REFINES
     from fxfuzz.repro.files import load_repro
 
@@ -139,6 +143,7 @@ def test_split_const_subgraphs_refuses_a_constant_after_a_toggle():
         split_const_subgraphs(gm)
     except AssertionError as e:
         assert "monotonically increasing partitions" in str(e)
+        assert bucket_id(crash_finding(e)) in load_known(str(KNOWN_DIR / "split_const_subgraphs.txt"))
     else:
         raise AssertionError(FIXED.format(known="docs/known/split_const_subgraphs.txt"))
 
@@ -219,6 +224,7 @@ def test_constant_fold_needs_quantization_ops_torch_may_lack():
         constant_fold(gm)
     except AttributeError as e:
         assert "quantized_decomposed" in str(e) or "pt2e_quant" in str(e), e
+        assert bucket_id(crash_finding(e)) in load_known(str(KNOWN_DIR / "constant_folding.txt"))
     else:
         raise AssertionError(FIXED.format(known="docs/known/constant_folding.txt") + " (or torchao is installed)")
 
@@ -297,18 +303,14 @@ def test_the_unused_read_found_by_the_oracles():
     gm, sig = b.finish([b.call(torch.ops.aten.add.Tensor, [x, reads[1]])])
     found = [f for f in verify(GraphCase(gm, sig, tuple(b.inputs)), load_pass("lift_constants")) if f.oracle == "crash"]
     assert [f.kind for f in found] == ["pass_raised"] and "StopIteration" in found[0].message, FIXED.format(known="docs/known/lift_constants.txt")
+    assert bucket_id(found[0]) in load_known(str(KNOWN_DIR / "lift_constants.txt"))
 
 
 def test_each_pass_baseline_loads_and_every_line_has_its_entry():
     """The per-pass baselines are ``--known`` files, and each bucket they mark known is
     explained in docs/known-findings.md."""
-    from pathlib import Path
-
-    from fxfuzz.core.known import load_known
-
-    docs = Path(__file__).resolve().parent.parent / "docs"
-    findings = (docs / "known-findings.md").read_text()
-    files = sorted((docs / "known").glob("*.txt"))
+    findings = (KNOWN_DIR.parent / "known-findings.md").read_text()
+    files = sorted(KNOWN_DIR.glob("*.txt"))
     assert [f.stem for f in files] == ["constant_folding", "cse", "lift_constants", "remove_noop_ops", "set_grad+dce", "split_const_subgraphs"]
     for path in files:
         known = load_known(str(path))

@@ -12,7 +12,8 @@ from fxfuzz.campaign.engine import bucket_id
 from fxfuzz.core.contract import MEANING
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
-from fxfuzz.oracles import verify
+from fxfuzz.oracles import Finding, verify
+from fxfuzz.oracles.crash import crash_finding, site_key
 from fxfuzz.oracles.execute import graph_modules
 from fxfuzz.oracles.exported import export_checks, export_rejection
 from fxfuzz.oracles.semantics import compare, observe
@@ -134,10 +135,40 @@ def test_planted_bug_shows_only_where_planted(broken, only):
     assert kinds(verify(hm.no_grad_region_case(True), broken)) == only
 
 
-def test_crash_keeps_exception_type_and_frame():
+def test_crash_keeps_exception_type_frame_and_line():
     (f,) = verify(hm.no_grad_region_case(), bp.crashes)
     assert f.details["exception"] == "RuntimeError"
     assert "broken_passes.py" in f.details["frame"] and f.details["frame"].endswith(":crashes")
+    assert f.details["line"] == 'raise RuntimeError("planted crash")'
+
+
+def _raised_in(path, source: str) -> Finding:
+    """The crash finding of ``pass_fn`` defined by ``source``, compiled as the file ``path``."""
+    import linecache
+
+    path.write_text(source)
+    linecache.checkcache(str(path))
+    namespace: dict = {}
+    exec(compile(source, str(path), "exec"), namespace)
+    with pytest.raises(KeyError) as raised:
+        namespace["pass_fn"](None, None)
+    return crash_finding(raised.value)
+
+
+def test_a_crash_bucket_outlives_its_line_moving_in_the_file(tmp_path):
+    """Crash buckets key the raising line's text, not its number: a torch patch release that
+    moves a raise (2.11's ``Module.__getattr__`` raised at line 1968, 2.13's at 1967) keeps its
+    known id. Another raise of the same function stays another bucket."""
+    body = "def pass_fn(gm, sig):\n    raise KeyError('gone')\n"
+    before = _raised_in(tmp_path / "moved.py", body)
+    after = _raised_in(tmp_path / "moved.py", "# a line added above\n\n" + body)
+    assert before.details["frame"] != after.details["frame"]
+    assert bucket_id(before) == bucket_id(after)
+    other = _raised_in(tmp_path / "moved.py", body.replace("'gone'", "'other'"))
+    assert bucket_id(other) != bucket_id(before)
+    # What records no line (a process that died, a case that hung) keys by its frame as before.
+    died = {"exception": "SIGSEGV", "frame": "<native>"}
+    assert site_key(died) == "<native>" and site_key({**died, "line": ""}) == "<native>"
 
 
 def test_identity_without_contract_is_clean_even_with_toggles():

@@ -11,6 +11,8 @@ import os
 
 import torch
 from functorch.experimental.control_flow import map as cf_map
+from fxfuzz.campaign.engine import bucket_id
+from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import from_module
@@ -90,6 +92,7 @@ def test_nested_map_under_no_grad_crashes_the_pass():
     case = from_module(NestedMapUnderNoGrad(), (torch.ones(2, 3), torch.ones(3, requires_grad=True)))
     (crash,) = [f for f in verify(case, REAL) if f.oracle == "crash"]
     assert crash.details["exception"] == "AttributeError" and "body_graph_0" in crash.message
+    assert bucket_id(crash) in load_known(KNOWN)  # the known id: file, function and line text of the raise
 
 
 class BufferUpdateUnderNoGrad(torch.nn.Module):

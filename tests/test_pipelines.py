@@ -60,7 +60,7 @@ def test_dce_after_set_grad_crashes_on_the_users_map_set_grad_corrupts():
     """The campaign's 4-node case: set_grad's node_inline_ leaves ``add.users`` without
     ``add_1`` (the known def_use_inconsistent defect), and eliminate_dead_code, erasing the
     dead ``add_1``, fails to remove it from that map: a SystemError from torch's C code."""
-    case = _case("crash-pass_raised-714c7f40.json")
+    case = _case("crash-pass_raised-9a4e04cc.json")
     gm, _ = apply_pass(case, load_pass("set_grad"))
     assert ("add", "add_1") in _inconsistent(gm)
     assert "def_use_inconsistent" in {f.kind for f in verify(case, load_pass("set_grad"))}

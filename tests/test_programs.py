@@ -202,8 +202,10 @@ UNUSED_DETACH = Program(
 @pytest.mark.processes
 @pytest.mark.skipif(not torch.__version__.startswith("2.13."), reason="recorded against torch 2.13")
 def test_known_export_crash_on_unused_detach_of_constant(tmp_path):
-    (f,) = {(f.oracle, f.kind, f.details["frame"].split(":")[0]) for f in check_program(UNUSED_DETACH, REAL)}
+    found = check_program(UNUSED_DETACH, REAL)
+    (f,) = {(f.oracle, f.kind, f.details["frame"].split(":")[0]) for f in found}
     assert f == ("crash", "export_raised", "torch/_export/passes/lift_constants_pass.py")
+    assert {at_level("program", bucket_id(f)) for f in found} <= set(load_known(os.path.join(ROOT, "fxfuzz-known.txt")))
     script = tmp_path / "repro.py"
     script.write_text(program_repro_source(UNUSED_DETACH))
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
@@ -262,12 +264,10 @@ COND_AUTOCAST_NO_GRAD = Program(
 
 @pytest.mark.skipif(not torch.__version__.startswith("2.13."), reason="recorded against torch 2.13")
 def test_known_export_crash_on_cond_then_autocast_then_no_grad():
-    crashes = {
-        (f.details["ambient_grad"], f.details["exception"], f.message.split(": ")[-1])
-        for f in check_program(COND_AUTOCAST_NO_GRAD, REAL)
-        if f.kind == "export_raised"
-    }
+    raised = [f for f in check_program(COND_AUTOCAST_NO_GRAD, REAL) if f.kind == "export_raised"]
+    crashes = {(f.details["ambient_grad"], f.details["exception"], f.message.split(": ")[-1]) for f in raised}
     assert crashes == {(True, "AttributeError", "'GraphModule' object has no attribute 'submod_1'")}
+    assert {at_level("program", bucket_id(f)) for f in raised} <= set(load_known(os.path.join(ROOT, "fxfuzz-known.txt")))
 
 
 def test_program_check_leaves_no_compiled_cond_branches_behind():

@@ -30,6 +30,7 @@ from fxfuzz.core.reproducible import reproducible_draws
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, json_data
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding, verify
+from fxfuzz.oracles.crash import site_key
 from fxfuzz.oracles.program import shrinks_with_shared_checks
 from fxfuzz.oracles.stages import stages_forced
 from fxfuzz.strategies import graph_cases
@@ -41,13 +42,13 @@ from hypothesis.errors import Flaky
 
 
 def bucket_id(f: Finding) -> str:
-    """Stable id for deduplication: oracle, kind, for crashes the exception type and
-    innermost pass frame, for a downstream stage that raised the exception type (a
+    """Stable id for deduplication: oracle, kind, for crashes the exception type and where
+    it was raised (file, function and the line's text: ``fxfuzz.oracles.crash.site_key``), for a downstream stage that raised the exception type (a
     serializer refusing the result and a verifier rejecting what it loaded are two defects),
     and the finding's own ``details["key"]`` where its oracle set one."""
     key = [f.oracle, f.kind]
     if f.oracle == "crash":
-        key += [str(f.details.get("exception")), str(f.details.get("frame"))]
+        key += [str(f.details.get("exception")), site_key(f.details)]
     elif f.oracle == "downstream" and f.kind.endswith("_raised"):
         key.append(str(f.details.get("exception")))
     if "key" in f.details:
