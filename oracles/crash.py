@@ -25,13 +25,14 @@ def raise_site(exc: BaseException) -> dict[str, str]:
 
 def site_key(details: dict[str, Any]) -> str:
     """What a crash is bucketed by: the frame's file and function and the raising line's text,
-    not its number, so a known id outlives edits elsewhere in the file (a torch patch release
-    moved ``Module.__getattr__``'s raise from line 1968 to 1967 and split a known bucket).
+    not its number, so a known id outlives edits elsewhere in the file (torch 2.11 raised
+    ``Module.__getattr__``'s AttributeError at line 1968, 2.13 at 1967: one defect, two ids).
     A frame recorded without its line's text (``<native>``, ``<unknown>``) keys as it is."""
     frame = str(details.get("frame"))
-    path, number, function = (frame.rsplit(":", 2) + ["", ""])[:3]
-    if "line" not in details or not number.isdigit():
+    parts = frame.rsplit(":", 2)
+    if "line" not in details or len(parts) != 3 or not parts[1].isdigit():
         return frame
+    path, _, function = parts
     return f"{path}:{function}:{details['line']}"
 
 

@@ -43,9 +43,9 @@ from hypothesis.errors import Flaky
 
 def bucket_id(f: Finding) -> str:
     """Stable id for deduplication: oracle, kind, for crashes the exception type and where
-    it was raised (file, function and the line's text: ``fxfuzz.oracles.crash.site_key``), for a downstream stage that raised the exception type (a
-    serializer refusing the result and a verifier rejecting what it loaded are two defects),
-    and the finding's own ``details["key"]`` where its oracle set one."""
+    it was raised (``fxfuzz.oracles.crash.site_key``), for a downstream stage that raised the
+    exception type (a serializer refusing the result and a verifier rejecting what it loaded
+    are two defects), and the finding's own ``details["key"]`` where its oracle set one."""
     key = [f.oracle, f.kind]
     if f.oracle == "crash":
         key += [str(f.details.get("exception")), site_key(f.details)]
