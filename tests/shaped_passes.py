@@ -137,3 +137,36 @@ TENSOR = torch.ones(1)
 # The identity-like passes promise what the registered identity does (not the set-grad contract).
 for _identity in (module_identity, in_place, copies_module, graph_copy, graph_in_place, renames_nodes, Unchanged, InPlaceBase):
     _identity.fxfuzz_contract = REGISTRY["identity"].contract
+
+
+def drops_unread_calls(gm):
+    """Broken: dead-code elimination that takes every call nothing reads for dead, effectful
+    calls included (declares the kind ``effect``, so generation draws them)."""
+    gm.graph.eliminate_dead_code(is_impure_node=lambda node: False)
+    gm.recompile()
+    return gm
+
+
+def eliminates_dead_code(gm):
+    """torch.fx's own dead-code elimination, which keeps impure calls (correct under refines)."""
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def graph_eliminates_dead_code(graph: "fx.Graph") -> None:
+    graph.eliminate_dead_code()
+
+
+class EliminatesDeadCode(PassBase):
+    fxfuzz_reacts_to = ("effect",)
+
+    def call(self, graph_module):
+        return PassResult(graph_module, eliminates_dead_code(graph_module) is not None)
+
+
+for _dce in (drops_unread_calls, eliminates_dead_code, graph_eliminates_dead_code, EliminatesDeadCode):
+    _dce.fxfuzz_contract = REGISTRY["dce"].contract
+for _dce in (drops_unread_calls, eliminates_dead_code, graph_eliminates_dead_code):
+    _dce.fxfuzz_reacts_to = ("effect",)
+DEAD_CODE_MANAGER = PassManager([pass_result_wrapper(eliminates_dead_code)])

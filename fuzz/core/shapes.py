@@ -161,6 +161,13 @@ class Blind:
         """The wrapped pass's contract declaration (AttributeError where it declares none)."""
         return self.run.fxfuzz_contract  # type: ignore[attr-defined]
 
+    @property
+    def fxfuzz_reacts_to(self) -> tuple:
+        """The node kinds the wrapped pass declares it reacts to (a PassManager: its passes',
+        in order), so generation draws them whatever the pass's shape."""
+        runs = self.run.passes if isinstance(self.run, PassManager) else [self.run]
+        return tuple(dict.fromkeys(k for run in runs for k in getattr(run, "fxfuzz_reacts_to", ())))
+
     def __call__(self, gm: Any, graph_signature: Any) -> tuple[Any, Any]:
         try:
             result = self.run(gm.graph if self.shape is Shape.GRAPH else gm)
