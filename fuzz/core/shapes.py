@@ -52,17 +52,45 @@ def _positional(params: list[inspect.Parameter]) -> tuple[int, float]:
     return required, float("inf") if varargs else len(positional)
 
 
-def _is_graph(annotation: Any) -> bool:
-    """An annotation naming ``torch.fx.Graph`` (the object, or a string under
-    ``from __future__ import annotations``), not a GraphModule."""
+def _named_type(annotation: Any, name: str) -> bool:
+    """An annotation naming the class ``name`` (the class itself or a subclass, or a string
+    whose last dotted part is ``name``, as under ``from __future__ import annotations``)."""
     if isinstance(annotation, str):
-        return annotation.strip("'\"").rpartition(".")[2] == "Graph"
-    return isinstance(annotation, type) and issubclass(annotation, fx.Graph)
+        return annotation.strip("'\"").rpartition(".")[2] == name
+    return isinstance(annotation, type) and any(c.__name__ == name for c in annotation.__mro__)
+
+
+def _is_graph(param: inspect.Parameter) -> bool:
+    """A parameter that takes a ``torch.fx.Graph``: annotated so, or, unannotated, named
+    ``graph`` (Inductor's post-grad passes name it so and annotate nothing). A GraphModule
+    annotation wins over the name (``joint_graph_passes(graph: GraphModule)``)."""
+    if param.annotation is inspect.Parameter.empty:
+        return param.name == "graph"
+    return _named_type(param.annotation, "Graph")
+
+
+# The names a parameter taking the export signature goes by, where it is not annotated.
+SIGNATURE_NAMES = ("graph_signature", "signature", "sig", "export_graph_signature")
+
+
+def _is_signature(param: inspect.Parameter) -> bool:
+    """A parameter that takes the ExportGraphSignature: annotated so, or named so."""
+    return param.name in SIGNATURE_NAMES or _named_type(param.annotation, "ExportGraphSignature")
+
+
+def _pattern_pass(obj: Any) -> Any:
+    """The ``apply`` of an Inductor ``PatternMatcherPass`` (a list of pattern entries, called
+    as ``patterns.apply(graph)``, which rewrites in place and returns how many matched); None
+    for anything else. Told by its class's name: this module imports nothing of Inductor."""
+    if any(c.__name__ == "PatternMatcherPass" for c in type(obj).__mro__) and callable(getattr(obj, "apply", None)):
+        return obj.apply
+    return None
 
 
 def shape_of(obj: Any) -> tuple[Shape, Callable[..., Any]]:
     """The shape of the pass ``obj``, and the callable to run (a PassBase subclass built with
-    no arguments); NoShape when it has none or could have two."""
+    no arguments, a PatternMatcherPass's ``apply``); NoShape when it has none or fxfuzz cannot
+    tell which it has, with what to do instead."""
     if isinstance(obj, PassManager):
         return Shape.PASS_MANAGER, obj
     if isinstance(obj, type):
@@ -74,6 +102,9 @@ def shape_of(obj: Any) -> tuple[Shape, Callable[..., Any]]:
             raise NoShape(f"cannot be built with no arguments: {type(e).__name__}: {e}") from None
     if isinstance(obj, PassBase):
         return Shape.PASS_BASE, obj
+    apply = _pattern_pass(obj)
+    if apply is not None:
+        return Shape.MODULE, apply
     if not callable(obj):
         raise NoShape(f"is a {type(obj).__name__}, not a callable")
     try:
@@ -81,16 +112,28 @@ def shape_of(obj: Any) -> tuple[Shape, Callable[..., Any]]:
     except (TypeError, ValueError):
         raise NoShape("has parameters Python cannot read, so its shape cannot be told; wrap it in a def") from None
     if any(p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty for p in params):
-        raise NoShape("has a required keyword-only parameter; a pass is called positionally")
+        raise NoShape(f"has a required keyword-only parameter; a pass is called positionally: {_ADAPT}")
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        raise NoShape(f"takes *args, so fxfuzz cannot tell what to hand it besides the graph: {_ADAPT}")
     required, most = _positional(params)
-    one, two = required <= 1 <= most, required <= 2 <= most
-    if one and two:
+    positional = [p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    if required >= 3 or most == 0:
+        raise NoShape(f"does not take (gm, graph_signature), (gm) or (graph): {_ADAPT}")
+    if required == 2:
+        if _is_signature(positional[1]):
+            return Shape.SIGNATURE, obj
+        raise NoShape(
+            f"takes a second required parameter {positional[1].name!r} that fxfuzz cannot supply (only an "
+            f"ExportGraphSignature, annotated so or named graph_signature): {_ADAPT}"
+        )
+    if most >= 2 and _is_signature(positional[1]):
         raise NoShape("is ambiguous: it can be called with (gm) or (gm, graph_signature); make its parameters all required")
-    if two:
-        return Shape.SIGNATURE, obj
-    if one:
-        return (Shape.GRAPH if params and _is_graph(params[0].annotation) else Shape.MODULE), obj
-    raise NoShape("does not take (gm, graph_signature), (gm) or (graph)")
+    # Further optional parameters (joint_graph_passes' input_device) keep their defaults.
+    return (Shape.GRAPH if _is_graph(positional[0]) else Shape.MODULE), obj
+
+
+# How to run a pass fxfuzz cannot call by its parameters alone (docs/own-pass.md).
+_ADAPT = "name its catalogue row (fxfuzz passes), or write a one-line adapter that calls it as its caller does (docs/own-pass.md)"
 
 
 def by_position(sig: ExportGraphSignature, gm: fx.GraphModule) -> ExportGraphSignature:
@@ -121,7 +164,7 @@ def _result_module(result: Any, gm: fx.GraphModule) -> Any:
     its attributes, as AOTAutograd does with ``gm.graph = fx_graph_cse(gm.graph)``) or a
     GraphModule. A module changed in place is recompiled, as torch's PassManager does after
     every pass. Anything else comes back as it is, for the oracles to report."""
-    if result is None:
+    if result is None or type(result) in (bool, int):  # in place, returning whether or how much it changed
         result = gm
     elif hasattr(result, "graph_module"):  # what PassManager accepts as a PassResult
         result = result.graph_module
