@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fxfuzz.core.choices import CONTRACT_NAMES, DOMAIN_CHOICES, OP_HELP, PASS_SPEC_HELP, contract_help, domain_help
 from fxfuzz.core.settings import CampaignSettings
 from hypothesis import HealthCheck, settings
 
@@ -45,7 +46,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="fxfuzz_pass",
         default=None,
         metavar="SPEC",
-        help="run fxfuzz's equivalence properties against this pass (registered name, pkg.module:fn or file.py:fn)",
+        help=f"run fxfuzz's equivalence properties against this pass ({PASS_SPEC_HELP})",
     )
     group.addoption(
         "--fxfuzz-baseline",
@@ -60,23 +61,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="SPEC",
-        help="add a custom operator to the generated graphs' op table: pkg.module:attr or file.py:attr naming "
-        "the operator or an fxfuzz.strategies.op_spec(...) entry with its input constraints; or load a source of "
-        "custom operators, pkg.module or file.py, without adding them (repeatable)",
+        help=OP_HELP,
     )
     group.addoption(
         "--fxfuzz-contract",
         dest="fxfuzz_contract",
         default=CampaignSettings.contract,
-        metavar="NAME",
-        help="hold the pass and the baseline to this contract instead of their own: meaning, refines, set_grad or autocast",
+        choices=CONTRACT_NAMES,
+        help=contract_help("the pass and the baseline"),
     )
     group.addoption(
         "--fxfuzz-domain",
         dest="fxfuzz_domain",
         default=None,
-        metavar="DOMAIN",
-        help="input space of the generated graphs: export, adversarial, aten or both (default: the registered pass's own, else export)",
+        choices=DOMAIN_CHOICES,
+        help=domain_help("input space of the generated graphs", "the registered pass's own, else export"),
     )
 
 
@@ -156,15 +155,9 @@ def _loaded_pass(config: pytest.Config, option: str = "fxfuzz_pass") -> Any:
 
 
 def _domain(config: pytest.Config, pass_fn: Any) -> str:
-    # Checked here, not by addoption's choices: those would import strategies (and torch)
-    # into every pytest run, which the plugin must not do without --fxfuzz-pass.
-    from fxfuzz.core.choices import DOMAIN_CHOICES
     from fxfuzz.core.passes import default_domain
 
-    domain = config.getoption("fxfuzz_domain") or default_domain(pass_fn, CampaignSettings.domain)
-    if domain not in DOMAIN_CHOICES:
-        raise pytest.UsageError(f"--fxfuzz-domain: expected one of {', '.join(DOMAIN_CHOICES)}, got {domain!r}")
-    return domain
+    return str(config.getoption("fxfuzz_domain") or default_domain(pass_fn, CampaignSettings.domain))
 
 
 def _register_ops(config: pytest.Config) -> None:

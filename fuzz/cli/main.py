@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from fxfuzz.campaign import warm
 from fxfuzz.cli.args import device, fraction, integer, positive_float, positive_int, seconds_or_zero, shard, workers
 from fxfuzz.cli.interrupt import Abandoned, exit_status
-from fxfuzz.core.choices import CONTRACT_NAMES, DEFAULT_DB, DOMAIN_CHOICES, LEVELS
+from fxfuzz.core.choices import CONTRACT_NAMES, DEFAULT_DB, DOMAIN_CHOICES, LEVELS, OP_HELP, PASS_SPEC_HELP, contract_help, domain_help
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, UsageError
 from fxfuzz.core.internal import EXIT_INTERNAL, InternalError
@@ -43,9 +43,7 @@ def _op_option(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="SPEC",
-        help="add a custom operator to the generated graphs: pkg.module:attr or file.py:attr naming the operator "
-        "or an fxfuzz.strategies.op_spec(...) entry; or load a source of custom operators, pkg.module or file.py, "
-        "so saved cases calling them load (repeatable; every worker process loads it)",
+        help=OP_HELP,
     )
 
 
@@ -54,9 +52,7 @@ def _contract_option(parser: argparse.ArgumentParser, whose: str = "the pass") -
         "--contract",
         choices=CONTRACT_NAMES,
         default=_DEFAULTS.contract,
-        help=f"hold {whose} to this contract instead of its own (docs/oracles.md#contracts): meaning (observable "
-        "behaviour, raise for raise), refines (may raise or save less, never more), post_grad (refines, "
-        "never differentiated: Inductor's post-grad passes), set_grad, autocast",
+        help=contract_help(whose),
     )
 
 
@@ -76,11 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fxfuzz", description="Fuzz PyTorch FX graph passes against semantic oracles.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run a fuzz campaign against a pass")
-    run.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered name, pkg.module:fn or file.py:fn")
+    run.add_argument("--pass", dest="pass_spec", default="set_grad", help=PASS_SPEC_HELP)
     run.add_argument("--budget", type=positive_float, default=None, help="seconds to fuzz (default 60; none with --max-examples alone)")
     run.add_argument("--max-examples", type=positive_int, default=None, help="stop after this many examples")
     run.add_argument("--seed", type=integer, default=_DEFAULTS.seed, help="campaign seed (same seed, same graphs)")
-    run.add_argument("--domain", choices=DOMAIN_CHOICES, default=None, help="input space to draw from (default: the registered pass's own, else export; both: each case from export or adversarial; aten: lowered after dispatch; functional: export without in-place updates)")
+    run.add_argument("--domain", choices=DOMAIN_CHOICES, default=None, help=domain_help("input space to draw from", "the registered pass's own, else export"))
     run.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
     run.add_argument("--level", choices=LEVELS, default=_DEFAULTS.level, help="generate graphs, nn.Module programs through torch.export, or both (mixed: half the budget each)")
     run.add_argument("--workers", type=workers, default=None, help="worker processes, or 'auto' for one per CPU (default auto; 1 at --level program|mixed)")
@@ -113,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--graphs", type=positive_int, default=200, help="cases in the seeded population (default 200)")
     bench.add_argument("--seed", type=integer, default=0, help="population seed (default 0)")
     bench.add_argument("--workers", type=workers, default=2, help="workers for the speed-up over one (default 2)")
-    bench.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered name, pkg.module:fn or file.py:fn")
+    bench.add_argument("--pass", dest="pass_spec", default="set_grad", help=PASS_SPEC_HELP)
     bench.add_argument("--stage-share", type=fraction, default=_DEFAULTS.stage_share, help=f"share of examples through torch.export's stages (default {_DEFAULTS.stage_share}; 0 for none)")
     bench.add_argument("--profile", action="store_true", help="also profile the loop (a second run) for its own time by area")
     _op_option(bench)
@@ -127,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--workers", type=workers, default=1, help="worker processes, or 'auto' (default 1: the corpus, then fresh cases; with more, one judges the corpus while the others draw fresh cases)")
     gate.add_argument("--example-timeout", dest="example_timeout_s", type=positive_float, default=_DEFAULTS.example_timeout_s, help=f"seconds before a case counts as hung, a crash regression (default {_DEFAULTS.example_timeout_s:g})")
     gate.add_argument("--seed", type=integer, default=_DEFAULTS.seed, help="seed of the fresh cases")
-    gate.add_argument("--domain", choices=DOMAIN_CHOICES, default=None, help="input space of the fresh cases (default both, the baseline's survival deciding what counts; aten for an aten-domain baseline)")
+    gate.add_argument("--domain", choices=DOMAIN_CHOICES, default=None, help=domain_help("input space of the fresh cases", "both, the baseline's survival deciding what counts; aten for an aten-domain baseline"))
     gate.add_argument("--corpus", default=None, help="folder of saved .json cases/repros to replay first")
     gate.add_argument("--known", action="append", default=[], help="baseline of bucket ids that are not regressions (text or JSON); repeatable")
     gate.add_argument("--stage-share", type=fraction, default=_DEFAULTS.stage_share, help=f"share of cases also taken through torch.export's stages (default {_DEFAULTS.stage_share}; 0 for none)")
@@ -138,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     mutate = sub.add_parser("mutate", help="measure the gate's kill rate on mutants of a pass's source")
     mutate.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered pass whose source to mutate")
     mutate.add_argument("--budget-per-mutant", type=positive_float, default=60.0, help="gate seconds per mutant")
-    mutate.add_argument("--domain", choices=DOMAIN_CHOICES, default=None, help="input space of the gate's fresh cases (default both; aten for an aten-domain pass)")
+    mutate.add_argument("--domain", choices=DOMAIN_CHOICES, default=None, help=domain_help("input space of the gate's fresh cases", "both; aten for an aten-domain pass"))
     mutate.add_argument("--only", default=None, help="comma-separated mutant ids (default: all)")
     mutate.add_argument("--list", action="store_true", help="list the mutant ids and exit")
     mutate.add_argument("--out", default=None, help="write the mutation report (JSON) here")

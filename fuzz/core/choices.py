@@ -19,6 +19,42 @@ DOMAIN_CHOICES = (*DOMAINS, "both")
 # The contracts a pass may be held to by name (fxfuzz.core.contract.CONTRACTS holds them).
 CONTRACT_NAMES = ("meaning", "refines", "post_grad", "set_grad", "autocast")
 
+# What each choice means, in the words every --help shows (the CLI's and the pytest plugin's:
+# tests/test_options.py keeps them to these tables).
+DOMAIN_MEANINGS = {
+    "export": "pre-dispatch graphs as torch.export records them",
+    "adversarial": "those and graphs export never records",
+    "aten": "export's graphs lowered after dispatch",
+    "functional": "export's graphs without in-place updates",
+    "both": "each case from export or adversarial",
+}
+CONTRACT_MEANINGS = {
+    "meaning": "observable behaviour, raise for raise",
+    "refines": "may raise or save less, never more",
+    "post_grad": "refines, never differentiated: Inductor's post-grad passes",
+    "set_grad": "torch.export's set-grad pass's promise",
+    "autocast": "torch.export's autocast pass's promise",
+}
+PASS_SPEC_HELP = "registered name, pkg.module:fn or file.py:fn"
+OP_HELP = (
+    "add a custom operator to the generated graphs: pkg.module:attr or file.py:attr naming the operator "
+    "or an fxfuzz.strategies.op_spec(...) entry; or load a source of custom operators, pkg.module or file.py, "
+    "so saved cases calling them load (repeatable; every worker process loads it)"
+)
+
+
+def described(meanings: dict[str, str]) -> str:
+    """Choices with what each means, for a help text: ``a (what a is), b (...)``."""
+    return ", ".join(f"{name} ({meaning})" for name, meaning in meanings.items())
+
+
+def contract_help(whose: str) -> str:
+    return f"hold {whose} to this contract instead of its own (docs/oracles.md#contracts): {described(CONTRACT_MEANINGS)}"
+
+
+def domain_help(what: str, default: str) -> str:
+    return f"{what}: {described(DOMAIN_MEANINGS)} (default: {default})"
+
 # Generation levels: FX graphs, nn.Module programs through torch.export, or both.
 LEVELS = ("graph", "program", "mixed")
 

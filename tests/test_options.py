@@ -1,0 +1,54 @@
+"""The choices, defaults and help of the options the CLI and the pytest plugin share come from
+one source (``fxfuzz.core.choices``): every domain and contract is offered and explained by both."""
+
+from __future__ import annotations
+
+import argparse
+
+from fxfuzz import pytest_plugin
+from fxfuzz.cli.main import build_parser
+from fxfuzz.core.choices import CONTRACT_MEANINGS, CONTRACT_NAMES, DOMAIN_CHOICES, DOMAIN_MEANINGS, OP_HELP, PASS_SPEC_HELP
+from fxfuzz.core.contract import CONTRACTS
+from fxfuzz.core.settings import CampaignSettings
+
+
+class _Group:
+    """What the plugin's ``pytest_addoption`` declares, by option name."""
+
+    def __init__(self) -> None:
+        self.options: dict[str, dict] = {}
+
+    def getgroup(self, *args):
+        return self
+
+    def addoption(self, name, **kwargs):
+        self.options[name] = kwargs
+
+
+def _plugin() -> dict[str, dict]:
+    group = _Group()
+    pytest_plugin.pytest_addoption(group)  # type: ignore[arg-type]
+    return group.options
+
+
+def _cli(command: str) -> dict[str, argparse.Action]:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {s: a for a in sub.choices[command]._actions for s in a.option_strings}
+
+
+def test_every_choice_is_explained_once():
+    assert tuple(DOMAIN_MEANINGS) == DOMAIN_CHOICES
+    assert tuple(CONTRACT_MEANINGS) == CONTRACT_NAMES == tuple(CONTRACTS)
+
+
+def test_the_cli_and_the_plugin_offer_the_same_choices_with_the_same_help():
+    plugin, run = _plugin(), _cli("run")
+    assert plugin["--fxfuzz-domain"]["choices"] == run["--domain"].choices == DOMAIN_CHOICES
+    assert plugin["--fxfuzz-contract"]["choices"] == run["--contract"].choices == CONTRACT_NAMES
+    assert plugin["--fxfuzz-contract"]["default"] == run["--contract"].default == CampaignSettings.contract
+    assert plugin["--fxfuzz-op"]["help"] == run["--op"].help == OP_HELP
+    assert PASS_SPEC_HELP in plugin["--fxfuzz-pass"]["help"] and run["--pass"].help == PASS_SPEC_HELP
+    for name, meaning in (*DOMAIN_MEANINGS.items(), *CONTRACT_MEANINGS.items()):
+        option = "domain" if name in DOMAIN_MEANINGS else "contract"
+        assert f"{name} ({meaning})" in plugin[f"--fxfuzz-{option}"]["help"]
+        assert f"{name} ({meaning})" in run[f"--{option}"].help
