@@ -351,3 +351,11 @@ def test_a_report_states_the_workers_that_ran(tmp_path):
 
     args = build_parser().parse_args(["run", "--pass", "identity", "--workers", "2", "--max-examples", "1", "--no-db", "--report-dir", str(tmp_path / "r")])
     assert campaign_setup(args, args.workers).settings.workers == 1  # one example: one worker gets a share
+
+
+def test_a_redis_database_that_goes_away_is_a_note_beside_a_checked_local_one(tmp_path):
+    notes: list[str] = []
+    db = open_database(DatabaseSpec(str(tmp_path), ("redis://127.0.0.1:1/0",)), notes.append)  # nothing listens on port 1
+    db.save(KEY, b"kept")
+    assert list(db.fetch(KEY)) == [b"kept"]  # the local directory holds it
+    assert notes == ["the shared database redis://127.0.0.1:1/0 became unreachable; went on with the local one, which holds all found"]

@@ -206,6 +206,40 @@ class ArtifactDatabase(GitHubArtifactDatabase):
                 yield data
 
 
+class FallibleDatabase(ExampleDatabase):
+    """A shared database that may fail: its first error turns it off for the rest of the
+    campaign and calls ``on_lost`` once, so the campaign goes on with the others."""
+
+    def __init__(self, db: ExampleDatabase, name: str, errors: tuple[type[BaseException], ...], on_lost: Callable[[str], None]) -> None:
+        super().__init__()
+        self.db, self.name, self.errors, self.on_lost = db, name, errors, on_lost
+        self.lost: str | None = None
+
+    def _fail(self, e: BaseException) -> None:
+        self.lost = f"{type(e).__name__}: {e}"
+        # The same words from every worker, so the campaign says it once.
+        self.on_lost(f"the shared database {self.name} became unreachable; went on with the local one, which holds all found")
+
+    def _call(self, method: Callable[..., Any], *args: bytes) -> Any:
+        """``method(*args)`` while the database answers; None once it has failed."""
+        if self.lost is None:
+            try:
+                return method(*args)
+            except self.errors as e:
+                self._fail(e)
+        return None
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self._call(self.db.save, key, value)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self._call(self.db.delete, key, value)
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        # Read whole, so a failure cannot strike mid-iteration.
+        return self._call(lambda k: list(self.db.fetch(k)), key) or []
+
+
 def _shared(url: str, note: Callable[[str], None]) -> ExampleDatabase:
     if url.startswith(REDIS_PREFIXES):
         return FallibleDatabase(RedisExampleDatabase(redis_client(url)), redact(url), (redis.RedisError, OSError), note)
