@@ -359,3 +359,13 @@ def test_a_redis_database_that_goes_away_is_a_note_beside_a_checked_local_one(tm
     db.save(KEY, b"kept")
     assert list(db.fetch(KEY)) == [b"kept"]  # the local directory holds it
     assert notes == ["the shared database redis://127.0.0.1:1/0 became unreachable; went on with the local one, which holds all found"]
+
+
+def test_an_artifact_a_worker_cannot_read_is_a_note_not_a_log_line(monkeypatch, hypothesis_home, recwarn):
+    github(monkeypatch, status=401)  # e.g. the token expired after the start check
+    notes: list[str] = []
+    db = ArtifactDatabase("github:octo/repo", notes.append)
+    assert db.fetch(KEY) == [] and db.unreadable
+    (note,) = notes
+    assert note.startswith("the shared database github:octo/repo: Authorization failed") and note.endswith("the campaign went on without its saved failures")
+    assert not [w for w in recwarn if "artifact" in str(w.message)]  # nothing left for a log only

@@ -183,9 +183,9 @@ class ArtifactDatabase(GitHubArtifactDatabase):
         # an error: none is published yet) when that was its only word and it got no zip.
         if said and self._disabled and not (len(said) == 1 and self._artifact is None):
             self.unreadable = self.unreadable or " ".join(said)
-        for text in said:
+        if said:  # one note of all it said: the same words from every worker, said once
             gone = "; the campaign went on without its saved failures" if self._disabled else ""
-            self.note(f"the shared database {self.url}: {text}{gone}")
+            self.note(f"the shared database {self.url}: {' '.join(said)}{gone}")
         return entries
 
     def _entries(self, key: bytes) -> Iterator[bytes]:
