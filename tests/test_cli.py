@@ -31,7 +31,7 @@ def test_run_real_pass_writes_report(tmp_path, cli):
     new = [f["id"] + ": " + f["message"] for f in report["findings"] if not f["known"]]
     assert r.returncode == 0 and not new, "\n".join(new) or r.stderr
     assert report["examples"] == 30
-    assert report["workers"] == len(os.sched_getaffinity(0))  # the default: --workers auto
+    assert report["workers"] == min(len(os.sched_getaffinity(0)), 30)  # the default: --workers auto, one per example at most
     assert report["pass"] == "set_grad" and report["shard"] == "1/1"
     assert report["torch_version"].startswith("2.")
 

@@ -1,7 +1,9 @@
 """The loaders of saved data, fuzzed (issue 33): real repro files, database entries (graph
 cases and programs) mutated field by field (deleted, retyped, huge, deeply nested, hostile
 strings) or cut short either load or raise fxfuzz's one-line error, quickly; never another
-exception, a hang or a memory blow-up."""
+exception, a hang or a memory blow-up. The same for the files themselves (issue 48): a FIFO, a
+link to /dev/zero, a sparse GiB, a directory, a dangling or looping link, behind any chain of
+links, as a repro, a baseline or a database entry."""
 
 from __future__ import annotations
 
@@ -162,3 +164,67 @@ def test_the_unmutated_documents_load():
                 json.dump(doc, fh)
             assert load_repro(path).case.compute_nodes() > 0
     assert PROGRAMS.loads(json.dumps(PROGRAM).encode()).code() == CUSTOM_PROGRAM.code()
+
+
+# Files of every kind a path can name, each behind a chain of links or none: a loader reads a
+# regular file within its bound and refuses anything else in one line (or, for a database
+# entry, leaves it unread with a note) without blocking on a FIFO or reading a device.
+KINDS = ["regular", "fifo", "dev-zero", "sparse", "directory", "dangling", "loop"]
+
+
+def _make(folder: str, kind: str, links: int, content: bytes) -> str:
+    target = os.path.join(folder, "target")
+    if kind == "regular":
+        with open(target, "wb") as fh:
+            fh.write(content)
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "dev-zero":
+        target = "/dev/zero"
+    elif kind == "sparse":
+        with open(target, "wb") as fh:
+            fh.truncate(1 << 30)
+    elif kind == "directory":
+        os.mkdir(target)
+    elif kind == "loop":
+        os.symlink(os.path.join(folder, "loop"), os.path.join(folder, "loop"))
+        target = os.path.join(folder, "loop")
+    path = target  # "dangling": the target is never made
+    for i in range(max(links, kind == "dev-zero")):  # /dev/zero is named through a link here
+        link = os.path.join(folder, f"link{i}")
+        os.symlink(path, link)
+        path = link
+    return path
+
+
+@settings(FUZZ, max_examples=40)
+@given(st.sampled_from(KINDS), st.integers(0, 3), st.sampled_from(REPROS), st.sampled_from(["repro", "known", "entry"]))
+def test_every_kind_of_file_loads_or_is_refused_unread(kind, links, doc, loader):
+    from fxfuzz.campaign.database import CheckedDirectoryDatabase
+    from fxfuzz.core.known import load_known
+
+    with tempfile.TemporaryDirectory() as folder:
+        content = json.dumps(doc).encode() if loader == "repro" else b"a-b-1 reason\n" if loader == "known" else json.dumps(doc["case"]).encode()
+        if loader == "entry":  # the entry's own folder of a directory database
+            notes: list[str] = []
+            db = CheckedDirectoryDatabase(folder, notes.append)
+            key_folder = db._key_path(b"k")
+            key_folder.mkdir()
+            path = _make(str(key_folder), kind, links, content)
+            start = time.process_time()
+            entries = list(db.fetch(b"k"))
+            assert time.process_time() - start < BOUND_S
+            if kind == "regular":
+                assert content in entries and GRAPH_CASES.loads(content).compute_nodes() > 0
+            else:
+                # Each left unread with a one-line note, but a dangling link: an entry deleted meanwhile.
+                assert content not in entries and bool(notes) == (kind != "dangling") and all("\n" not in n for n in notes)
+            return
+        path = _make(folder, kind, links, content)
+        if not path.endswith(".json"):
+            os.symlink(path, os.path.join(folder, "named.json"))
+            path = os.path.join(folder, "named.json")
+        if kind == "regular":
+            assert (load_repro(path).case.compute_nodes() > 0) if loader == "repro" else load_known(path) == {"a-b-1": "reason"}
+        else:
+            _loads_or_refuses(load_repro if loader == "repro" else load_known, path)

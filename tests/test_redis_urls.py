@@ -49,6 +49,14 @@ def test_rediss_urls_are_taken_and_other_schemes_refused_without_their_password(
     assert "hunter2" not in str(e.value) and "redis+sentinel://:***@h:26379/0" in str(e.value)
 
 
+def test_a_redis_url_with_an_unknown_parameter_is_one_line(tmp_path, refused):
+    # redis-py takes it, and fails on it only when it connects: a traceback before this check.
+    line = refused(["run", "--pass", "identity", "--db", "redis://:hunter2@127.0.0.1:1/0?sockettimeout=1", "--report-dir", str(tmp_path / "r")])
+    assert line == "fxfuzz: error: --db redis://:***@127.0.0.1:1/0?sockettimeout=1: unknown query parameter 'sockettimeout'"
+    # The parameters redis-py knows still pass the check (the server is then unreachable).
+    assert "unreachable" in refused(["run", "--pass", "identity", "--db", "redis://127.0.0.1:1/0?socket_timeout=1&health_check_interval=2", "--report-dir", str(tmp_path / "r")])
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

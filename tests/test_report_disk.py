@@ -9,6 +9,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 
 import pytest
 from fxfuzz.cli import run as run_cli
@@ -17,25 +18,44 @@ from fxfuzz.report.folder import write_documents
 
 CRASHER = "def crasher(gm, sig):\n    raise ValueError('planted')\n"
 _OPEN = builtins.open
+_WRITE = os.write
 
 
 @contextlib.contextmanager
 def full_disk(root, only=None):
     """Every open for writing under ``root`` (or of the files named ``only``) fails as on a
-    full disk; reading works."""
+    full disk, and so does every os.write into a file there after its first, which writes half
+    of what it is given (a file cut short, as a disk filling up leaves it); reading works."""
+
+    def hit(path):
+        name = os.path.basename(path).removeprefix(".").split(".tmp")[0]  # write_atomic's temporary names too
+        return path.startswith(os.path.abspath(root)) and (only is None or name in only or name.rsplit(".", 1)[0] in only)
 
     def failing_open(file, mode="r", *args, **kwargs):
         path = os.path.abspath(os.fspath(file)) if isinstance(file, (str, os.PathLike)) else ""
-        hit = path.startswith(os.path.abspath(root)) and (only is None or os.path.basename(path).split(".tmp")[0] in only)
-        if hit and any(c in mode for c in "wax+"):
+        if hit(path) and any(c in mode for c in "wax+"):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
         return _OPEN(file, mode, *args, **kwargs)
 
-    builtins.open = failing_open
+    started: set[int] = set()
+
+    def failing_write(fd, data):
+        try:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            path = ""
+        if not hit(path):
+            return _WRITE(fd, data)
+        if fd in started:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        started.add(fd)
+        return _WRITE(fd, bytes(data[: max(1, len(data) // 2)]))
+
+    builtins.open, os.write = failing_open, failing_write
     try:
         yield
     finally:
-        builtins.open = _OPEN
+        builtins.open, os.write = _OPEN, _WRITE
 
 
 def _report():
@@ -79,8 +99,11 @@ def test_a_run_whose_disk_fills_up_prints_its_summary_and_exits_4(tmp_path, cras
     # ... and one line says what is missing; no traceback.
     (line,) = [x for x in captured.err.splitlines() if x.startswith("fxfuzz: error:")]
     assert f"the report in {out} is incomplete: could not write" in line and "report.json: No space left on device" in line
-    assert "repros/crash-pass_raised-" in line and "Traceback" not in captured.err
-    assert not (out / "report.json").exists() and not list(out.rglob("*.tmp"))
+    assert "Traceback" not in captured.err
+    # The repro's .json is written first and fails first: the line names it, not its .py, and
+    # neither is left cut short (nor any temporary file).
+    assert re.search(r"repros/crash-pass_raised-\w+\.json: No space left on device", line), line
+    assert not (out / "report.json").exists() and not list(out.rglob("*.tmp")) and not list(out.rglob("repros/*"))
 
 
 def test_a_disk_full_before_the_run_is_one_line_and_exit_2(tmp_path, crasher, refused):

@@ -337,14 +337,14 @@ class Campaign:
         self.pass_fn, self.settings, self.hooks = pass_fn, settings, hooks
         self.strategy = subject.strategy if subject.strategy is not None else graph_cases(domain=settings.domain, reacts_to=generation_kinds(pass_fn, contract_option(settings.contract)))
         self.check = subject.check if subject.check is not None else verify_with(settings)
+        self.result = CampaignResult()
         if database is None and settings.db is not None:
-            database = open_database(settings.db)
+            database = open_database(settings.db, self.result.notes.append)
         self.store = (
             SavedFailures(database, database_key(pass_fn, settings.domain), subject.codec)
             if database is not None and subject.codec is not None
             else None
         )
-        self.result = CampaignResult()
         self.start = time.monotonic()
         self.deadline = self.start + settings.budget_s
         self.phase = CampaignPhase.RERUN

@@ -74,9 +74,18 @@ def auto_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+# Workers past this many per CPU only share the CPUs (each one is CPU-bound) while each holds
+# its own torch in memory: such a count is a mistake, never a faster campaign.
+WORKERS_PER_CPU = 4
+
+
 def workers(text: str) -> int:
-    """``--workers``: a positive count, or ``auto`` for one per CPU this process may use."""
-    return auto_workers() if text == "auto" else positive_int(text)
+    """``--workers``: a positive count of at most ``WORKERS_PER_CPU`` per CPU this process may
+    use, or ``auto`` for one per CPU."""
+    count, cpus = (auto_workers() if text == "auto" else positive_int(text)), auto_workers()
+    if count > WORKERS_PER_CPU * cpus:
+        raise argparse.ArgumentTypeError(f"{count} workers on {cpus} CPU(s): at most {WORKERS_PER_CPU * cpus} ({WORKERS_PER_CPU} per CPU this process may use)")
+    return count
 
 
 def shard(text: str) -> tuple[int, int]:

@@ -90,7 +90,9 @@ def campaign_setup(args: Any, workers: int) -> CampaignSetup:
         max_examples=max_examples,
         known=frozenset(known),
         db=database,
-        workers=workers,
+        # The workers that run: one per example at most (the others would get no share), so the
+        # report never states more than ran.
+        workers=min(workers, max_examples),
         domain=args.domain or default_domain(pass_fn, CampaignSettings.domain),
     )
     return CampaignSetup(pass_fn, known, report_dir, settings)

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 
 from fxfuzz.core.choices import LEVELS
 from fxfuzz.core.errors import KnownFileError
+from fxfuzz.core.fileio import read_bounded
 
 # Device-side kinds carry their device as a prefix (``equivalence-cuda:value_mismatch-...``).
 # Ids name files too (``repros/<id>.py``): a few dozen characters, never a path.
@@ -50,11 +51,8 @@ def load_known_files(paths: Iterable[str]) -> dict[str, str]:
 def load_known(path: str) -> dict[str, str]:
     """Bucket id -> reason (may be empty)."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_KNOWN_BYTES + 1)
-        if len(data) > MAX_KNOWN_BYTES:
-            raise KnownFileError(f"{path}: larger than {MAX_KNOWN_BYTES >> 20} MiB: not a baseline of known findings")
-        text = data.decode()
+        # A FIFO, a device, a link to one or a file over the bound: refused before any read.
+        text = read_bounded(path, MAX_KNOWN_BYTES).decode()
     except (OSError, UnicodeDecodeError) as e:
         raise KnownFileError(f"cannot read known-findings file {path}: {e.strerror if isinstance(e, OSError) else e}") from None
     if text.lstrip().startswith(("{", "[")):

@@ -221,8 +221,9 @@ def write_repros(
         except SerializeError as e:  # the finding is still reported, without a .py
             errors.append(f"no repro for {b.id}: {e}")
             continue
-        except OSError as e:
-            unwritten.append(_failure(f"repros/{repro_stem(b.id)}.py", e))
+        except OSError as e:  # named as the write names it: the .json fails before the .py
+            failed = os.path.relpath(e.filename, report_dir) if isinstance(e.filename, str) else f"repros/{repro_stem(b.id)}.py"
+            unwritten.append(_failure(failed, e))
             errors.append(f"no repro for {b.id}: {unwritten[-1]}")
             continue
         if path is not None:

@@ -16,11 +16,11 @@ import math
 import os
 import re
 import reprlib
-import stat
 from collections.abc import Callable
 from typing import Any
 
 from fxfuzz.core.errors import ReportError
+from fxfuzz.core.fileio import read_bounded, refusal
 from fxfuzz.core.known import is_bucket_id
 from fxfuzz.repro.files import repro_stem
 
@@ -181,14 +181,14 @@ def _parse(path: str) -> Any:
         return value
 
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-        if len(data) > MAX_FILE_BYTES:
-            raise ReportError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB: not a report fxfuzz wrote")
+        data = read_bounded(path, MAX_FILE_BYTES)
+    except OSError as e:  # RefusedFile too: swapped for a FIFO, a device or a larger file since inside_problem looked
+        raise ReportError(f"{path}: {e.strerror or e}: not a report fxfuzz wrote") from None
+    try:
         report = json.loads(data, parse_constant=refuse_constant, parse_float=finite)
     except RecursionError:
         raise ReportError(f"{path}: nested deeper than {MAX_DEPTH} levels") from None
-    except (OSError, ValueError) as e:  # ValueError: bad JSON, bad UTF-8, an integer of too many digits
+    except ValueError as e:  # bad JSON, bad UTF-8, an integer of too many digits
         raise ReportError(f"{path}: not readable as JSON: {e}") from None
     _check_tree(path, report)
     return report
@@ -242,8 +242,5 @@ def inside_problem(folder: str, relative: str) -> str | None:
         st = os.stat(real)
     except OSError:
         return "is missing"
-    if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
-        return "is not a regular file"
-    if st.st_size > MAX_FILE_BYTES:
-        return f"is larger than {MAX_FILE_BYTES >> 20} MiB"
-    return None
+    problem = refusal(st, MAX_FILE_BYTES)  # a FIFO or device would block or never end
+    return problem and f"is {problem}"

@@ -25,6 +25,7 @@ from fxfuzz.core.choices import CONTRACT_NAMES
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.choices import DEVICES
 from fxfuzz.core.errors import SerializeError, UntrustedError
+from fxfuzz.core.fileio import read_bounded, write_atomic
 from fxfuzz.core.passes import PIPE, REGISTRY, import_spec, load_pass
 from fxfuzz.core.program import CLASS_NAME, Program, module_source, pasted_source
 from fxfuzz.core.serialize import MAX_CASE_BYTES, case_from_dict, json_data, resolve_target, target_name
@@ -238,11 +239,10 @@ def write_repro(directory: str, doc: dict[str, Any]) -> str:
     """Write ``<bucket>.json`` and ``<bucket>.py`` into ``directory``; return the .py path."""
     os.makedirs(directory, exist_ok=True)
     base = os.path.join(directory, repro_stem(doc["bucket"]))
-    with open(base + ".json", "w") as fh:
-        json.dump(doc, fh, indent=1)
-    source = graph_repro_source(doc)  # before opening the .py, so a failure leaves no empty file
-    with open(base + ".py", "w") as fh:
-        fh.write(source)
+    source = graph_repro_source(doc)  # before writing either, so a failure leaves neither
+    # Each whole or absent (a full disk); an OSError names the one that failed.
+    write_atomic(base + ".json", json.dumps(doc, indent=1))
+    write_atomic(base + ".py", source)
     return base + ".py"
 
 
@@ -264,13 +264,9 @@ class Repro:
 def read_json(path: str) -> Any:
     """The JSON document in ``path`` (``json_data``): SerializeError, one line, for a missing,
     oversized, unreadable or malformed file."""
+    raw = _read(path)
     try:
-        if os.path.getsize(path) > MAX_CASE_BYTES:
-            raise SerializeError(f"{path} is larger than {MAX_CASE_BYTES >> 20} MiB: not a repro fxfuzz reads")
-        with open(path, "rb") as fh:
-            return json_data(fh.read())
-    except OSError as e:
-        raise SerializeError(f"{path} cannot be read: {e}") from None
+        return json_data(raw)
     except SerializeError as e:
         raise SerializeError(f"{path}: {e}") from None
 
@@ -278,8 +274,6 @@ def read_json(path: str) -> Any:
 def load_repro(path: str) -> Repro:
     """The repro in a .json or .py file; SerializeError if malformed, UntrustedError if it asks
     for code this run does not trust. The pass it names is information only (``trusted_pass``)."""
-    if not os.path.isfile(path):
-        raise SerializeError(f"no such file: {path}")
     if path.endswith(".json"):
         doc = read_json(path)
         if not isinstance(doc, dict) or not {"case", "pass", "finding"} <= doc.keys():
@@ -299,7 +293,7 @@ def load_repro(path: str) -> Repro:
             raise type(e)(f"{path}: {e}") from None
         return Repro(case, spec, finding, device, contract)
     if path.endswith(".py"):
-        return _load_py(path)
+        return _load_py(path, _read_py(path))
     raise SerializeError(f"{path}: expected a repro .py or .json")
 
 
@@ -323,11 +317,8 @@ def recorded_pass(path: str) -> tuple[str, str]:
         repro = load_repro(path)
         return repro.pass_spec, repro.device
     try:
-        with open(path) as fh:
-            tree = ast.parse(fh.read(), path)
-    except FileNotFoundError:
-        raise SerializeError(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as e:
+        tree = ast.parse(_read_py(path), path)
+    except (SyntaxError, ValueError) as e:
         raise SerializeError(f"{path} is not readable Python: {e}") from None
     values = {}
     for node in tree.body:
@@ -341,19 +332,39 @@ def recorded_pass(path: str) -> tuple[str, str]:
     return values["PASS_SPEC"], _device(path, values.get("DEVICE", "cpu"))
 
 
+def _read(path: str) -> bytes:
+    """The bytes of the repro ``path`` as ``read_bounded`` reads them: a FIFO, a device (or a
+    link to one) or a file over ``MAX_CASE_BYTES`` refused before any read. SerializeError, one
+    line, for any file that cannot be read."""
+    try:
+        return read_bounded(path, MAX_CASE_BYTES)
+    except FileNotFoundError:
+        raise SerializeError(f"no such file: {path}") from None
+    except OSError as e:
+        raise SerializeError(f"{path} cannot be read: {e.strerror or e}") from None
+
+
+def _read_py(path: str) -> str:
+    try:
+        return _read(path).decode()
+    except UnicodeDecodeError as e:
+        raise SerializeError(f"{path} is not readable Python: {e}") from None
+
+
 def _device(path: str, device: object) -> str:
     if device not in DEVICES:
         raise SerializeError(f"{path}: unknown device {device!r} (expected one of {', '.join(DEVICES)})")
     return str(device)
 
 
-def _load_py(path: str) -> Repro:
+def _load_py(path: str, source: str) -> Repro:
     spec = importlib.util.spec_from_file_location("fxfuzz_repro", path)
     if spec is None or spec.loader is None:
         raise SerializeError(f"cannot load {path} as Python")
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        # The text read, not the path again; compiled without this module's __future__ imports.
+        exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)
         gm, signature, inputs, ambient = module.build_case()
         spec_ = module.PASS_SPEC
     except Exception as e:
@@ -397,8 +408,7 @@ def write_program_repro(directory: str, bucket: str, message: str, program: Prog
     (module, export call, end-to-end check); returns its path."""
     path = os.path.join(directory, f"{repro_stem(bucket)}.py")
     os.makedirs(directory, exist_ok=True)
-    with open(path, "w") as fh:
-        fh.write(program_repro_source(program, f"{bucket}: {message}"))
+    write_atomic(path, program_repro_source(program, f"{bucket}: {message}"))
     return path
 
 
