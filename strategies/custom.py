@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from fxfuzz.core import custom_ops  # noqa: F401  (registers the fxfuzz:: operators)
 from fxfuzz.core.errors import FxfuzzError, UsageError
-from fxfuzz.core.op_sources import is_source_spec, load_sources, record_source
+from fxfuzz.core.op_sources import add_user_op, is_source_spec, load_sources, record_source
 from fxfuzz.core.passes import resolve_attr
 from fxfuzz.strategies.ops import FLOAT_DTYPES, Extra, Fits, OpSpec, broadcastable, fits_into
 
@@ -160,6 +160,7 @@ def register_op(op: Any, **constraints: Any) -> OpSpec:
         op = resolve_attr(given, "operator")
     spec = op if isinstance(op, OpSpec) else op_spec(op, **constraints)
     qualname = spec.target._schema.name
+    add_user_op(qualname)  # saved cases calling it load in this run
     defining = _defining_module(qualname)
     if defining is not None:
         record_source(qualname, defining[1])

@@ -1,9 +1,10 @@
 """The loaders of saved data, fuzzed (issue 33): real repro files, database entries (graph
 cases and programs) mutated field by field (deleted, retyped, huge, deeply nested, hostile
-strings) or cut short either load or raise fxfuzz's one-line error, quickly; never another
-exception, a hang or a memory blow-up. The same for the files themselves (issue 48): a FIFO, a
-link to /dev/zero, a sparse GiB, a directory, a dangling or looping link, behind any chain of
-links, as a repro, a baseline or a database entry."""
+strings, bound methods, towers of powers, huge sizes in arguments) or cut short either load or
+raise fxfuzz's one-line error, quickly; never another exception, a hang or a memory blow-up. The
+same for the files themselves (issue 48): a FIFO, a link to /dev/zero, a sparse GiB, a
+directory, a dangling or looping link, behind any chain of links, as a repro, a baseline or a
+database entry."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ import tempfile
 import time
 from typing import Any
 
+import torch
 from fxfuzz.campaign.engine import GRAPH_CASES
 from fxfuzz.campaign.levels import PROGRAMS
 from fxfuzz.core.errors import FxfuzzError
 from fxfuzz.core.program import to_data
-from fxfuzz.core.serialize import case_to_dict
+from fxfuzz.core.serialize import case_to_dict, memory_unsafe, target_name
 from fxfuzz.repro.files import load_repro, repro_document
 from handmade import no_grad_region_case, pytree_case
 from hypothesis import HealthCheck, given, settings
@@ -58,6 +60,7 @@ def _nested(depth: int) -> Any:
     return value
 
 
+TOWER = "Pow(" * 5 + "Symbol('s0', integer=True, positive=True)" + ", Integer(64))" * 5
 HOSTILE = st.one_of(
     st.sampled_from(
         [
@@ -69,6 +72,15 @@ HOSTILE = st.one_of(
             {"node": "nope"}, {"tuple": [10**12, 10**12]}, {"slice": [1]}, {"float": "1e999999"}, {"device": "cuda:99"},
             {"tensor": {"shape": [10**12], "stride": [1], "dtype": "float32", "device": "cpu", "requires_grad": False}},
             {"evilns::op": "os"}, {"type": "Op", "out": "x", "op": "add", "args": ["eval", "x"]},
+            # bound methods and attributes every module has, as get_attr targets or submodule names
+            "apply", "forward", "true_graph_0.to_folder", "sub.graph.create_node", "true_graph_0.recompile", "training",
+            "higher_order::wrap", {"callable": "higher_order::wrap"}, {"callable": "aten::sin.default"},
+            # memory-unsafe operators
+            "aten::_reshape_alias.default", "aten::as_strided.default", "inductor::resize_storage_bytes_.default", "aten::set_.source_Tensor",
+            # towers of powers within the depth and exponent bounds
+            {"sym": TOWER}, {"sym": TOWER.replace("Pow(", "PowByNatural(")}, {"sym": TOWER.replace("Integer(64)", "Integer(-64)")},
+            # sizes written in arguments: each bounded alone, or making a huge value
+            4e8, [4096, 4096], [2**24, 1], [1, 2**24], [64, 2**18], {"tuple": [0, 2**30, 1]},
         ]
     ),  # fmt: skip
     st.text(max_size=30),
@@ -111,13 +123,55 @@ def mutated(draw: st.DrawFn, docs: list[Any]) -> Any:
     return doc
 
 
-def _loads_or_refuses(load: Any, data: Any) -> None:
+def _graph_nodes(graph: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*graph["nodes"], *(n for sub in graph["submodules"].values() for n in _graph_nodes(sub))]
+
+
+@st.composite
+def hostile_nodes(draw: st.DrawFn, docs: list[Any]) -> Any:
+    """A real case with one to three of its nodes' targets, arguments or traced shapes (nested
+    graphs' included) made hostile: where a bound method, a tower or a huge size does harm."""
+    case = copy.deepcopy(draw(st.sampled_from(docs)))
+    for _ in range(draw(st.integers(1, 3))):
+        node = draw(st.sampled_from(_graph_nodes(case["graph"])))
+        field = draw(st.sampled_from(["target", "args", "args", "shape"]))
+        if field == "target":
+            node["target"] = draw(HOSTILE)
+        elif field == "args" and isinstance(node["args"], dict) and node["args"].get("tuple"):
+            items = node["args"]["tuple"]
+            items[draw(st.integers(0, len(items) - 1))] = draw(HOSTILE)
+        elif isinstance(node.get("val"), dict) and "tensor" in node["val"] and node["val"]["tensor"]["shape"]:
+            node["val"]["tensor"]["shape"][0] = draw(HOSTILE)
+    return case
+
+
+def _loads_or_refuses(load: Any, data: Any) -> Any:
+    """What ``load`` made of ``data`` (None: it was refused, in one line), within ``BOUND_S``."""
     start = time.process_time()
+    loaded = None
     try:
-        load(data)
+        loaded = load(data)
     except FxfuzzError as e:
         assert "\n" not in str(e), str(e)
     assert time.process_time() - start < BOUND_S
+    return loaded
+
+
+def _names_only_data(case: Any) -> None:
+    """A loaded case's get_attr nodes reach tensors and graphs alone, and it calls no
+    memory-unsafe operator."""
+    for gm in (m for m in case.gm.modules() if isinstance(m, torch.fx.GraphModule)):
+        for node in gm.graph.nodes:
+            if node.op == "get_attr":
+                assert isinstance(_fetch(gm, node.target), (torch.Tensor, torch.fx.GraphModule)), node.target
+            elif node.op == "call_function":
+                assert not memory_unsafe(target_name(node.target)), node.target
+
+
+def _fetch(gm: Any, target: str) -> Any:
+    for part in target.split("."):
+        gm = getattr(gm, part)
+    return gm
 
 
 @FUZZ
@@ -134,6 +188,14 @@ def test_mutated_repro_files_load_or_are_one_line(doc):
 @given(mutated([d["case"] for d in REPROS]))
 def test_mutated_database_entries_load_or_are_refused(case):
     _loads_or_refuses(GRAPH_CASES.loads, json.dumps(case).encode())
+
+
+@FUZZ
+@given(hostile_nodes([d["case"] for d in REPROS]))
+def test_hostile_nodes_load_or_are_refused(case):
+    loaded = _loads_or_refuses(GRAPH_CASES.loads, json.dumps(case).encode())
+    if loaded is not None:
+        _names_only_data(loaded)
 
 
 @settings(FUZZ, max_examples=40)

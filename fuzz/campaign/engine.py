@@ -24,6 +24,7 @@ from typing import Any
 from fxfuzz.campaign.database import open_database
 from fxfuzz.core.case import Example
 from fxfuzz.core.contract import contract_option
+from fxfuzz.core.deadline import load_within
 from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.passes import Pass, PassFn, generation_kinds
 from fxfuzz.core.reproducible import reproducible_draws
@@ -264,17 +265,18 @@ class SavedFailures:
         # bucket -> (compute nodes, bytes, raw): its smallest example, ordered by that key
         self.by_bucket: dict[str, tuple[int, int, bytes]] = {}
 
-    def saved(self) -> list[tuple[bytes, Any]]:
-        """The saved examples that load, smallest first (compute nodes, then bytes). One that
-        asks for code this run does not trust, or does not load (written by another fxfuzz or
-        torch version, or malformed), is left out and kept in the database: counted in
-        ``skipped`` (``skipped_untrusted``, ``unloadable``) with a line in ``notes``."""
+    def saved(self, timeout_s: float) -> list[tuple[bytes, Any]]:
+        """The saved examples that load, each within ``timeout_s``, smallest first (compute
+        nodes, then bytes). One that asks for code this run does not trust, or does not load
+        (written by another fxfuzz or torch version, malformed, or too slow), is left out and
+        kept in the database: counted in ``skipped`` (``skipped_untrusted``, ``unloadable``)
+        with a line in ``notes``."""
         loaded = []
         self.skipped: Counter = Counter()
         self.notes: list[str] = []
         for raw in self.db.fetch(self.key):
             try:
-                case = self.codec.loads(raw)
+                case = load_within(timeout_s, self.codec.loads, raw)
             except Exception as e:  # any exception: the entry is data written by anyone, never lost for it
                 kind = "skipped_untrusted" if isinstance(e, UntrustedError) else "unloadable"
                 self.skipped[kind] += 1
@@ -376,7 +378,7 @@ class Campaign:
         store = self.store
         if store is None or not self.settings.replay_saved:
             return
-        saved = store.saved()
+        saved = store.saved(self.settings.example_timeout_s)
         self.result.stats.update(store.skipped)
         self.result.notes.extend(store.notes)
         for raw, case in saved:

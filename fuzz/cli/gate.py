@@ -31,7 +31,7 @@ def command(a: argparse.Namespace) -> int:
     # A bad spec fails here, in one line, before any worker starts.
     candidate, baseline = (load_pass(spec, contract_option(a.contract)) for spec in (a.candidate, a.baseline))
     register_ops(a.ops, "--op")  # the workers register them too (the supervisor hands them over)
-    corpus = saved_cases(a.corpus) if a.corpus else Corpus([], [], [])
+    corpus = saved_cases(a.corpus, a.example_timeout_s) if a.corpus else Corpus([], [], [])
     saved, notes = corpus.cases, corpus.untrusted + corpus.unloadable  # files left out stay where they are
     known = load_known_files(a.known)
     report_dir = report_folder(a.report_dir or default_report_dir())

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import signal
 import sys
 
 from fxfuzz.campaign import warm
 from fxfuzz.core.contract import contract_option
+from fxfuzz.core.deadline import load_within
 from fxfuzz.core.errors import FxfuzzError, SerializeError, UsageError
 from fxfuzz.core.passes import load_pass
 from fxfuzz.repro.files import load_repro, recorded_pass, trusted_pass
@@ -25,7 +27,7 @@ def command(args: argparse.Namespace) -> int:
     """Check the repro and its pass here (one-line errors, without running the file), then
     replay it in a child."""
     register_ops(args.ops, "--op")  # before the case is read: its operators must exist
-    spec, device = recorded_pass(args.path)  # malformed or untrusted files fail here, in one line
+    spec, device = load_within(args.example_timeout, recorded_pass, args.path)  # malformed or untrusted files fail here, in one line
     pass_spec = args.pass_spec or trusted_pass(spec, args.path)
     load_pass(pass_spec, contract_option(args.contract))  # a bad spec fails here, in one line
     if device == "cuda":
@@ -55,18 +57,20 @@ def command(args: argparse.Namespace) -> int:
 
 
 def _replay_in_child(path: str, pass_spec: str, contract: str | None, ops: list[str], timeout_s: float) -> tuple[list[str], int | None]:
-    """The child's reports and its exit status (None: killed ``timeout_s`` after it loaded the
-    repro, as the pass counts as hung); the child loads the ``--op`` values ``ops`` first and
-    holds the pass to ``contract`` (None: the one the repro records, else the pass's own). It is
-    forked from the warm interpreter campaign workers fork from (``fxfuzz.campaign.warm``), so it
-    imports nothing that interpreter has."""
+    """The child's reports and its exit status (None: killed, as it took more than ``timeout_s``
+    to load the repro or, once loaded, to run the pass, which then counts as hung); the child
+    loads the ``--op`` values ``ops`` first and holds the pass to ``contract`` (None: the one the
+    repro records, else the pass's own). It is forked from the warm interpreter campaign workers
+    fork from (``fxfuzz.campaign.warm``), so it imports nothing that interpreter has."""
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd) as reports:
         proc = warm.spawn(_child_main, (path, pass_spec, contract or "", warm.Fd(write_fd), ops), "fxfuzz-repro")
         os.close(write_fd)  # the child holds the only writer: EOF once it is gone
         try:
-            first = reports.readline()  # loaded, an error, or EOF: the child died loading the file
-            proc.join(timeout_s if first == "loaded\n" else None)
+            # Loading the file and running the pass each have ``timeout_s``.
+            ready = select.select([reports], [], [], timeout_s)[0]
+            first = reports.readline() if ready else ""  # loaded, an error, or EOF: the child died loading the file
+            proc.join(timeout_s if first == "loaded\n" else None if ready else 0)
             code = proc.exitcode  # None: still running, so timed out
         finally:
             if proc.exitcode is None:  # timed out, or this process was interrupted: the child goes too

@@ -30,6 +30,20 @@ MAX_CUSTOM_OPS = 256
 _SOURCES: dict[str, str] = {}
 # The sources the user named for this run (--op SOURCE), in order: worker processes load them too.
 _NAMED: list[str] = []
+# Operators (``ns::name``) the user added for this run: registered in the op table
+# (``register_op``, ``--op SPEC``) or defined by a source named with ``--op SOURCE``. A saved
+# case may call these besides the targets fxfuzz draws itself (``fxfuzz.core.serialize``).
+_ADDED: set[str] = set()
+
+
+def add_user_op(qualname: str) -> None:
+    """Let saved cases call operator ``ns::name``, which the user added for this run."""
+    _ADDED.add(qualname)
+
+
+def user_op(qualname: str) -> bool:
+    """Whether the user added operator ``ns::name`` for this run (``add_user_op``)."""
+    return qualname in _ADDED
 
 
 def record_source(qualname: str, source: str) -> None:
@@ -66,24 +80,14 @@ def _operator_names() -> set[str]:
 
 # The dispatcher's operators as last listed (listing takes ~15 ms): operators are only ever
 # added, so a name found here stays valid and only a miss needs a fresh listing.
-_seen: dict[str, frozenset[str]] = {"ops": frozenset(), "namespaces": frozenset()}
-
-
-def _listed(kind: str, name: str) -> bool:
-    if name not in _seen[kind]:
-        ops = _operator_names()
-        _seen.update(ops=frozenset(ops), namespaces=frozenset(n.partition("::")[0] for n in ops))
-    return name in _seen[kind]
-
-
-def registered_namespace(ns: str) -> bool:
-    """Whether operator namespace ``ns`` is registered in this process (torch's, fxfuzz's, the user's)."""
-    return _listed("namespaces", ns)
+_seen: set[str] = set()
 
 
 def exists(qualname: str) -> bool:
     """Whether operator ``ns::name`` is registered in this process (nothing is imported)."""
-    return _listed("ops", qualname)
+    if qualname not in _seen:
+        _seen.update(_operator_names())
+    return qualname in _seen
 
 
 def is_source_spec(value: str) -> bool:
@@ -109,6 +113,7 @@ def load_sources(sources: Iterable[str], option: str = "--op") -> None:
             raise UsageError(f"{option} {given}: cannot load it: {type(e).__name__}: {e}") from None
         for qualname in _operator_names() - before:
             record_source(qualname, source)
+            add_user_op(qualname)
         if source not in _NAMED:
             _NAMED.append(source)
 

@@ -28,6 +28,15 @@ _SYMBOL_ASSUMPTIONS = {"integer", "positive", "nonnegative"}
 # Bounds on a size expression, checked before anything is built: sizes of real graphs are a
 # few dozen characters, a handful of terms, numbers far below these.
 MAX_SIZE_CHARS, MAX_SIZE_NODES, MAX_SIZE_DEPTH, MAX_SIZE_BITS, MAX_EXPONENT = 2000, 200, 16, 128, 64
+# Elements of one tensor a saved case may make or ask for; a size symbol's hint and every value
+# it takes (``sizes``) are at most this too.
+MAX_ELEMENTS = 2**24
+# The bit length an expression may reach at any values of its symbols, bounded from its syntax
+# before anything is built or evaluated (``_bits``): a tower of powers is refused unbuilt. A
+# stride of a tensor whose six dims are all symbolic needs about 150.
+MAX_EVAL_BITS = 1024
+# What a size expression may evaluate to at its symbols' hints: an int64.
+MAX_SIZE_VALUE = 2**62
 
 
 # The names a saved dtype, layout or memory format may have: the objects torch itself holds.
@@ -61,7 +70,7 @@ def parse_size(text):
         raise SizeExpressionError(f"unreadable size expression {text[:80]!r}") from None
     if sum(1 for _ in ast.walk(tree)) > MAX_SIZE_NODES:
         raise SizeExpressionError(f"size expression of more than {MAX_SIZE_NODES} syntax nodes")
-    return _size_node(tree, 0)
+    return _size_node(tree, 0)[0]
 
 
 def _literal(node):
@@ -82,7 +91,21 @@ def _bounded(expr):
     return expr
 
 
+def _bits(cls, args, bits):
+    """An upper bound on the bit length of ``cls(*args)`` (numerators and denominators) at any
+    values of its symbols, from its arguments' bounds ``bits``: computed before ``cls`` is
+    built, since sympy evaluates numbers as it builds."""
+    if cls in (sympy.Pow, torch.utils._sympy.functions.PowByNatural):
+        if len(args) != 2 or not (args[1].is_Integer and abs(int(args[1])) <= MAX_EXPONENT):
+            raise SizeExpressionError(f"a power in a size expression takes an integer exponent of at most {MAX_EXPONENT}")
+        return bits[0] * max(abs(int(args[1])), 1)
+    if cls is sympy.Add:
+        return max(bits) + len(bits).bit_length()
+    return sum(bits)  # products, quotients, remainders, maxima: at most the product's bits
+
+
 def _size_node(node, depth):
+    """(expression, a bound on its bit length) of one call of the syntax tree."""
     if depth > MAX_SIZE_DEPTH:
         raise SizeExpressionError(f"size expression nested deeper than {MAX_SIZE_DEPTH}")
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _SIZE_CLASSES):
@@ -95,23 +118,22 @@ def _size_node(node, depth):
         name = _literal(node.args[0])
         if not (isinstance(name, str) and name.isidentifier() and len(name) <= 32):
             raise SizeExpressionError(f"bad size symbol name {name!r}")
-        return sympy.Symbol(name, **{k.arg: True for k in node.keywords if k.arg})
+        return sympy.Symbol(name, **{k.arg: True for k in node.keywords if k.arg}), MAX_ELEMENTS.bit_length()
     if node.keywords:
         raise SizeExpressionError(f"keyword arguments to {node.func.id} in a size expression")
     if cls in (sympy.Integer, sympy.Rational):
         numbers = [_literal(a) for a in node.args]
         if not 1 <= len(numbers) <= 2 or any(type(n) is not int for n in numbers) or (len(numbers) == 2 and numbers[1] == 0):
             raise SizeExpressionError(f"{node.func.id} takes integer literals")
-        return cls(*numbers)
-    args = [_size_node(a, depth + 1) for a in node.args]
-    if not args or len(args) > MAX_SIZE_NODES:
+        return cls(*numbers), max(max(n.bit_length() for n in numbers), 1)
+    parsed = [_size_node(a, depth + 1) for a in node.args]
+    if not parsed or len(parsed) > MAX_SIZE_NODES:
         raise SizeExpressionError(f"{node.func.id} without arguments in a size expression")
-    if cls in (sympy.Pow, torch.utils._sympy.functions.PowByNatural):
-        if len(args) != 2 or not (args[1].is_Integer and abs(int(args[1])) <= MAX_EXPONENT):
-            raise SizeExpressionError(f"a power in a size expression takes an integer exponent of at most {MAX_EXPONENT}")
-        if args[0].is_Number and max(int(sympy.numer(args[0])).bit_length(), int(sympy.denom(args[0])).bit_length()) * abs(int(args[1])) > MAX_SIZE_BITS:
-            raise SizeExpressionError(f"a power in a size expression exceeding {MAX_SIZE_BITS} bits")
-    return _bounded(cls(*args))
+    args = [a for a, _ in parsed]
+    bits = _bits(cls, args, [b for _, b in parsed])
+    if bits > MAX_EVAL_BITS:
+        raise SizeExpressionError(f"a size expression that may reach {bits} bits, more than {MAX_EVAL_BITS}")
+    return _bounded(cls(*args)), bits
 
 
 def fake_mode(symbols=None):
@@ -133,7 +155,10 @@ def size(fake, x):
         return x
     env = fake.shape_env
     expr = parse_size(x["sym"])
-    return env.create_symintnode(expr, hint=int(expr.xreplace(env.backed_var_to_val)))
+    hint = int(expr.xreplace(env.backed_var_to_val))  # cheap: parse_size bounded its bits
+    if abs(hint) > MAX_SIZE_VALUE:
+        raise SizeExpressionError(f"a size expression worth {hint} at its hints, beyond {MAX_SIZE_VALUE}")
+    return env.create_symintnode(expr, hint=hint)
 
 
 def meta_val(fake, spec):

@@ -13,8 +13,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 import math
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -22,8 +24,9 @@ import sympy
 import torch
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.errors import SerializeError, UntrustedError
-from fxfuzz.core.op_sources import define, op_sources, registered_namespace
-from fxfuzz.core.rebuild import SizeExpressionError, enum, fake_mode, meta_val, rebuild_graph_module, set_attr, size_at, tensor
+from fxfuzz.core.drawn_targets import DRAWN_TARGETS
+from fxfuzz.core.op_sources import define, op_sources, user_op
+from fxfuzz.core.rebuild import MAX_ELEMENTS, MAX_SIZE_VALUE, SizeExpressionError, enum, fake_mode, meta_val, rebuild_graph_module, set_attr, size_at, tensor
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export import graph_signature as gs
@@ -38,7 +41,10 @@ MAX_JSON_ITEMS = 1_000_000  # values in the JSON document
 MAX_GRAPH_DEPTH = 16  # graphs nested in graphs
 MAX_NODES = 2048  # nodes of a case, nested graphs included (generated ones have tens)
 MAX_ARGS = 1024  # items of one list, tuple or dict in a node's arguments
-MAX_ELEMENTS = 2**24  # elements of an input tensor, a traced tensor or a list of sizes
+# MAX_ELEMENTS (fxfuzz.core.rebuild): elements of an input tensor, a traced tensor, a list of
+# sizes or any value the graph makes.
+MAX_TENSOR_BYTES = 8 * MAX_ELEMENTS  # bytes of any one value the graph makes
+MAX_GRAPH_BYTES = 2**30  # bytes of all the values the graph makes together (generated ones: kilobytes)
 MAX_STRING = 10_000  # characters of a name, a target or a spec
 MAX_CASE_BYTES = 64 * 2**20  # a saved case or repro, as JSON
 
@@ -80,7 +86,7 @@ def _public_functions(module: Any, refused: set[str]) -> list[Any]:
 
 # Python callables a saved graph may call, by stored name: what export records for grad mode and
 # autocast regions, torch's symbolic-size functions and the operator module (less the helpers
-# that build or call arbitrary callables). Found by serializing generated cases and captures.
+# that build or call arbitrary callables); a case calls only those among them fxfuzz draws.
 _PYTHON_TARGETS = {
     target_name(f): f
     for f in (
@@ -91,21 +97,14 @@ _PYTHON_TARGETS = {
         *_public_functions(operator, {"call", "attrgetter", "itemgetter", "methodcaller"}),
     )
 }
-# Higher-order operators of export graphs; not those that run compiled or foreign code.
-HIGHER_ORDER_OPS = frozenset(
-    {
-        "cond", "map_impl", "while_loop", "while_loop_stack_output", "scan", "associative_scan",
-        "wrap_with_set_grad_enabled", "wrap_with_autocast", "auto_functionalized", "auto_functionalized_v2",
-        "with_effects", "invoke_subgraph", "out_dtype", "wrap", "tag_activation_checkpoint", "hints_wrapper",
-        "_export_tracepoint", "flex_attention", "flex_attention_backward",
-    }
-)  # fmt: skip
-# Operators of allowed namespaces that reach outside the process (aten::from_file reads any file).
-_REFUSED_OPS = frozenset({"aten::from_file"})
-_ALLOWED = (
-    "torch operators of the namespaces registered in this process, export's higher-order ops, operator.*, "
-    "and the grad-mode, autocast and symbolic-size calls export records"
+# Operators that reinterpret or resize storage, or index, view or build tensors without checking
+# bounds (what they touch is decided by their arguments, not by the tensors they are given), and
+# those that read files: refused from a saved case even where the user adds them.
+_MEMORY_UNSAFE = re.compile(
+    r"as_strided|resize|_reshape_alias|unsafe|storage|^set_?$|set_data|from_file|from_blob|_nested_view_from"
+    r"|_make_\w*quantized|_sparse_\w*tensor|_copy_from"
 )
+_ALLOWED = "the targets fxfuzz's own cases call (fxfuzz.core.drawn_targets) and the operators added for this run with --op"
 
 
 def _refused(name: str) -> UntrustedError:
@@ -115,26 +114,40 @@ def _refused(name: str) -> UntrustedError:
     )
 
 
+def memory_unsafe(name: str) -> bool:
+    """Whether the stored target ``ns::name.overload`` is an operator that may touch memory its
+    tensors do not own (``_MEMORY_UNSAFE``)."""
+    ns, sep, rest = name.partition("::")
+    return bool(sep) and _MEMORY_UNSAFE.search(rest.rpartition(".")[0] or rest) is not None
+
+
 def resolve_target(name: Any) -> Any:
     """The callable a stored target name refers to (inverse of ``target_name``), looked up only
-    among the allowed targets: a saved case never makes fxfuzz import or reach anything else.
-    UntrustedError for a name outside them, SerializeError for an operator this torch lacks."""
+    among the allowed targets: those fxfuzz's own cases call and the operators the user added
+    for this run, never a memory-unsafe one; a saved case never makes fxfuzz import or reach
+    anything else. UntrustedError for a name outside them, SerializeError for an operator this
+    torch lacks."""
     if not isinstance(name, str) or len(name) > MAX_STRING:
         raise SerializeError(f"a call target is a string of at most {MAX_STRING} characters")
-    if name in _PYTHON_TARGETS:
-        return _PYTHON_TARGETS[name]
     ns, sep, rest = name.partition("::")
-    if not sep or name.rpartition(".")[0] in _REFUSED_OPS or (ns == "higher_order" and rest not in HIGHER_ORDER_OPS):
+    op_name, _, overload = rest.rpartition(".")
+    if memory_unsafe(name):
+        raise UntrustedError(
+            f"call target {name[:200]!r} may touch memory its tensors do not own (it reinterprets or resizes storage, "
+            "or indexes or reads without bounds checks): fxfuzz never runs it from a saved case, added with --op or not"
+        )
+    if name not in DRAWN_TARGETS and not (sep and ns != "higher_order" and user_op(f"{ns}::{op_name}")):
         raise _refused(name)
+    if not sep:
+        if name not in _PYTHON_TARGETS:
+            raise _refused(name)
+        return _PYTHON_TARGETS[name]
     if ns == "higher_order":
         op = torch._ops._higher_order_ops.get(rest)
         if not isinstance(op, torch._ops.HigherOrderOperator):
             raise SerializeError(f"this torch has no higher-order op {rest!r}")
         return op
-    op_name, _, overload = rest.rpartition(".")
     if not (ns.isidentifier() and op_name.isidentifier() and overload.isidentifier()) or overload.startswith("_"):
-        raise _refused(name)
-    if not registered_namespace(ns):
         raise _refused(name)
     try:
         packet = getattr(getattr(torch.ops, ns), op_name)
@@ -276,7 +289,9 @@ def decode_tensor(d: Any) -> Any:
     if not isinstance(d, dict):
         raise SerializeError("a stored tensor is an object")
     if "value" in d:
-        return decode_arg(d["value"], {})
+        value = decode_arg(d["value"], {})
+        _check_callables("placeholder", None, value)
+        return value
     shape, values = _items(d["shape"], "a tensor's shape", 0, 64), _items(d["values"], "a tensor's values")
     if not all(type(n) is int and 0 <= n <= MAX_ELEMENTS for n in shape) or math.prod(shape) != len(values):
         raise SerializeError(f"a tensor of shape {str(shape)[:100]} holding {len(values)} values")
@@ -349,10 +364,48 @@ NODE_OPS = ("placeholder", "get_attr", "call_function", "output")
 
 
 def _attr_path(target: Any) -> str:
-    """A get_attr or submodule target: dotted identifiers, none of them special (``__x__``)."""
+    """A get_attr or submodule target: dotted identifiers, none of them special (``__x__``) or
+    an attribute graph modules have anyway (``apply``, ``graph``, ``to_folder``): a path names
+    what the case itself defines."""
     if not isinstance(target, str) or len(target) > 1000 or not all(p.isidentifier() and not p.startswith("__") for p in target.split(".")):
         raise SerializeError(f"bad attribute path {str(target)[:200]!r}")
+    taken = next((p for p in target.split(".") if hasattr(fx.GraphModule, p)), None)
+    if taken is not None:
+        raise UntrustedError(f"attribute path {target[:200]!r} names {taken!r}, an attribute of every graph module, not one the case defines")
     return target
+
+
+def _case_attribute(gm: fx.GraphModule, target: str, defined: dict[str, Any]) -> None:
+    """UntrustedError unless get_attr ``target`` of the rebuilt ``gm`` reaches exactly what the
+    case defined under that name (``defined``): a tensor or a nested graph module of its own,
+    never a method, a module's attribute or anything else a path could reach."""
+    attr: Any = gm
+    for part in target.split("."):
+        attr = getattr(attr, part, None)
+    if target not in defined or attr is not defined[target]:
+        raise UntrustedError(f"get_attr {target[:200]!r} names no tensor or graph the case defines: a get_attr reaches nothing else")
+
+
+def _callables_in(value: Any) -> list[Any]:
+    """The callables held in a decoded argument (graph modules reach nodes only through get_attr)."""
+    if isinstance(value, (list, tuple)):
+        return [c for v in value for c in _callables_in(v)]
+    if isinstance(value, dict):
+        return [c for kv in value.items() for v in kv for c in _callables_in(v)]
+    if isinstance(value, slice):
+        return _callables_in([value.start, value.stop, value.step])
+    return [] if isinstance(value, fx.Node) or not callable(value) else [value]
+
+
+def _check_callables(op: str, target: Any, args: Any) -> None:
+    """A callable argument is an operator handed to a higher-order op (``with_effects``,
+    ``auto_functionalized`` call the operator they are given); anywhere else, or any other
+    callable, would make an op call what the data chose. A higher-order op's subgraphs are
+    get_attr nodes, which reach only the case's own graph modules (``_case_attribute``)."""
+    hop = op == "call_function" and isinstance(target, torch._ops.HigherOrderOperator)
+    for c in _callables_in(args):
+        if not (hop and isinstance(c, torch._ops.OpOverload)):
+            raise UntrustedError(f"a {target_name(c)!r} argument outside a higher-order op's operator slot: only an operator may be handed to one")
 
 
 def _identifier(v: Any, what: str) -> str:
@@ -413,10 +466,13 @@ def decode_graph_module(d: Any, fake: FakeTensorMode, depth: int = 0) -> fx.Grap
     if depth == 0 and _node_count(d) > MAX_NODES:
         raise SerializeError(f"a case of more than {MAX_NODES} nodes")
     root = torch.nn.Module()
+    defined: dict[str, Any] = {}
     for target, sub in d.get("submodules", {}).items():
-        set_attr(root, _attr_path(target), decode_graph_module(sub, fake, depth + 1))
+        defined[target] = decode_graph_module(sub, fake, depth + 1)
+        set_attr(root, _attr_path(target), defined[target])
     for target, t in d.get("tensors", {}).items():
-        set_attr(root, _attr_path(target), decode_tensor(t))
+        defined[target] = decode_tensor(t)
+        set_attr(root, _attr_path(target), defined[target])
     graph = fx.Graph()
     nodes: dict[str, fx.Node] = {}
     for spec in d["nodes"]:
@@ -425,9 +481,12 @@ def decode_graph_module(d: Any, fake: FakeTensorMode, depth: int = 0) -> fx.Grap
             raise SerializeError(f"node op {str(op)[:80]!r} is not one of {', '.join(NODE_OPS)}")
         targets = {"placeholder": _identifier, "get_attr": lambda t, _: _attr_path(t), "call_function": lambda t, _: resolve_target(t)}
         target = targets[op](spec["target"], "a placeholder") if op in targets else "output"
+        if op == "get_attr" and target not in defined:
+            raise UntrustedError(f"get_attr {target[:200]!r} names no tensor or graph the case defines: a get_attr reaches nothing else")
         args, kwargs = decode_arg(spec["args"], nodes), decode_arg(spec["kwargs"], nodes)
         if not isinstance(args, tuple) or not isinstance(kwargs, dict):
             raise SerializeError("a node's args are a tuple and its kwargs a dict")
+        _check_callables(op, target, (args, kwargs))
         for key in kwargs:
             _identifier(key, "a keyword argument")
         _bounded_sizes(args)
@@ -457,7 +516,11 @@ def decode_graph_module(d: Any, fake: FakeTensorMode, depth: int = 0) -> fx.Grap
                 _treespec(p["out_spec"]) if p["out_spec"] else None,
             )
         )
-    return rebuild_graph_module(root, graph)
+    gm = rebuild_graph_module(root, graph)
+    for node in graph.nodes:
+        if node.op == "get_attr":
+            _case_attribute(gm, node.target, defined)
+    return gm
 
 
 # ---------------------------------------------------------------------------- signature
@@ -479,7 +542,9 @@ def _decode_argument(d: Any) -> Any:
     cls = SIGNATURE_ARGUMENTS.get(d["type"]) if isinstance(d, dict) and isinstance(d.get("type"), str) else None
     if cls is None:
         raise SerializeError(f"unknown signature argument type {str(d.get('type') if isinstance(d, dict) else d)[:80]!r} (expected one of {', '.join(SIGNATURE_ARGUMENTS)})")
-    return cls(**{k: decode_arg(v, {}) for k, v in d.items() if k != "type"})
+    fields = {k: decode_arg(v, {}) for k, v in d.items() if k != "type"}
+    _check_callables("signature", None, fields)
+    return cls(**fields)
 
 
 def encode_signature(sig: gs.ExportGraphSignature) -> dict[str, Any]:
@@ -626,6 +691,136 @@ def _check_input_sizes(gm: fx.GraphModule, sizes: tuple[dict[str, int], ...]) ->
                 raise SerializeError(f"input {ph.name} at sizes {at} exceeds {MAX_ELEMENTS} elements")
 
 
+# Calls that change global state (grad mode, autocast) rather than make a value: the check below
+# leaves them out (shapes do not depend on them) so that it changes nothing.
+_STATE_CALLS = frozenset({torch._C._set_grad_enabled, torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast})
+
+
+def _concrete(fake: FakeTensorMode, val: Any) -> Any:
+    """A traced meta as a value of ``fake`` at its hints (symbolic sizes made ints)."""
+    if isinstance(val, torch.SymInt):
+        return int(val.node.hint)
+    if isinstance(val, torch.Tensor):
+        shape = [n.node.hint if isinstance(n, torch.SymInt) else n for n in val.shape]
+        stride = [n.node.hint if isinstance(n, torch.SymInt) else n for n in val.stride()]
+        with fake:
+            return torch.empty_strided(shape, stride, dtype=val.dtype, device=val.device)
+    if isinstance(val, (tuple, list)):
+        return type(val)(_concrete(fake, v) for v in val)
+    return val
+
+
+@dataclasses.dataclass
+class _Made:
+    """What the values of a case's graphs come to (bytes), and the first refusal: a refusal
+    raised inside a higher-order op may reach the check as the op's own error, so it is kept."""
+
+    total: int = 0
+    refused: SerializeError | None = None
+
+    def refuse(self, error: SerializeError) -> SerializeError:
+        self.refused = self.refused or error
+        return self.refused
+
+
+class _Allocations(fx.Interpreter):
+    """Runs a rebuilt graph on fake tensors (nothing is allocated) and refuses it, before it
+    ever runs for real, if any value it makes exceeds ``MAX_ELEMENTS`` elements or
+    ``MAX_TENSOR_BYTES`` bytes, or all of them together ``MAX_GRAPH_BYTES``: sizes written in
+    arguments (``arange(4e8)``, ``full``, ``repeat``, ``expand``, a product of matrices) are
+    bounded by what they make. Nested graphs are checked as the higher-order op calls them."""
+
+    def __init__(self, gm: fx.GraphModule, fake: FakeTensorMode, made: _Made) -> None:
+        super().__init__(gm)
+        self.fake, self.made = fake, made
+
+    def run_node(self, n: fx.Node) -> Any:
+        if n.op == "call_function" and n.target in _STATE_CALLS:
+            return None
+        if n.op == "call_function" and not isinstance(n.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
+            self._python_arguments(n)
+        try:
+            with self.fake:
+                out = super().run_node(n)
+        except Exception as e:  # torch cannot propagate it: its traced meta says what it makes
+            if self.made.refused is not None:
+                raise self.made.refused from None
+            if "val" not in n.meta:
+                why = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                raise self.made.refuse(SerializeError(f"node {n.name} does not run on its arguments: {why}")) from None
+            out = _concrete(self.fake, n.meta["val"])
+        self._count(n.name, out)
+        return out
+
+    def _python_arguments(self, n: fx.Node) -> None:
+        """Python's operators repeat a list or a string they are given (``[x] * 10**9``) and
+        square an int into one of twice its bits (a chain of them, into billions): they take
+        tensors and numbers within an int64 only (``getitem`` a container and an index)."""
+        values = [self.env[a] if isinstance(a, fx.Node) else a for a in (*n.args, *n.kwargs.values())]
+        if n.target is operator.getitem:
+            values = values[1:]
+        if any(isinstance(v, (list, tuple, dict, str, bytes)) or (isinstance(v, int) and abs(v) > MAX_SIZE_VALUE) for v in values):
+            what = f"node {n.name} hands a container, a string or an int beyond an int64 to {target_name(n.target)}"
+            raise self.made.refuse(UntrustedError(f"{what}: Python operators of a case take tensors and numbers"))
+
+    def _count(self, name: str, out: Any) -> None:
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, (tuple, list)):
+                self._count(name, t)
+            elif isinstance(t, torch.Tensor):
+                elements = math.prod(t.shape)
+                size = elements * t.element_size()
+                self.made.total += size
+                if elements > MAX_ELEMENTS or size > MAX_TENSOR_BYTES or self.made.total > MAX_GRAPH_BYTES:
+                    raise self.made.refuse(
+                        SerializeError(
+                            f"node {name} makes a tensor of shape {list(t.shape)} ({size} bytes): a case's values are at most "
+                            f"{MAX_ELEMENTS} elements and {MAX_TENSOR_BYTES >> 20} MiB each, {MAX_GRAPH_BYTES >> 20} MiB together"
+                        )
+                    )
+
+
+# Fake-tensor dispatch logs every failing meta kernel; a case's failing node is an answer here.
+_FAKE_LOG = logging.getLogger("torch._subclasses.fake_tensor")
+
+
+def _check_allocations(case: GraphCase) -> None:
+    """``_Allocations`` over the case at its own inputs, its nested graphs included: each is
+    checked on the values its higher-order op hands it, or where no op ran it, on its
+    placeholders' traced metas."""
+    fake, made = FakeTensorMode(allow_non_fake_inputs=True), _Made()
+    nested = [m for name, m in case.gm.named_modules() if name and isinstance(m, fx.GraphModule)]
+    checked: set[int] = set()
+
+    def checking(sub: fx.GraphModule) -> Callable[..., Any]:
+        def forward(*args: Any) -> Any:
+            checked.add(id(sub))
+            return _Allocations(sub, fake, made).run(*args)
+
+        return forward
+
+    was_disabled, _FAKE_LOG.disabled = _FAKE_LOG.disabled, True
+    for sub in nested:
+        sub.forward = checking(sub)  # undone below
+    try:
+        inputs = [fake.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in case.inputs]
+        _Allocations(case.gm, fake, made).run(*inputs)
+        for sub in (m for m in nested if id(m) not in checked):
+            placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+            if any("val" not in n.meta for n in placeholders):
+                raise SerializeError("a nested graph that no higher-order op of the case runs has inputs without traced metas")
+            _Allocations(sub, fake, made).run(*(_concrete(fake, n.meta["val"]) for n in placeholders))
+    except Exception:
+        if made.refused is None:
+            raise
+    finally:
+        _FAKE_LOG.disabled = was_disabled
+        for sub in nested:
+            del sub.forward
+    if made.refused is not None:  # raised afresh: fx adds the node's code to what passes through it
+        raise type(made.refused)(str(made.refused).splitlines()[0])
+
+
 def case_from_dict(d: Any) -> GraphCase:
     """Rebuild a GraphCase from untrusted data: SerializeError on anything malformed or out of
     bounds, UntrustedError (a SerializeError) on anything that asks for code this run does
@@ -650,6 +845,7 @@ def case_from_dict(d: Any) -> GraphCase:
             sizes=_sizes(d.get("sizes", []), symbols),
         )
         _check_input_sizes(case.gm, case.sizes)
+        _check_allocations(case)
         return case
     except SerializeError:
         raise

@@ -23,6 +23,7 @@ from fxfuzz.core import custom_ops, rebuild, shapes
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import CONTRACT_NAMES
 from fxfuzz.core.contract import contract_option
+from fxfuzz.core.deadline import load_within
 from fxfuzz.core.choices import DEVICES
 from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.fileio import read_bounded, write_atomic
@@ -385,9 +386,10 @@ class Corpus:
     unloadable: list[str]
 
 
-def saved_cases(corpus_dir: str) -> Corpus:
+def saved_cases(corpus_dir: str, timeout_s: float) -> Corpus:
     """The case of every repro ``*.json`` under ``corpus_dir`` (repros written by ``fxfuzz run``
-    or ``fxfuzz gate``), sorted by path; SerializeError only for a missing folder."""
+    or ``fxfuzz gate``) that loads within ``timeout_s``, sorted by path; SerializeError only
+    for a missing folder."""
     if not os.path.isdir(corpus_dir):
         raise SerializeError(f"corpus directory not found: {corpus_dir}")
     corpus = Corpus([], [], [])
@@ -395,7 +397,7 @@ def saved_cases(corpus_dir: str) -> Corpus:
         for name in sorted(f for f in files if f.endswith(".json")):
             path = os.path.join(root, name)
             try:
-                corpus.cases.append((os.path.relpath(path, corpus_dir), load_repro(path).case))
+                corpus.cases.append((os.path.relpath(path, corpus_dir), load_within(timeout_s, load_repro, path).case))
             except UntrustedError as e:
                 corpus.untrusted.append(f"skipped corpus file (kept): {e}")
             except SerializeError as e:

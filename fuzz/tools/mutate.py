@@ -12,15 +12,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from fxfuzz.campaign.gate import StopGate, run_gate
 from fxfuzz.core.contract import contract_option
+from fxfuzz.core.deadline import Overdue, alarm
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.tools.mutants import Mutant, load_pass_variant
@@ -40,24 +39,6 @@ class MutantResult:
 # One application of a mutant taking this long is a hang (an endless loop, typically): torch's
 # pass needs well under a second on any case the gate judges.
 PASS_HANG_S = 10.0
-
-
-class _Hang(BaseException):
-    """One application of the mutant ran past PASS_HANG_S."""
-
-
-@contextmanager
-def _alarm(seconds: float) -> Iterator[None]:
-    def fire(signum: int, frame: object) -> None:
-        raise _Hang
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def load_equivalent(path: str = EQUIVALENT_FILE) -> dict[str, str]:
@@ -92,7 +73,7 @@ def run_mutant(
     kills: list[str] = []
 
     def candidate(gm: Any, sig: Any) -> tuple[Any, Any]:
-        with _alarm(PASS_HANG_S):
+        with alarm(PASS_HANG_S):
             return mutated(gm, sig)
 
     # Judged by the contract the real pass is held to: a wrapper alone would read as a pass
@@ -109,7 +90,7 @@ def run_mutant(
         run_gate(candidate, baseline, corpus, settings, on_regression=killed, stop=stop)
     except StopGate:
         return MutantResult(mutant.id, "killed", time.monotonic() - start, kills[0], mutant.description)
-    except _Hang:
+    except Overdue:
         return MutantResult(mutant.id, "killed", time.monotonic() - start, "hang", mutant.description)
     return MutantResult(mutant.id, "survived", time.monotonic() - start, "", mutant.description)
 
