@@ -170,7 +170,7 @@ def test_a_gate_corpus_skips_hostile_files_with_a_note(tmp_path, kind, reads):
     from fxfuzz.repro.files import saved_cases
 
     _hostile(tmp_path, kind, ".json")
-    corpus = saved_cases(str(tmp_path))
+    corpus = saved_cases(str(tmp_path), 60)
     assert corpus.cases == [] and reads == []
     if kind != "directory":  # os.walk lists a directory as one, not as a file
         (note,) = corpus.unloadable

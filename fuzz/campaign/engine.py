@@ -265,7 +265,7 @@ class SavedFailures:
         # bucket -> (compute nodes, bytes, raw): its smallest example, ordered by that key
         self.by_bucket: dict[str, tuple[int, int, bytes]] = {}
 
-    def saved(self, timeout_s: float) -> list[tuple[bytes, Any]]:
+    def saved(self, timeout_s: float = CampaignSettings.example_timeout_s) -> list[tuple[bytes, Any]]:
         """The saved examples that load, each within ``timeout_s``, smallest first (compute
         nodes, then bytes). One that asks for code this run does not trust, or does not load
         (written by another fxfuzz or torch version, malformed, or too slow), is left out and
