@@ -14,6 +14,7 @@ import signal
 import sys
 
 from fxfuzz.campaign import warm
+from fxfuzz.cli.setup import check_survives
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.errors import FxfuzzError, SerializeError, UsageError
 from fxfuzz.core.passes import load_pass
@@ -24,9 +25,11 @@ from fxfuzz.strategies.custom import register_ops
 def command(args: argparse.Namespace) -> int:
     """Check the repro and its pass here (one-line errors, without running the file), then
     replay it in a child."""
+    check_survives([], args.ops)
     register_ops(args.ops, "--op")  # before the case is read: its operators must exist
     spec, device = recorded_pass(args.path)  # malformed or untrusted files fail here, in one line
     pass_spec = args.pass_spec or trusted_pass(spec, args.path)
+    check_survives([("--pass" if args.pass_spec else f"{args.path}: pass", pass_spec)], [])
     load_pass(pass_spec, contract_option(args.contract))  # a bad spec fails here, in one line
     if device == "cuda":
         import torch
