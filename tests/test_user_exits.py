@@ -5,6 +5,7 @@ at the program level too; a real Ctrl-C stays an interrupt."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -74,3 +75,21 @@ def test_a_keyboard_interrupt_the_code_raises_is_refused_and_a_real_ctrl_c_is_no
         with exits_refused("x", PassSpecError), exits_refused("y", PassSpecError):
             signal.raise_signal(signal.SIGINT)  # a Ctrl-C: the handler runs before this returns
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [("sys.exit(0)", "process_died"), ("os._exit(0)", "process_died"), ("raise KeyboardInterrupt", "process_died"), ("while True: pass", "hang")],
+)
+def test_a_program_level_pass_that_ends_or_hangs_its_process_is_a_finding(tmp_path, body, kind):
+    """The program level runs the pass in a worker, as the graph level does: the example that
+    ended it is run again, then reported, whatever the status it chose."""
+    _ends(tmp_path, in_pass=body)
+    out = tmp_path / "r"
+    argv = ["run", "--level", "program", "--pass", f"{tmp_path}/ends.py:p", "--no-db", "--max-examples", "1", "--example-timeout", "5"]
+    assert main([*argv, "--report-dir", str(out)]) == 1
+    report = json.loads((out / "report.json").read_text())
+    (finding,) = report["findings"]
+    assert finding["id"].startswith(f"program-crash-{kind}-") and finding["repro"], finding
+    assert report["workers_detail"]["restarts"] >= 1 and report["incomplete"] is None
