@@ -60,7 +60,7 @@ def command(args: argparse.Namespace) -> int:
 def _replay_in_child(path: str, pass_spec: str, contract: str | None, ops: list[str], timeout_s: float) -> tuple[list[str], int | None]:
     """The child's reports and its exit status (None: killed ``timeout_s`` after it loaded the
     repro, as the pass counts as hung); the child loads the ``--op`` values ``ops`` first and
-    holds the pass to ``contract`` (None: the one the repro records, else the pass's own). It is
+    holds the pass to ``contract`` (None: the pass's own, whatever the repro records). It is
     forked from the warm interpreter campaign workers fork from (``fxfuzz.campaign.warm``), so it
     imports nothing that interpreter has."""
     read_fd, write_fd = os.pipe()
@@ -85,8 +85,8 @@ def _child_main(path: str, pass_spec: str, contract: str, report: warm.Fd, ops: 
 
 
 def replay(path: str, pass_spec: str, contract: str, report_fd: int, ops: list[str]) -> int:
-    """Verify the repro's case against ``pass_spec`` held to ``contract`` (empty: the one the
-    repro records, else the pass's own): 1 while it fails, 0 once fixed; each step reported on
+    """Verify the repro's case against ``pass_spec`` held to ``contract`` (empty: the pass's
+    own, whatever the repro records): 1 while it fails, 0 once fixed; each step reported on
     ``report_fd``. ``ops`` are the ``--op`` values, loaded first."""
     from fxfuzz.oracles import verify  # noqa: PLC0415  (torch, in the child only)
 
@@ -95,10 +95,17 @@ def replay(path: str, pass_spec: str, contract: str, report_fd: int, ops: list[s
             register_ops(ops, "--op")
             repro = load_repro(path)
             report.write("loaded\n")
-            pass_fn = load_pass(pass_spec, contract_option(contract or repro.contract))
+            # The contract a repro records is its writer's word, not a verdict: it is judged
+            # under the pass's own unless this command's --contract says otherwise.
+            pass_fn = load_pass(pass_spec, contract_option(contract or None))
         except FxfuzzError as e:
             report.write(f"error {str(e).replace(chr(10), ' ')}\n")
             return 2
+        if not contract and repro.contract not in (None, pass_fn.contract.name):
+            print(
+                f"fxfuzz repro: note: recorded under --contract {repro.contract}; judged under {pass_fn.contract.name}, "
+                f"the pass's own (give --contract {repro.contract} to judge as recorded)"
+            )
         findings = verify(repro.case, pass_fn, device=repro.device)
         print(f"fxfuzz repro: recorded finding: {repro.finding.get('message', '')}")
         for f in findings:
