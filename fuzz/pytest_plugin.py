@@ -160,6 +160,18 @@ def _domain(config: pytest.Config, pass_fn: Any) -> str:
     return str(config.getoption("fxfuzz_domain") or default_domain(pass_fn, CampaignSettings.domain))
 
 
+def _check_survives(config: pytest.Config) -> None:
+    """A pass or ``--fxfuzz-op`` whose loading would end the process (``os._exit``) is a usage
+    error, never a pytest run that ends with the status it chose
+    (``fxfuzz.strategies.custom.loading_ends``)."""
+    from fxfuzz.strategies.custom import loading_ends
+
+    passes = [(f"--{o.replace('_', '-')}", config.getoption(o)) for o in ("fxfuzz_pass", "fxfuzz_baseline")]
+    ended = loading_ends([(o, s) for o, s in passes if s != "none"], config.getoption("fxfuzz_ops"), "--fxfuzz-op")
+    if ended is not None:
+        raise pytest.UsageError(ended)
+
+
 def _register_ops(config: pytest.Config) -> None:
     """Add each ``--fxfuzz-op`` to the op table for this session (``pytest_unconfigure``
     takes them out again: pytester runs sessions in one process)."""
@@ -188,6 +200,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     """With ``--fxfuzz-pass``, add the generated-graph and corpus property items."""
     if config.getoption("fxfuzz_pass") is None:
         return
+    _check_survives(config)
     baseline = None if config.getoption("fxfuzz_baseline") == "none" else _loaded_pass(config, "fxfuzz_baseline")
     _register_ops(config)
     pass_fn = _loaded_pass(config)

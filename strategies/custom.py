@@ -8,18 +8,20 @@ ATen ops and fxfuzz's five operators.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.machinery
 import inspect
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
 from fxfuzz.core import custom_ops  # noqa: F401  (registers the fxfuzz:: operators)
 from fxfuzz.core.errors import FxfuzzError, UsageError
 from fxfuzz.core.op_sources import add_user_op, is_source_spec, load_sources, record_source
-from fxfuzz.core.passes import resolve_attr
+from fxfuzz.core.passes import REGISTRY, load_pass, resolve_attr
+from fxfuzz.core.user_code import first_exit
 from fxfuzz.strategies.ops import FLOAT_DTYPES, Extra, Fits, OpSpec, broadcastable, fits_into
 
 fxfuzz_ops = torch.ops.fxfuzz
@@ -185,6 +187,17 @@ def register_ops(specs: Iterable[str], option: str) -> list[OpSpec]:
             unregister_op(entry.name)
         raise UsageError(f"{option}: {e}") from None
     return added
+
+
+def loading_ends(passes: Sequence[tuple[str, str]], ops: Sequence[str], option: str) -> str | None:
+    """One line naming the first of ``passes`` (option, spec) or of the ``option`` values ``ops``
+    (loaded as ``register_ops`` loads them) whose loading ends the process (``os._exit``, a
+    signal), which no handler could catch; None when none does. Each is loaded first in a
+    throwaway fork (``fxfuzz.core.user_code.first_exit``), so that no command ends with the
+    status the user's code chose. A registered pass runs none of the user's code: not tried."""
+    steps: list[tuple[str, Callable[[], object]]] = [(f"{o} {spec}", functools.partial(load_pass, spec)) for o, spec in passes if spec not in REGISTRY]
+    steps += [(f"{option} {op}", functools.partial(register_ops, [op], option)) for op in ops]
+    return first_exit(steps)
 
 
 def register_first(specs: Sequence[str]) -> OpSpec:

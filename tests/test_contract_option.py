@@ -67,7 +67,7 @@ def test_a_repro_records_its_contract_and_refuses_a_name_outside_the_table(tmp_p
 @pytest.mark.processes
 def test_run_holds_the_pass_and_its_workers_to_the_contract_and_reports_it(tmp_path):
     """A toggle-dropping gm -> gm pass is found under refines; report.json and its repro say
-    refines was given, and the repro replays under it (80 examples: the pass declares no node
+    refines was given, and the repro replays under it when asked to (80 examples: the pass declares no node
     kinds, so cases keep the default mix, about half without a toggle)."""
     from fxfuzz.cli.main import main
 
@@ -81,4 +81,4 @@ def test_run_holds_the_pass_and_its_workers_to_the_contract_and_reports_it(tmp_p
     assert status == 1 and report["findings"], report["stats"]
     repro = report_dir / report["findings"][0]["repro"].replace(".py", ".json")
     assert json.loads(repro.read_text())["contract"] == "refines"
-    assert main(["repro", str(repro), "--pass", f"{SHAPED}:drops_toggles"]) == 1
+    assert main(["repro", str(repro), "--pass", f"{SHAPED}:drops_toggles", "--contract", "refines"]) == 1

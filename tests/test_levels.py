@@ -10,7 +10,6 @@ from fxfuzz.campaign.engine import Bucket, CampaignResult
 from fxfuzz.campaign.levels import budget_plan, merge_results, run_levels
 from fxfuzz.cli.main import main
 from fxfuzz.core.known import for_level, known_reason, load_known
-from fxfuzz.core.passes import load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.core.program import Program
 from fxfuzz.oracles import Finding
@@ -44,17 +43,24 @@ def test_merge_keeps_levels_apart_and_counts_each():
     assert set(merged.buckets) == {"equivalence-x", "program-equivalence-x"}
 
 
-def test_run_levels_mixed_runs_both_levels():
+@pytest.mark.processes
+def test_run_levels_mixed_runs_both_levels_in_workers(tmp_path):
     # torch's known findings are not shrunk (one at the program level took a minute to shrink).
     known = frozenset(load_known("fxfuzz-known.txt"))
-    result = run_levels(load_pass("set_grad"), CampaignSettings(level="mixed", budget_s=300, max_examples=2, seed=3, known=known))
+    settings = CampaignSettings(level="mixed", budget_s=300, max_examples=2, seed=3, known=known, workers=1, db=None)
+    run = run_levels("set_grad", settings, log_dir=str(tmp_path))
+    result = run.result
     assert result.stats["level:graph:examples"] == 2 and result.stats["level:program:examples"] == 2
     assert result.examples == 4
+    assert [name for name, _ in run.workers] == ["graph", "program"]
+    assert all(p.examples == 2 and not p.worker_errors for _, p in run.workers)
 
 
+@pytest.mark.processes
 def test_program_level_reports_broken_pass_with_standalone_repro(tmp_path, capsys):
     spec = os.path.join(HERE, "broken_passes.py") + ":drops_toggles"
-    args = ["run", "--level", "program", "--pass", spec, "--budget", "120", "--max-examples", "2", "--no-db", "--max-shrink-s", "0", "--program-share", "0.5"]
+    # Seed 1: its worker draws programs the broken pass is found on in two examples (seed 0's two are not).
+    args = ["run", "--level", "program", "--pass", spec, "--budget", "120", "--max-examples", "2", "--no-db", "--max-shrink-s", "0", "--program-share", "0.5", "--seed", "1"]
     assert main([*args, "--report-dir", str(tmp_path)]) == 1
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["max_shrink_s"] == 0 and "shrink_attempts" not in report["stats"] and report["program_share"] == 0.5
@@ -70,7 +76,7 @@ def test_program_level_reports_broken_pass_with_standalone_repro(tmp_path, capsy
     "args, needle",
     [
         (["run", "--level", "everything"], "--level"),
-        (["run", "--level", "program", "--workers", "2"], "one process"),
+        (["run", "--level", "program", "--workers", "2"], "one worker process"),
     ],
 )
 def test_bad_level_usage_is_one_line_and_exit_2(args, needle, refused):
@@ -106,12 +112,14 @@ def test_program_is_a_campaign_example():
     assert "def forward(self):" in p.code()
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(("level", "empty"), [("program", ["program"]), ("mixed", ["graph", "program"])])
 def test_a_level_that_ran_no_example_fails_loudly(tmp_path, capsys, level, empty):
     """A budget too short for one example: no level that tested nothing reads as green."""
     out = tmp_path / "r"
     assert main(["run", "--level", level, "--budget", "0.001", "--no-db", "--report-dir", str(out)]) == 3
-    (line,) = capsys.readouterr().err.strip().splitlines()
+    # Besides the progress lines, one line says why.
+    (line,) = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("[")]
     assert line.startswith("fxfuzz: error: the campaign tested nothing") and all(f"the {n} level" in line for n in empty)
     report = json.loads((out / "report.json").read_text())
     assert report["examples"] == 0 and report["incomplete"] in line

@@ -150,6 +150,16 @@ def test_bad_spec_is_a_usage_error(user_suite):
     result.stderr.fnmatch_lines(["*--fxfuzz-pass*no_such_module*"])
 
 
+@pytest.mark.processes  # the loading is tried in a fork first
+@pytest.mark.parametrize("body", ["sys.exit(0)", "os._exit(0)"])
+def test_a_pass_that_ends_the_process_as_it_loads_is_a_usage_error(user_suite, body):
+    """Never a pytest run that ends with the status the pass chose (0: green, nothing run)."""
+    user_suite.makepyfile(ends=f"import os, sys\n{body}\ndef p(gm, sig):\n    return gm, sig\n")
+    result = user_suite.runpytest_inprocess("--fxfuzz-pass", "ends.py:p", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ends.py:p*"])
+
+
 def test_pipeline_specs_reach_the_plugin(user_suite):
     """A pipeline (#16) is a pass spec like any other: a broken first part fails the properties
     through the pipeline, and torch's own set_grad+autocast judged against itself passes."""

@@ -18,7 +18,7 @@ from fxfuzz.repro.files import load_repro, repro_document, write_repro
 from fxfuzz.strategies import graph_cases
 from hypothesis import assume, given, settings
 
-from tests.handmade import no_grad_region_case, raising_case
+from tests.handmade import independent_outputs_case, no_grad_region_case, raising_case
 
 real = load_pass("set_grad")
 
@@ -170,13 +170,33 @@ def test_a_repro_that_exits_on_its_own_is_never_read_as_fixed(tmp_path, capfd, e
 @pytest.mark.processes
 @pytest.mark.parametrize(
     ("body", "verdict"),
-    [("ctypes.string_at(0)", "was killed by SIGSEGV"), ("time.sleep(600)", "did not return within 3s")],
+    [
+        ("ctypes.string_at(0)", "was killed by SIGSEGV"),
+        ("time.sleep(600)", "did not return within 3s"),
+        ("sys.exit(0)", "exited with status 0"),
+        ("raise KeyboardInterrupt", "exited with status 1"),
+    ],
 )
 def test_a_pass_that_kills_or_hangs_the_replay_fails_it(tmp_path, capfd, body, verdict):
-    (tmp_path / "bad.py").write_text(f"import ctypes, time\ndef bad(gm, sig):\n    {body}\n")
+    (tmp_path / "bad.py").write_text(f"import ctypes, sys, time\ndef bad(gm, sig):\n    {body}\n")
     py = write_repro(str(tmp_path / "repros"), repro_document("b", {"oracle": "crash", "kind": "k", "message": "m"}, case_to_dict(no_grad_region_case()), "set_grad"))
     assert main(["repro", py, "--pass", f"{tmp_path}/bad.py:bad", "--example-timeout", "3"]) == 1
     assert f"fxfuzz repro: FAIL the process running the pass {verdict}" in capfd.readouterr().out
+
+
+@pytest.mark.processes
+def test_a_repro_is_judged_under_the_passs_own_contract_not_the_one_it_records(tmp_path, capfd):
+    """The recorded contract is the sender's word: a .json saying post_grad (never
+    differentiated) cannot turn a wrong derivative into "fixed". --contract still asks for it."""
+    finding = {"oracle": "gradients", "kind": "tangent_value_mismatch", "message": "m"}
+    doc = repro_document("b", finding, case_to_dict(independent_outputs_case(ambient=False)), "set_grad", contract_name="post_grad")
+    path = write_repro(str(tmp_path / "repros"), doc)[:-3] + ".json"
+    wrong = f"{os.path.dirname(__file__)}/broken_passes.py:wrong_sin_grad"
+    capfd.readouterr()
+    assert main(["repro", path, "--pass", wrong]) == 1
+    out = capfd.readouterr().out
+    assert "note: recorded under --contract post_grad; judged under set_grad" in out and "FAIL [gradients/" in out, out
+    assert main(["repro", path, "--pass", wrong, "--contract", "post_grad"]) == 0
 
 
 @pytest.mark.processes

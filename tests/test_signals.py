@@ -109,6 +109,23 @@ def test_a_signal_stops_a_campaign_at_every_level_with_its_report(tmp_path, leve
 
 
 @pytest.mark.processes
+def test_sigterm_ends_a_program_level_run_whose_pass_hangs_with_its_report(tmp_path):
+    """The pass runs in a worker, not in this process: a pass that never returns does not keep
+    the command from stopping (its worker gets its grace, then is killed)."""
+    report_dir = tmp_path / "r"
+    proc = _start(
+        tmp_path, "run", "--level", "program", "--pass", "counted.py:hangs", "--budget", "600", "--example-timeout", "600",
+        "--no-db", "--report-dir", str(report_dir),
+    )  # fmt: skip
+    out, err, took = _stop_after_calls(proc, tmp_path / "calls", signal.SIGTERM, calls=1)
+    assert "Traceback" not in err, err
+    assert proc.returncode == 128 + signal.SIGTERM, out + err
+    report = json.loads((report_dir / "report.json").read_text())
+    assert report["stopped_by"] == "interrupted" and not report["findings"]
+    assert took < PROMPT_S
+
+
+@pytest.mark.processes
 def test_a_signal_stops_the_gate_with_its_report(tmp_path):
     report_dir = tmp_path / "r"
     proc = _start(tmp_path, "gate", "--candidate", "counted.py:real_pass", "--budget", "600", "--report-dir", str(report_dir))

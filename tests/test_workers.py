@@ -496,7 +496,7 @@ def test_an_error_outside_the_pass_is_said_with_its_log_and_is_no_finding(tmp_pa
     [
         (["run", "--max-examples", "1"], True),
         (["gate", "--candidate", "set_grad"], True),
-        (["run", "--level", "program"], False),  # runs in this process
+        (["run", "--level", "program"], True),
         (["run", "--coverage"], False),  # fresh interpreters: coverage starts before torch
         (["repro", "x.json"], True),  # its replay child forks from it
         (["mutate", "--list"], False),

@@ -28,7 +28,7 @@ from fxfuzz.core.deadline import load_within
 from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.passes import Pass, PassFn, generation_kinds
 from fxfuzz.core.reproducible import reproducible_draws
-from fxfuzz.core.serialize import case_from_dict, case_to_dict, json_data
+from fxfuzz.core.serialize import case_from_dict, case_to_dict, count_compute_nodes, json_data
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding, verify
 from fxfuzz.oracles.crash import site_key
@@ -225,6 +225,30 @@ def _graph_case_loads(raw: bytes) -> Any:
 
 
 GRAPH_CASES = Codec(_graph_case_dumps, _graph_case_loads)
+
+
+@dataclass(frozen=True)
+class ExampleForm:
+    """How one level's examples cross between a worker process and its supervisor: as JSON
+    data (``to_data``; None: this one cannot be) and back, their size (compute nodes) read from
+    that data, the codec the database keeps them in, and whether that data is a serialized
+    graph case (``fxfuzz.core.serialize``), which the report reads and writes as a .json repro."""
+
+    to_data: Callable[[Any], dict[str, Any] | None]
+    from_data: Callable[[dict[str, Any]], Any]
+    nodes: Callable[[dict[str, Any]], int]
+    codec: Codec
+    graph_case: bool = False
+
+
+def _graph_case_data(case: Any) -> dict[str, Any] | None:
+    try:
+        return case_to_dict(case)
+    except Exception:  # an example type the serializer does not know: fuzz on, unsaved
+        return None
+
+
+GRAPH_FORM = ExampleForm(_graph_case_data, case_from_dict, lambda data: count_compute_nodes(data["graph"]), GRAPH_CASES, graph_case=True)
 
 
 def verify_with(settings: CampaignSettings) -> Check:

@@ -16,21 +16,23 @@ import json
 import math
 import re
 from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
-from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, Codec, Hooks, Progress, StopReason, Subject, run_campaign
+from fxfuzz.campaign.engine import Blame, Bucket, CampaignResult, Check, Codec, ExampleForm, StopReason
+from fxfuzz.campaign.protocol import Task
+from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, run_parallel, to_campaign_result
+from fxfuzz.campaign.worker import example_form
 from fxfuzz.core.choices import LEVELS
 from fxfuzz.core.known import at_level, for_level
 from fxfuzz.core.errors import SerializeError, UntrustedError
-from fxfuzz.core.contract import contract_option
-from fxfuzz.core.passes import PassFn, generation_kinds
 from fxfuzz.core.program import _TYPES, PROGRAM_OPS, SIZE_OPS, Program, from_data, module_source, to_data
 from fxfuzz.core.serialize import MAX_ELEMENTS, check_json_bounds, json_data
 from fxfuzz.oracles.program import check_program
-from fxfuzz.strategies import graph_cases, module_programs
+from fxfuzz.strategies import module_programs
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.strategies.programs import UPDATE_METHODS
-from hypothesis.database import ExampleDatabase
+from hypothesis import strategies as st
 
 # The program level's share of a mixed campaign's budget.
 PROGRAM_SHARE = 0.5
@@ -127,13 +129,31 @@ def _program_loads(raw: bytes) -> Any:
 PROGRAMS = Codec(_program_dumps, _program_loads)
 
 
-def level_subject(level: str, settings: CampaignSettings, reacts_to: tuple[str, ...] = ()) -> Subject:
-    """The strategy, the check (None: the settings' verify) and the database codec of one
-    level (``graph`` or ``program``); graph cases draw the node kinds in ``reacts_to``."""
+def _program_from_data(data: dict[str, Any]) -> Program:
+    return _program_loads(json.dumps(data).encode())
+
+
+# How a program crosses between a worker and the supervisor (checked as a saved one is).
+PROGRAM_FORM = ExampleForm(to_data, _program_from_data, lambda data: from_data(data).compute_nodes(), PROGRAMS)
+
+
+def program_strategy(settings: CampaignSettings) -> st.SearchStrategy[Program]:
+    """The program level's examples (a ``Task.strategy`` factory)."""
+    return module_programs()
+
+
+def program_check(blame: Blame, settings: CampaignSettings) -> Check:
+    """The program level's check (a ``Task.check`` factory): export with the pass in place,
+    under both grad modes (``fxfuzz.oracles.program.check_program``)."""
+    return functools.partial(check_program, share=settings.program_share)
+
+
+def level_task(level: str) -> Task:
+    """What a worker of one level (``graph`` or ``program``) draws and judges."""
     if level == "graph":
-        return Subject(graph_cases(domain=settings.domain, reacts_to=reacts_to), None, GRAPH_CASES)
+        return Task()
     if level == "program":
-        return Subject(module_programs(), functools.partial(check_program, share=settings.program_share), PROGRAMS)
+        return Task(check=f"{__name__}:program_check", strategy=f"{__name__}:program_strategy", form=f"{__name__}:PROGRAM_FORM")
     raise ValueError(f"unknown level {level!r}; expected graph or program")
 
 
@@ -184,20 +204,31 @@ def merge_results(results: list[tuple[str, CampaignResult]]) -> CampaignResult:
     return merged
 
 
+@dataclass
+class LevelsRun:
+    """A campaign of one or more levels: the merged result (``merge_results``) and each level's
+    workers' own account, by level (restarts, deaths, errors, notes)."""
+
+    result: CampaignResult
+    workers: list[tuple[str, ParallelResult]]
+
+
 def run_levels(
-    pass_fn: PassFn,
+    pass_spec: str,
     settings: CampaignSettings,
     *,
-    database: ExampleDatabase | None = None,
-    progress: Progress | None = None,
-    on_level: Callable[[str, CampaignResult], None] | None = None,
+    log_dir: str | None = None,
+    progress: Callable[[int, int, float], None] | None = None,
     stop: Callable[[], bool] | None = None,
-) -> CampaignResult:
-    """Run ``pass_fn``'s campaign at ``settings.level``; ``mixed`` runs the graph level, then
-    the program level, each for its share of the budget (time one level leaves unused passes
-    to the next). ``settings.max_examples`` caps each level; once ``stop()`` turns true no
-    further example or level runs. Known buckets are not shrunk, as in ``run_campaign``."""
+) -> LevelsRun:
+    """Run the campaign of ``pass_spec`` at ``settings.level`` in worker processes, as the graph
+    level's (``fxfuzz.campaign.supervisor``: the pass never runs in this process, each example
+    under ``settings.example_timeout_s``, a death judged and reported); ``mixed`` runs the graph
+    level, then the program level, each for its share of the budget (time one level leaves
+    unused passes to the next). ``settings.max_examples`` caps each level; once ``stop()`` turns
+    true no further level starts. Known buckets are not shrunk, as in ``run_campaign``."""
     results: list[tuple[str, CampaignResult]] = []
+    workers: list[tuple[str, ParallelResult]] = []
     planned = spent = 0.0
     for name, share in budget_plan(settings.level, settings.budget_s):
         if stop is not None and stop():
@@ -211,17 +242,16 @@ def run_levels(
             domain=settings.domain if name == "graph" else f"{settings.domain}:{name}",
             known=for_level(settings.known, name),
         )
-        r = run_campaign(
-            pass_fn,
-            level_settings,
-            database=database,
-            hooks=Hooks(progress, stop),
-            subject=level_subject(name, settings, generation_kinds(pass_fn, contract_option(settings.contract))),
-        )
-        spent += r.duration_s
-        results.append((name, r))
-        if on_level:
-            on_level(name, r)
-    return merge_results(results)
+        task = level_task(name)
+        before = (sum(r.examples for _, r in results), sum(len(r.buckets) for _, r in results), spent)
+        shown = None if progress is None else functools.partial(_progress_after, progress, before)
+        parallel = run_parallel(ParallelCampaign(pass_spec, level_settings, task, log_dir=log_dir), shown, stop)
+        spent += parallel.duration_s
+        results.append((name, to_campaign_result(parallel, example_form(task))))
+        workers.append((name, parallel))
+    return LevelsRun(merge_results(results), workers)
 
 
+def _progress_after(progress: Callable[[int, int, float], None], before: tuple[int, int, float], examples: int, buckets: int, elapsed: float) -> None:
+    # A later level's counts and time start at zero: shown after the earlier levels'.
+    progress(before[0] + examples, before[1] + buckets, before[2] + elapsed)

@@ -27,7 +27,8 @@ class Task:
     once each, in order, instead of generated ones (meant for one worker: each judges them all);
     ``strategy``, a ``pkg.module:factory`` whose ``factory(settings=..., **strategy_args)``
     returns the Hypothesis strategy generated examples are drawn from (None: the campaign's
-    own, for the pass under test)."""
+    own, for the pass under test); ``form``, a ``pkg.module:attr`` naming the
+    ``fxfuzz.campaign.engine.ExampleForm`` of the examples (None: graph cases, ``GRAPH_FORM``)."""
 
     check: str | None = None
     check_args: dict[str, Any] = field(default_factory=dict)
@@ -35,6 +36,7 @@ class Task:
     examples_args: dict[str, Any] = field(default_factory=dict)
     strategy: str | None = None
     strategy_args: dict[str, Any] = field(default_factory=dict)
+    form: str | None = None
 
 
 @dataclass(frozen=True)

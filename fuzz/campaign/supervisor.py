@@ -50,7 +50,7 @@ from typing import Any
 
 from fxfuzz.campaign import warm, worker
 from fxfuzz.campaign.database import open_database
-from fxfuzz.campaign.engine import GRAPH_CASES, Bucket, CampaignResult, SavedFailures, StopReason, bucket_id, database_key
+from fxfuzz.campaign.engine import GRAPH_FORM, Bucket, CampaignResult, Codec, ExampleForm, SavedFailures, StopReason, bucket_id, database_key
 from fxfuzz.campaign.protocol import (
     Blame,
     BucketFound,
@@ -70,7 +70,6 @@ from fxfuzz.campaign.protocol import (
 from fxfuzz.core.errors import SerializeError
 from fxfuzz.core.op_sources import named_sources
 from fxfuzz.core.passes import load_pass
-from fxfuzz.core.serialize import case_from_dict, count_compute_nodes
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding
 from fxfuzz.strategies.custom import op_specs
@@ -182,7 +181,8 @@ class Supervisor:
         # Only with coverage on: an empty folder per campaign would pile up in the temp dir.
         self.cov_dir = tempfile.mkdtemp(prefix="fxfuzz-cov-") if campaign.coverage_include else None
         self.result.coverage_dir = self.cov_dir
-        self.saved = _saved_failures(campaign, self._note)
+        self.form = worker.example_form(campaign.task)
+        self.saved = _saved_failures(campaign, self.form.codec, self._note)
         # Every worker, restarts included, registers the user operators of this process's
         # op table before drawing; one it cannot rebuild is refused here, not left out.
         self.ops = op_specs()
@@ -322,7 +322,7 @@ class Supervisor:
         """Offer a crash and its example to the report and save the example (the next campaign
         replays it first); return its bucket id."""
         bid = bucket_id(f)
-        nodes = count_compute_nodes(case["graph"]) if case else 0
+        nodes = self.form.nodes(case) if case else 0
         self._offer(bid, f.to_dict(), case, nodes, source)
         if self.saved is not None and case is not None:
             self.saved.keep(bid, json.dumps(case).encode(), nodes)
@@ -517,17 +517,18 @@ def worker_log(log_dir: str, index: int) -> str:
     return os.path.join(log_dir, f"worker{index}.log")
 
 
-def _saved_failures(campaign: ParallelCampaign, on_lost: Callable[[str], None]) -> SavedFailures | None:
-    """The store workers save minimized failures in, for the examples that kill a worker."""
+def _saved_failures(campaign: ParallelCampaign, codec: Codec, on_lost: Callable[[str], None]) -> SavedFailures | None:
+    """The store workers save minimized failures in (through ``codec``), for the examples that
+    kill a worker."""
     db = campaign.settings.db
     if db is None:
         return None
     key = database_key(load_pass(campaign.pass_spec), campaign.settings.domain)
-    return SavedFailures(open_database(db, on_lost), key, GRAPH_CASES)
+    return SavedFailures(open_database(db, on_lost), key, codec)
 
 
 def _size(case: dict[str, Any], nodes: int) -> tuple[int, int]:
-    # The bytes SavedFailures stores (GRAPH_CASES) and orders by.
+    # The bytes SavedFailures stores (the data as JSON, as both forms' codecs write it) and orders by.
     return nodes, len(json.dumps(case).encode())
 
 
@@ -569,13 +570,15 @@ def run_parallel(campaign: ParallelCampaign, progress: Any = None, stop: Callabl
     return Supervisor(campaign).run(progress, stop)
 
 
-def to_campaign_result(r: ParallelResult) -> CampaignResult:
-    """The merged run as a CampaignResult, each bucket's example deserialized."""
+def to_campaign_result(r: ParallelResult, form: ExampleForm = GRAPH_FORM) -> CampaignResult:
+    """The merged run as a CampaignResult, each bucket's example deserialized (``form``: the
+    campaign task's)."""
     buckets = {}
     for bid, rec in r.buckets.items():
         try:
-            case = case_from_dict(rec.case) if rec.case is not None else None
+            case = form.from_data(rec.case) if rec.case is not None else None
         except SerializeError:  # keep the finding (and its data) even if the graph will not rebuild
             case = None
-        buckets[bid] = Bucket(bid, Finding(**rec.finding), case, max(1, r.counts.get(bid, 0)), rec.case, rec.source)
+        data = rec.case if form.graph_case else None
+        buckets[bid] = Bucket(bid, Finding(**rec.finding), case, max(1, r.counts.get(bid, 0)), data, rec.source)
     return CampaignResult(r.examples, r.duration_s, buckets, r.stats, r.stopped_by)

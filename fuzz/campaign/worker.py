@@ -25,25 +25,26 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fxfuzz.campaign.protocol import Blame, BucketFound, Counts, Done, Finished, Minimized, Note, Raised, Source, Started, WorkerMessage, WorkerStart
+from fxfuzz.campaign.protocol import Blame, BucketFound, Counts, Done, Finished, Minimized, Note, Raised, Source, Started, Task, WorkerMessage, WorkerStart
 from fxfuzz.core.cwd import import_from_cwd
 
-
-def _serialize(case: Any) -> dict[str, Any] | None:
-    from fxfuzz.core.serialize import case_to_dict
-
-    try:
-        return case_to_dict(case)
-    except Exception:  # an example type the serializer does not know: fuzz on, unsaved
-        return None
+if TYPE_CHECKING:  # the engine imports torch: a worker imports it only once coverage runs
+    from fxfuzz.campaign.engine import ExampleForm
 
 
 def _factory(spec: str) -> Any:
-    """The callable a ``pkg.module:name`` spec of the task names."""
+    """The callable (or value) a ``pkg.module:name`` spec of the task names."""
     module, _, name = spec.partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+def example_form(task: Task) -> ExampleForm:
+    """The ``ExampleForm`` of the examples ``task`` judges: the one it names, else graph cases'."""
+    from fxfuzz.campaign.engine import GRAPH_FORM
+
+    return _factory(task.form) if task.form else GRAPH_FORM
 
 
 def judgement(start: WorkerStart, blame: Callable[[bool], None]) -> Any:
@@ -60,8 +61,8 @@ class _Reporter:
     """The worker's side of the pipe: each example sent before it runs (serialized once, and
     again only for another example), counts after it, buckets as they change."""
 
-    def __init__(self, conn: Connection, judge: Any, cov: Any) -> None:
-        self.conn, self.judge, self.cov = conn, judge, cov
+    def __init__(self, conn: Connection, judge: Any, cov: Any, form: Any) -> None:
+        self.conn, self.judge, self.cov, self.form = conn, judge, cov, form
         self.case: Any = None
         self.data: dict[str, Any] | None = None
         self.cov_saved = time.monotonic()
@@ -71,7 +72,7 @@ class _Reporter:
 
     def data_of(self, case: Any) -> dict[str, Any] | None:
         if self.case is not case:  # the bucket hook asks for the case just run: reuse it
-            self.case, self.data = case, _serialize(case)
+            self.case, self.data = case, self.form.to_data(case)
         return self.data
 
     def check(self, case: Any, fn: Any) -> list:
@@ -126,17 +127,17 @@ def worker_main(start: WorkerStart, conn: Connection, cov: Any) -> None:
     from fxfuzz.core.contract import contract_option
     from fxfuzz.core.op_sources import load_sources
     from fxfuzz.core.passes import load_pass
-    from fxfuzz.core.serialize import case_from_dict
     from fxfuzz.strategies.custom import register_first
 
     # Before the example to re-run is rebuilt: its operators then exist, defined by the spec.
     load_sources(start.op_sources)
     for specs in start.ops:
         register_first(specs)
+    form = example_form(start.task)
     # The example the previous worker of this slot died on: run first, to see if it repeats.
-    rerun = [case_from_dict(start.rerun)] if start.rerun is not None else []
+    rerun = [form.from_data(start.rerun)] if start.rerun is not None else []
     pass_fn = load_pass(start.pass_spec, contract_option(start.settings.contract))
-    report = _Reporter(conn, judgement(start, lambda on_pass: conn.send(Blame(on_pass))), cov)
+    report = _Reporter(conn, judgement(start, lambda on_pass: conn.send(Blame(on_pass))), cov, form)
     hooks = Hooks(report.progress, conn.poll, report.on_bucket, report.on_minimized)  # any message from the parent means stop
     try:
         if start.task.examples:
@@ -146,7 +147,7 @@ def worker_main(start: WorkerStart, conn: Connection, cov: Any) -> None:
             settings = dataclasses.replace(start.settings, budget_s=max(0.0, start.deadline - time.time()))
             db = open_database(settings.db, lambda text: report.send(Note(text))) if settings.db else None
             strategy = _factory(start.task.strategy)(settings=start.settings, **start.task.strategy_args) if start.task.strategy else None
-            result = run_campaign(pass_fn, settings, database=db, hooks=hooks, subject=Subject(strategy, report.check), rerun=rerun)
+            result = run_campaign(pass_fn, settings, database=db, hooks=hooks, subject=Subject(strategy, report.check, form.codec), rerun=rerun)
     except Exception as e:
         # Said before dying of it, so that a restart the user sees is not taken for an outside
         # kill: fxfuzz's own error is kept apart from findings, never hidden.

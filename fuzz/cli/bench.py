@@ -7,14 +7,20 @@ import argparse
 import json
 from dataclasses import asdict
 
+from fxfuzz.cli.setup import check_survives
+from fxfuzz.core.errors import UsageError
+from fxfuzz.core.user_code import exits_refused
 from fxfuzz.strategies.custom import register_ops
 from fxfuzz.tools.bench import run_bench
 
 
 def command(args: argparse.Namespace) -> int:
     """``fxfuzz bench``: print the figures; with ``--json`` the last line is one JSON object."""
+    check_survives([("--pass", args.pass_spec)], args.ops)
     register_ops(args.ops, "--op")  # run_bench hands them to its worker processes
-    r = run_bench(args.graphs, args.seed, args.workers, args.pass_spec, args.profile, args.stage_share, args.contract)
+    # The pass runs in this process, timed alone: one that would end it has no figures.
+    with exits_refused(f"the pass {args.pass_spec}", UsageError, "while it was measured"):
+        r = run_bench(args.graphs, args.seed, args.workers, args.pass_spec, args.profile, args.stage_share, args.contract)
     print(f"population: {r.graphs} export-domain graph cases, seed {r.seed}, median {r.median_nodes:g} compute nodes")
     print(f"pass alone        {r.pass_ms:8.2f} ms/case (median)")
     print(f"harness loop      {r.harness_ms:8.2f} ms/example (median)  ratio {r.ratio:.2f}")

@@ -15,7 +15,7 @@ from fxfuzz.campaign.limits import campaign_limits
 from fxfuzz.cli.interrupt import StopSignals, exit_status
 from fxfuzz.cli.progress import ProgressPrinter
 from fxfuzz.cli.run import EXIT_TESTED_NOTHING, unwritten_status
-from fxfuzz.cli.setup import report_folder, worker_logs
+from fxfuzz.cli.setup import check_survives, report_folder, worker_logs
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.known import load_known_files
 from fxfuzz.core.passes import default_domain, load_pass
@@ -29,6 +29,7 @@ def command(a: argparse.Namespace) -> int:
     """Judge the corpus and fresh cases for the budget in worker processes, until the first
     final regression (``run_gate_parallel``); write the report; print each regression."""
     # A bad spec fails here, in one line, before any worker starts.
+    check_survives([("--candidate", a.candidate), ("--baseline", a.baseline)], a.ops)
     candidate, baseline = (load_pass(spec, contract_option(a.contract)) for spec in (a.candidate, a.baseline))
     register_ops(a.ops, "--op")  # the workers register them too (the supervisor hands them over)
     corpus = saved_cases(a.corpus, a.example_timeout_s) if a.corpus else Corpus([], [], [])

@@ -151,10 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
 # sub-command -> module of fxfuzz.cli whose ``command(args)`` runs it
 COMMANDS = {"run": "run", "repro": "repro", "gate": "gate", "mutate": "mutate", "bench": "bench", "merge": "merge", "passes": "passes"}
 # Sub-commands that fork workers, or a replay child, from the warm interpreter, by their
-# arguments (a coverage run starts fresh interpreters, the other levels run in this process). It
+# arguments (a coverage run starts fresh interpreters). It
 # is started before the command's module imports torch, so that the two import at once: about
 # 4 s less before the first example on 2 cores (docs/benchmark.md).
-FORKS = {"run": lambda a: a.level == "graph" and not a.coverage, "gate": lambda a: True, "repro": lambda a: True}
+FORKS = {"run": lambda a: not a.coverage, "gate": lambda a: True, "repro": lambda a: True}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

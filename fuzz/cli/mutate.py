@@ -11,7 +11,7 @@ import signal
 
 from fxfuzz.campaign.gate import gate_corpus
 from fxfuzz.cli.interrupt import StopSignals, verdict_status
-from fxfuzz.cli.setup import writable_dir
+from fxfuzz.cli.setup import check_survives, writable_dir
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.passes import REGISTRY, default_domain, load_pass
 from fxfuzz.strategies.custom import register_ops
@@ -28,6 +28,7 @@ def command(a: argparse.Namespace) -> int:
         if os.path.isdir(a.out):
             raise UsageError(f"--out: {a.out} is a directory; give the path of the JSON file to write")
         writable_dir(os.path.dirname(a.out) or ".", "--out")
+    check_survives([], a.ops)  # the pass is a registered one: none of the user's code
     register_ops(a.ops, "--op")  # the gates run in this process
     mutants = enumerate_mutants(a.pass_spec)
     if a.list:

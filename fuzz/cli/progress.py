@@ -6,7 +6,6 @@ import sys
 import time
 from typing import TextIO
 
-from fxfuzz.campaign.engine import CampaignResult
 from fxfuzz.campaign.limits import NO_EXAMPLE_LIMIT, NO_TIME_LIMIT_S
 
 
@@ -23,10 +22,6 @@ class ProgressPrinter:
         self.every_s = 0.5 if self.tty else 10.0
         self.last = -1e9
         self.drawn = False
-
-    def __call__(self, result: CampaignResult, elapsed: float) -> None:
-        """The in-process campaign's progress hook."""
-        self.update(result.examples, len(result.buckets), elapsed)
 
     def update(self, examples: int, buckets: int, elapsed: float) -> None:
         """Redraw with the merged counts of all workers."""

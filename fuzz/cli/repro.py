@@ -15,6 +15,7 @@ import signal
 import sys
 
 from fxfuzz.campaign import warm
+from fxfuzz.cli.setup import check_survives
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.deadline import load_within
 from fxfuzz.core.errors import FxfuzzError, SerializeError, UsageError
@@ -26,9 +27,11 @@ from fxfuzz.strategies.custom import register_ops
 def command(args: argparse.Namespace) -> int:
     """Check the repro and its pass here (one-line errors, without running the file), then
     replay it in a child."""
+    check_survives([], args.ops)
     register_ops(args.ops, "--op")  # before the case is read: its operators must exist
     spec, device = load_within(args.example_timeout, recorded_pass, args.path)  # malformed or untrusted files fail here, in one line
     pass_spec = args.pass_spec or trusted_pass(spec, args.path)
+    check_survives([("--pass" if args.pass_spec else f"{args.path}: pass", pass_spec)], [])
     load_pass(pass_spec, contract_option(args.contract))  # a bad spec fails here, in one line
     if device == "cuda":
         import torch
@@ -59,8 +62,8 @@ def command(args: argparse.Namespace) -> int:
 def _replay_in_child(path: str, pass_spec: str, contract: str | None, ops: list[str], timeout_s: float) -> tuple[list[str], int | None]:
     """The child's reports and its exit status (None: killed, as it took more than ``timeout_s``
     to load the repro or, once loaded, to run the pass, which then counts as hung); the child
-    loads the ``--op`` values ``ops`` first and holds the pass to ``contract`` (None: the one the
-    repro records, else the pass's own). It is forked from the warm interpreter campaign workers
+    loads the ``--op`` values ``ops`` first and holds the pass to ``contract`` (None: the pass's
+    own, whatever the repro records). It is forked from the warm interpreter campaign workers
     fork from (``fxfuzz.campaign.warm``), so it imports nothing that interpreter has."""
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd) as reports:
@@ -86,8 +89,8 @@ def _child_main(path: str, pass_spec: str, contract: str, report: warm.Fd, ops: 
 
 
 def replay(path: str, pass_spec: str, contract: str, report_fd: int, ops: list[str]) -> int:
-    """Verify the repro's case against ``pass_spec`` held to ``contract`` (empty: the one the
-    repro records, else the pass's own): 1 while it fails, 0 once fixed; each step reported on
+    """Verify the repro's case against ``pass_spec`` held to ``contract`` (empty: the pass's
+    own, whatever the repro records): 1 while it fails, 0 once fixed; each step reported on
     ``report_fd``. ``ops`` are the ``--op`` values, loaded first."""
     from fxfuzz.oracles import verify  # noqa: PLC0415  (torch, in the child only)
 
@@ -96,10 +99,17 @@ def replay(path: str, pass_spec: str, contract: str, report_fd: int, ops: list[s
             register_ops(ops, "--op")
             repro = load_repro(path)
             report.write("loaded\n")
-            pass_fn = load_pass(pass_spec, contract_option(contract or repro.contract))
+            # The contract a repro records is its writer's word, not a verdict: it is judged
+            # under the pass's own unless this command's --contract says otherwise.
+            pass_fn = load_pass(pass_spec, contract_option(contract or None))
         except FxfuzzError as e:
             report.write(f"error {str(e).replace(chr(10), ' ')}\n")
             return 2
+        if not contract and repro.contract not in (None, pass_fn.contract.name):
+            print(
+                f"fxfuzz repro: note: recorded under --contract {repro.contract}; judged under {pass_fn.contract.name}, "
+                f"the pass's own (give --contract {repro.contract} to judge as recorded)"
+            )
         findings = verify(repro.case, pass_fn, device=repro.device)
         print(f"fxfuzz repro: recorded finding: {repro.finding.get('message', '')}")
         for f in findings:

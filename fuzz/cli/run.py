@@ -1,17 +1,16 @@
-"""``fxfuzz run``: a campaign at the graph level in worker processes, or at the program or
-mixed level in this process, then the report folder and the summary."""
+"""``fxfuzz run``: a campaign in worker processes (at the graph, program or mixed level), then
+the report folder and the summary."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import os
 import shutil
 import signal
 import sys
 from typing import Any
 
 from fxfuzz.campaign.engine import CampaignResult, StopReason
+from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, run_parallel, to_campaign_result
 from fxfuzz.cli.args import auto_workers
 from fxfuzz.cli.interrupt import StopSignals, verdict_status
 from fxfuzz.cli.progress import ProgressPrinter
@@ -44,7 +43,6 @@ def command(args: argparse.Namespace) -> int:
 
 def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
     from fxfuzz.campaign.coverage import coverage_targets, summarize
-    from fxfuzz.campaign.supervisor import ParallelCampaign, run_parallel, to_campaign_result
 
     settings = setup.settings
     # Off by default: tracing costs about 75% more CPU per example on Python 3.11 (docs/benchmark.md).
@@ -69,26 +67,27 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
         why = parallel.worker_errors[0] if parallel.worker_errors else "no worker ran an example"
         lost = [f"the workers kept dying outside any example ({why}); the campaign stopped after {result.examples} example(s)"]
         incomplete = _incomplete(result, signum, why, lost if result.stopped_by == StopReason.WORKERS_LOST else [])
-        extras = Extras(
-            known=setup.known,
-            coverage=coverage,
-            timeline=parallel.timeline,
-            workers={
-                "restarts": parallel.restarts,
-                "unrepeated_deaths": parallel.unrepeated_deaths,
-                "errors": parallel.worker_errors,
-                "unserializable_examples": parallel.unserializable,
-                "example_timeout_s": settings.example_timeout_s,
-                "database": settings.report_form()["db"],
-                "notes": parallel.notes,
-            },
-            incomplete=incomplete,
-        )
+        workers = _workers_account([parallel], settings)
+        extras = Extras(known=setup.known, coverage=coverage, timeline=parallel.timeline, workers=workers, incomplete=incomplete)
         written = write_all(result, run_meta(args, settings, started, setup.pass_fn), setup.report_dir, extras)
     report = written.report
     print_summary(report, setup.report_dir, written.unwritten)
-    _print_notes(parallel.notes)
+    _print_notes(workers["notes"])
     return unwritten_status(written.unwritten, setup.report_dir) or _exit_status(report, signum, log_dir)
+
+
+def _workers_account(runs: list[ParallelResult], settings: CampaignSettings) -> dict[str, Any]:
+    """report.json's ``workers``: what the worker processes of ``runs`` (one per level) did
+    besides judging examples, together."""
+    return {
+        "restarts": sum(r.restarts for r in runs),
+        "unrepeated_deaths": [d for r in runs for d in r.unrepeated_deaths],
+        "errors": [e for r in runs for e in r.worker_errors],
+        "unserializable_examples": sum(r.unserializable for r in runs),
+        "example_timeout_s": settings.example_timeout_s,
+        "database": settings.report_form()["db"],
+        "notes": list(dict.fromkeys(n for r in runs for n in r.notes)),  # a lost database is said once
+    }
 
 
 def run_meta(args: argparse.Namespace, settings: CampaignSettings, started: str, pass_fn: Pass, **more: object) -> dict[str, object]:
@@ -135,48 +134,44 @@ def _exit_status(report: dict[str, Any], signum: int | None, see: str) -> int:
 
 
 def _levels(args: argparse.Namespace) -> int:
-    """``--level program|mixed``: an in-process campaign per level, merged into one report
-    with per-level counts."""
-    from fxfuzz.campaign.database import open_database
+    """``--level program|mixed``: a campaign per level in a worker process, as the graph
+    level's, merged into one report with per-level counts."""
     from fxfuzz.campaign.levels import budget_plan, run_levels
-    from fxfuzz.campaign.supervisor import worker_seed
 
     if args.workers not in (None, 1) or args.coverage:
-        raise UsageError(f"--level {args.level} runs in one process: drop --workers and --coverage")
+        raise UsageError(f"--level {args.level} runs in one worker process: drop --workers and --coverage")
     if args.device != "cpu":
         raise UsageError(f"--level {args.level} checks on CPU only: drop --device {args.device}")
     setup = campaign_setup(args, 1)
     settings = setup.settings
+    log_dir = worker_logs(setup.report_dir, settings.workers)
     started = utc_now()
     progress = ProgressPrinter(settings.budget_s, settings.max_examples)
-    notes: list[str] = []
     plan = budget_plan(settings.level, settings.budget_s)
-    # One process: the seed of a sharded campaign's only worker.
-    seed = worker_seed(settings.seed, settings.shard, 0, 0) if settings.shard != (1, 1) else settings.seed
     with StopSignals() as stop:
-        result = run_levels(
-            setup.pass_fn,
-            dataclasses.replace(settings, seed=seed),
-            database=None if settings.db is None else open_database(settings.db, notes.append),
-            progress=progress,
-            stop=stop,
-        )
+        run = run_levels(args.pass_spec, settings, log_dir=log_dir, progress=progress.update, stop=stop)
         signum = stop.signum
         progress.close()
-        notes.extend(result.notes)
+        result = run.result
         if signum is not None:
             result.stopped_by = StopReason.INTERRUPTED
         gaps = [f"the {name} level ran no example in its {share:.1f}s of the budget" for name, share in plan if not result.stats[f"level:{name}:examples"]]
+        gaps += [
+            f"the {name} level's worker kept dying outside any example ({(p.worker_errors or ['no worker ran an example'])[0]})"
+            for name, p in run.workers
+            if p.stopped_by == StopReason.WORKERS_LOST
+        ]
         incomplete = _incomplete(result, signum, "; ".join(gaps), gaps)
-        extras = Extras(known=setup.known, workers={"database": settings.report_form()["db"], "notes": notes}, incomplete=incomplete)
+        workers = _workers_account([p for _, p in run.workers], settings)
+        extras = Extras(known=setup.known, workers=workers, incomplete=incomplete)
         written = write_all(result, run_meta(args, settings, started, setup.pass_fn, level=settings.level, program_share=settings.program_share), setup.report_dir, extras)
     report = written.report
     print_summary(report, setup.report_dir, written.unwritten)
-    _print_notes(notes)
+    _print_notes(workers["notes"])
     for name, _ in plan:
         n, rate = result.stats[f"level:{name}:examples"], result.stats[f"level:{name}:examples_per_s"]
         print(f"fxfuzz: level {name}: {n} examples ({rate}/s)")
-    return unwritten_status(written.unwritten, setup.report_dir) or _exit_status(report, signum, os.path.join(setup.report_dir, "report.md"))
+    return unwritten_status(written.unwritten, setup.report_dir) or _exit_status(report, signum, log_dir)
 
 
 def unwritten_status(unwritten: list[str], report_dir: str) -> int | None:

@@ -4,6 +4,7 @@ limits. Bad input raises UsageError (one line, exit status 2), never after a cam
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from fxfuzz.core.known import load_known_files
 from fxfuzz.core.passes import Pass, default_domain, load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.report.folder import clear_earlier_run, default_report_dir, record_written
-from fxfuzz.strategies.custom import register_ops
+from fxfuzz.strategies.custom import loading_ends, register_ops
 
 
 def writable_dir(path: str, option: str) -> str:
@@ -51,6 +52,14 @@ def worker_logs(report_dir: str, workers: int) -> str:
     return logs
 
 
+def check_survives(passes: Sequence[tuple[str, str]], ops: Sequence[str]) -> None:
+    """UsageError (one line, exit 2) when loading one of ``passes`` (option, spec) or of the
+    ``--op`` values ``ops`` would end this process (``fxfuzz.strategies.custom.loading_ends``)."""
+    ended = loading_ends(passes, ops, "--op")
+    if ended is not None:
+        raise UsageError(ended)
+
+
 @dataclass
 class CampaignSetup:
     """What ``fxfuzz run`` checked and resolved before any work: the pass, the known
@@ -78,6 +87,7 @@ def campaign_setup(args: Any, workers: int) -> CampaignSetup:
     """Load the pass and the baseline, make sure the database and report folder can be
     written, resolve the limits and the settings of a campaign in ``workers`` processes; bad
     input raises UsageError (one line, exit 2)."""
+    check_survives([("--pass", args.pass_spec)], args.ops)
     pass_fn = load_pass(args.pass_spec, contract_option(args.contract))
     register_ops(args.ops, "--op")
     known = load_known_files(args.known)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from fxfuzz.core.custom_ops import load_source
 from fxfuzz.core.errors import SerializeError, UntrustedError, UsageError
+from fxfuzz.core.user_code import exits_refused
 
 FXFUZZ_NAMESPACE = "fxfuzz"
 FXFUZZ_SOURCE = "fxfuzz.core.custom_ops"
@@ -107,10 +108,11 @@ def load_sources(sources: Iterable[str], option: str = "--op") -> None:
                 raise UsageError(f"{option} {given}: no such file")
             source = os.path.abspath(source)  # a repro of its operators is replayed from anywhere
         before = _operator_names()
-        try:
-            load_source(source)
-        except Exception as e:  # the user's own code: whatever it raises, one line
-            raise UsageError(f"{option} {given}: cannot load it: {type(e).__name__}: {e}") from None
+        with exits_refused(f"{option} {given}", UsageError):
+            try:
+                load_source(source)
+            except Exception as e:  # the user's own code: whatever it raises, one line
+                raise UsageError(f"{option} {given}: cannot load it: {type(e).__name__}: {e}") from None
         for qualname in _operator_names() - before:
             record_source(qualname, source)
             add_user_op(qualname)

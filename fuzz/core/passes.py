@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from fxfuzz.core.contract import AUTOCAST, MEANING, POST_GRAD, REFINES, SET_GRAD, PassContract, union
 from fxfuzz.core.errors import PassSpecError
 from fxfuzz.core.shapes import NoShape, adapt, shape_of
+from fxfuzz.core.user_code import exits_refused
 
 PassFn = Callable[[Any, Any], tuple[Any, Any]]
 
@@ -301,8 +302,10 @@ def _import_module(where: str) -> Any:
         module.__fxfuzz_stamp__ = os.stat(os.path.realpath(where)).st_mtime_ns  # type: ignore[attr-defined]
         try:
             spec.loader.exec_module(module)
-        except Exception as e:
+        except BaseException as e:
             del sys.modules[name]  # half executed: never reused
+            if not isinstance(e, Exception):
+                raise  # it would end the process: exits_refused says so
             raise PassSpecError(f"importing {where} failed: {type(e).__name__}: {e}") from None
         return module
     try:
@@ -318,11 +321,12 @@ def resolve_attr(spec: str, what: str = "pass") -> Any:
     if not where or not attr:
         noun = "callable" if what == "pass" else "attribute"
         raise PassSpecError(f"malformed {what} spec {spec!r}: expected pkg.module:{noun} or file.py:{noun}")
-    obj: Any = _import_module(where)
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise PassSpecError(f"{where} has no attribute {attr!r}")
-        obj = getattr(obj, part)
+    with exits_refused(spec, PassSpecError):  # importing runs the user's code, and so may getattr
+        obj: Any = _import_module(where)
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                raise PassSpecError(f"{where} has no attribute {attr!r}")
+            obj = getattr(obj, part)
     return obj
 
 
@@ -344,7 +348,8 @@ def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> P
             f"unknown pass {spec!r}: expected one of {', '.join(REGISTRY)}, pkg.module:callable or file.py:callable"
         )
     try:
-        shape, fn = shape_of(resolve_attr(target, "pass"))
+        with exits_refused(target, PassSpecError):  # a PassBase class is built: the user's code runs
+            shape, fn = shape_of(resolve_attr(target, "pass"))
     except NoShape as e:
         raise PassSpecError(f"{target} {e}") from None
     pass_fn, takes = adapt(shape, fn), shape.takes_signature
