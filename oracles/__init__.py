@@ -42,7 +42,7 @@ def _run_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, list[str]]:
     return result, leaked
 
 
-def _the_passs(e: BaseException) -> bool:
+def _blamed_on_pass(e: BaseException) -> bool:
     """Whether ``e``, escaping the pass's call, is the pass's to answer for: any Exception; a
     SystemExit (the pass called ``sys.exit``); a KeyboardInterrupt where no Ctrl-C can reach
     this process (a worker ignores SIGINT), so the pass raised it. Elsewhere a
@@ -85,7 +85,7 @@ def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: st
     try:
         result, leaked = _run_pass(case, pass_fn)
     except BaseException as e:
-        if not _the_passs(e):
+        if not _blamed_on_pass(e):
             raise
         if raised_by_fxfuzz(e):
             raise InternalError("the pass's run", e) from None

@@ -134,12 +134,13 @@ def raised_differently(oracle: str, kind: str, what: str, ref: BaseException | N
     """A finding when exactly one side raised, or both raised different exception types."""
     if type(ref) is type(got):
         return []
+    shown = got if got is not None else ref
     return [
         Finding(
             oracle,
             kind,
             f"{what} of the original raised {type(ref).__name__ if ref else 'nothing'}, "
-            f"of the transformed {type(got).__name__ if got else 'nothing'}: {first_line(got or ref)}",
+            f"of the transformed {type(got).__name__ if got else 'nothing'}: {first_line(shown) if shown is not None else ''}",
             {"original": type(ref).__name__ if ref else None, "transformed": type(got).__name__ if got else None},
         )
     ]
