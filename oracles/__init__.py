@@ -3,18 +3,21 @@ the checks themselves are the table in ``fxfuzz.oracles.checks``."""
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE, DEVICES
 from fxfuzz.core.contract import PassContract
-from fxfuzz.core.internal import InternalError, raised_by_fxfuzz
+from fxfuzz.core.internal import InternalError, call_out, raised_by_fxfuzz
 from fxfuzz.core.passes import PassFn, contract_of
 from fxfuzz.oracles.checks import ORACLES, Observed, input_labels, run_checks
 from fxfuzz.oracles.crash import crash_finding
-from fxfuzz.oracles.execute import isolated, release_frames
+from fxfuzz.oracles.equivalence import state_leak
+from fxfuzz.oracles.execute import pass_isolated, release_frames
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.hop_checks import memoized_hop_checks
+from fxfuzz.oracles.structure import malformed, malformed_result
 from fxfuzz.oracles.timing import step
 from torch import fx
 from torch.export.graph_signature import ExportGraphSignature
@@ -24,12 +27,29 @@ __all__ = ["DEVICES", "Finding", "ORACLES", "PassContract", "verify", "apply_pas
 
 def apply_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, Any]:
     """Run the pass on an independent copy of the case under the case's ambient grad mode;
-    whatever process state the pass leaves changed (grad mode, autocast, dispatch keys) is
-    put back, so it cannot leak into the runs that judge it or into later examples."""
+    whatever process state the pass leaves changed (grad mode, autocast, dispatch keys, the
+    default dtype, threads, RNG: ``fxfuzz.oracles.execute.pass_isolated``) is put back, so
+    it cannot leak into the runs that judge it or into later examples."""
+    return _run_pass(case, pass_fn)[0]
+
+
+def _run_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, list[str]]:
+    """``apply_pass``'s result, and the process state the pass left changed (put back)."""
     with step("copy of the case"):
         work = case.copy()
-    with step("the pass"), isolated(case.ambient_grad):
-        return pass_fn(work.gm, work.signature)
+    with step("the pass"), pass_isolated(case.ambient_grad) as leaked:
+        result = call_out(pass_fn, work.gm, work.signature)
+    return result, leaked
+
+
+def _blamed_on_pass(e: BaseException) -> bool:
+    """Whether ``e``, escaping the pass's call, is the pass's to answer for: any Exception; a
+    SystemExit (the pass called ``sys.exit``); a KeyboardInterrupt where no Ctrl-C can reach
+    this process (a worker ignores SIGINT), so the pass raised it. Elsewhere a
+    KeyboardInterrupt is the user's, and ends the run."""
+    if isinstance(e, (Exception, SystemExit)):
+        return True
+    return isinstance(e, KeyboardInterrupt) and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 def verify(
@@ -63,8 +83,10 @@ def verify(
 
 def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: str, stage_share: float) -> list[Finding]:
     try:
-        result = apply_pass(case, pass_fn)
-    except Exception as e:
+        result, leaked = _run_pass(case, pass_fn)
+    except BaseException as e:
+        if not _blamed_on_pass(e):
+            raise
         if raised_by_fxfuzz(e):
             raise InternalError("the pass's run", e) from None
         return [crash_finding(release_frames(e))]
@@ -75,4 +97,7 @@ def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: st
         # Checked here, not by each check: what the checks are handed is theirs to trust, and
         # an error on it inside fxfuzz's code would read as fxfuzz's bug.
         return [Finding("crash", "bad_return", f"the pass returned a {type(sig).__name__} as its signature, not an ExportGraphSignature")]
-    return run_checks(Observed(case, pass_fn, gm, sig, contract, device, stage_share))
+    why = malformed(gm)
+    if why is not None:
+        return [malformed_result(why)]
+    return state_leak(leaked) + run_checks(Observed(case, pass_fn, gm, sig, contract, device, stage_share))

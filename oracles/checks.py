@@ -21,7 +21,7 @@ from typing import Any
 
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.contract import PassContract
-from fxfuzz.core.internal import InternalError, raised_by_fxfuzz
+from fxfuzz.core.internal import InternalError, first_line, raised_by_fxfuzz
 from fxfuzz.oracles.downstream import CleanedUp, check_downstream
 from fxfuzz.oracles.effects import check_effects
 from fxfuzz.oracles.exported import check_exported
@@ -31,7 +31,7 @@ from fxfuzz.oracles.semantics import Reference, check_on_device, compare_graphs
 from fxfuzz.oracles.signature import check_signature
 from fxfuzz.oracles.sizes import AtSizes, new_kinds, observe_sizes
 from fxfuzz.oracles.stages import check_stages, stages_selected
-from fxfuzz.oracles.structure import check_structure, check_unused_submodules
+from fxfuzz.oracles.structure import check_structure, check_unused_submodules, malformed, malformed_result
 from fxfuzz.oracles.timing import step
 from torch import fx
 
@@ -303,30 +303,34 @@ def judged(contract: PassContract, row: Check, findings: list[Finding]) -> list[
     return findings
 
 
-def impossible(row: Check, e: Exception) -> list[Finding]:
-    """What ``e``, raised while ``row`` ran or its needs were built, says. Raised in fxfuzz's
-    own code, it is fxfuzz's bug, raised on as an InternalError; raised in torch's or the
-    pass's code, the result is too broken for the check to run at all, itself a finding."""
+def impossible(ctx: Observed, row: Check, e: Exception) -> list[Finding]:
+    """What ``e``, raised while ``row`` ran or its needs were built, says. Raised in torch's or
+    the pass's code, the result is too broken for the check to run at all, itself a finding.
+    Raised in fxfuzz's own code on a result that is not a graph fxfuzz can read (``malformed``,
+    lint included), the result is the pass's defect (``malformed_result``); on one that is, it
+    is fxfuzz's bug, raised on as an InternalError."""
     if raised_by_fxfuzz(e):
-        raise InternalError(row.name, e) from None
+        why = malformed(ctx.gm, lint=True)
+        if why is None:
+            raise InternalError(row.name, e) from None
+        return [malformed_result(why)]
     oracle = row.oracles[0]
-    first = str(e).splitlines()[0] if str(e) else ""
     return [
         Finding(
             oracle,
             "check_impossible",
-            f"the {oracle} check could not run on the result: {type(e).__name__}: {first}",
+            f"the {oracle} check could not run on the result: {type(e).__name__}: {first_line(e)}",
             {"exception": type(e).__name__},
         )
     ]
 
 
-def guarded(row: Check, check: Callable[[], list[Finding]]) -> list[Finding]:
+def guarded(ctx: Observed, row: Check, check: Callable[[], list[Finding]]) -> list[Finding]:
     """Run one check; what it raises is ``impossible``'s to judge."""
     try:
         return check()
     except Exception as e:
-        return impossible(row, e)
+        return impossible(ctx, row, e)
 
 
 def _sizes(ctx: Observed, row: Check) -> Iterator[AtSizes]:
@@ -346,16 +350,16 @@ def run_checks(ctx: Observed) -> list[Finding]:
         try:
             ctx.build(row.needs)
         except Exception as e:
-            findings += judged(ctx.contract, row, impossible(row, e))
+            findings += judged(ctx.contract, row, impossible(ctx, row, e))
             unbuilt = True
             continue
         if not row.runs(ctx):
             continue
         with step(row.step.format(device=ctx.device)):
-            seen = judged(ctx.contract, row, guarded(row, lambda: row.check(ctx, ctx.traced)))
+            seen = judged(ctx.contract, row, guarded(ctx, row, lambda: row.check(ctx, ctx.traced)))
             findings += seen
             known.update(f.kind for f in seen)
             if row.at_sizes:
                 for at in _sizes(ctx, row):
-                    findings += new_kinds(at.tagged(judged(ctx.contract, row, guarded(row, lambda: row.check(ctx, at)))), known)
+                    findings += new_kinds(at.tagged(judged(ctx.contract, row, guarded(ctx, row, lambda: row.check(ctx, at)))), known)
     return findings

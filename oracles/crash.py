@@ -6,7 +6,7 @@ import os
 import traceback
 from typing import Any
 
-from fxfuzz.core.internal import OWN_DIRS
+from fxfuzz.core.internal import first_line, package_part
 from fxfuzz.oracles.finding import Finding
 
 
@@ -15,7 +15,7 @@ def raise_site(exc: BaseException) -> dict[str, str]:
     ``file:line:function`` (what a reader follows), and ``line``, that line's source text
     (empty where there is none), with the path shortened to the part after site-packages, so
     buckets agree across machines."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not os.path.abspath(f.filename).startswith(OWN_DIRS)]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if package_part(f.filename) is None]
     if not frames:
         return {"frame": "<unknown>", "line": ""}
     f = frames[-1]
@@ -41,6 +41,6 @@ def crash_finding(exc: BaseException) -> Finding:
     return Finding(
         "crash",
         "pass_raised",
-        f"the pass raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+        f"the pass raised {type(exc).__name__}: {first_line(exc)}",
         {"exception": type(exc).__name__, **raise_site(exc)},
     )

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import torch
+from fxfuzz.core.internal import first_line
 from fxfuzz.oracles.execute import Run
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.tolerance import max_abs_diff, same_values
@@ -133,12 +134,13 @@ def raised_differently(oracle: str, kind: str, what: str, ref: BaseException | N
     """A finding when exactly one side raised, or both raised different exception types."""
     if type(ref) is type(got):
         return []
+    shown = got if got is not None else ref
     return [
         Finding(
             oracle,
             kind,
             f"{what} of the original raised {type(ref).__name__ if ref else 'nothing'}, "
-            f"of the transformed {type(got).__name__ if got else 'nothing'}: {str(got or ref).splitlines()[0] if str(got or ref) else ''}",
+            f"of the transformed {type(got).__name__ if got else 'nothing'}: {first_line(shown) if shown is not None else ''}",
             {"original": type(ref).__name__ if ref else None, "transformed": type(got).__name__ if got else None},
         )
     ]
@@ -177,3 +179,20 @@ def check_equivalence(ref: Run, got: Run, exact: bool = True, same_device: bool 
             )
         )
     return findings
+
+
+def state_leak(leaked: list[str]) -> list[Finding]:
+    """A finding when the pass left process-wide state changed (``PassState.changed``'s names),
+    which ``pass_isolated`` has put back: what a caller of the pass would have run under next.
+    What was left changed is the bucket's key: a dtype left behind and a thread count are two
+    defects."""
+    if not leaked:
+        return []
+    return [
+        Finding(
+            "equivalence",
+            "state_leak",
+            f"the pass left process-wide state changed: {', '.join(leaked)}",
+            {"state": leaked, "key": "+".join(leaked)},
+        )
+    ]

@@ -174,6 +174,74 @@ def isolated(ambient_grad: bool, device: str = "cpu") -> Iterator[None]:
             torch.cuda.set_rng_state(cuda_state)
 
 
+@dataclass(frozen=True, eq=False)  # compared by ``changed``: its tensors have no truth value
+class PassState:
+    """The process-wide state a pass can leave changed beyond what a graph can
+    (``GlobalState``): the default dtype, deterministic algorithms, the intra-op thread
+    count, anomaly mode, and the CPU random generator (and CUDA's, once initialized)."""
+
+    graph: GlobalState
+    default_dtype: torch.dtype
+    deterministic: tuple[bool, bool]  # enabled, warn only
+    threads: int
+    anomaly: tuple[bool, bool]  # enabled, check NaN
+    rng: torch.Tensor
+    cuda_rng: tuple[torch.Tensor, ...]
+
+    @staticmethod
+    def read() -> PassState:
+        return PassState(
+            GlobalState.read(),
+            torch.get_default_dtype(),
+            (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()),
+            torch.get_num_threads(),
+            (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
+            torch.default_generator.get_state(),
+            tuple(torch.cuda.get_rng_state_all()) if torch.cuda.is_initialized() else (),
+        )
+
+    def restore(self) -> None:
+        self.graph.restore()
+        torch.set_default_dtype(self.default_dtype)
+        torch.use_deterministic_algorithms(self.deterministic[0], warn_only=self.deterministic[1])
+        if torch.get_num_threads() != self.threads:  # each call rebuilds the pool
+            torch.set_num_threads(self.threads)
+        torch.autograd.set_detect_anomaly(*self.anomaly)
+        torch.default_generator.set_state(self.rng)
+        if self.cuda_rng:
+            torch.cuda.set_rng_state_all(self.cuda_rng)
+
+    def changed(self, before: PassState) -> list[str]:
+        """What differs from ``before``, by name; the dispatch-key sets are put back, not
+        named: torch itself leaves them changed where a call fails half-way."""
+        g, b = self.graph, before.graph
+        named = [
+            ("grad mode", g.grad != b.grad),
+            ("autocast state", (g.autocast, g.autocast_cache) != (b.autocast, b.autocast_cache)),
+            ("default dtype", self.default_dtype != before.default_dtype),
+            ("deterministic algorithms", self.deterministic != before.deterministic),
+            ("thread count", self.threads != before.threads),
+            ("anomaly mode", self.anomaly != before.anomaly),
+            ("random generator state", not torch.equal(self.rng, before.rng)),
+            ("CUDA random generator state", len(self.cuda_rng) != len(before.cuda_rng) or not all(map(torch.equal, self.cuda_rng, before.cuda_rng))),
+        ]
+        return [name for name, differs in named if differs]
+
+
+@contextmanager
+def pass_isolated(ambient_grad: bool) -> Iterator[list[str]]:
+    """``isolated`` for a call of the pass: afterwards every part of ``PassState`` is put back
+    too, and the list yielded names what the pass, returning, left changed."""
+    leaked: list[str] = []
+    with isolated(ambient_grad):
+        before = PassState.read()
+        try:
+            yield leaked
+            leaked += PassState.read().changed(before)
+        finally:
+            before.restore()
+
+
 def run_graph(
     gm: Callable[..., Any],
     inputs: tuple[Any, ...],

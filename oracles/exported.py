@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 from fxfuzz.core.case import copy_graph_module
+from fxfuzz.core.internal import first_line
 from fxfuzz.oracles.execute import release_frames
 from fxfuzz.oracles.finding import Finding
 from torch import fx
@@ -167,7 +168,7 @@ def check_exported(
         got = export_rejection(name, gm, sig, inputs)
         if got is None or export_rejection(name, original_gm, original_sig, inputs) is not None:
             continue
-        first = str(got).strip().splitlines()[0] if str(got).strip() else ""
+        first = first_line(got)
         findings.append(
             Finding(
                 "signature",

@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from fxfuzz.core.internal import first_line
 from fxfuzz.oracles.downstream import code_of
 from fxfuzz.oracles.effects import rerun_differences
-from fxfuzz.oracles.execute import Run, graph_modules, isolated, run_graph
+from fxfuzz.oracles.equivalence import state_leak
+from fxfuzz.oracles.execute import Run, graph_modules, pass_isolated, run_graph
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.semantics import Reference
 from torch import fx
@@ -33,20 +35,20 @@ def second_application(
     is ``gm``'s own, so its behaviour is too)."""
     before, code = hop_count(gm), code_of(gm)
     try:
-        with isolated(ambient_grad):
+        with pass_isolated(ambient_grad) as leaked:
             gm2, _ = pass_fn(gm, sig)
     except Exception as e:
         finding = Finding(
             "idempotence",
             "second_application_raised",
-            f"the pass raised {type(e).__name__} on its own output: {str(e).splitlines()[0] if str(e) else ''}",
+            f"the pass raised {type(e).__name__} on its own output: {first_line(e)}",
             {"exception": type(e).__name__},
         )
         return [finding], None
     if not isinstance(gm2, fx.GraphModule):
         bad = Finding("idempotence", "second_application_bad_return", f"the pass returned {type(gm2).__name__} on its own output")
         return [bad], None
-    findings = []
+    findings = state_leak(leaked)
     after = hop_count(gm2)
     if after > before:
         findings.append(

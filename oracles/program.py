@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from fxfuzz.core.capture import ExportFailed, capture_module
 from fxfuzz.core.contract import AUTOCAST
+from fxfuzz.core.internal import first_line
 from fxfuzz.core.passes import EXPORT_STAGES, REGISTRY, PassFn, Registered, contract_of, identity_pass
 from fxfuzz.core.program import Program, load_program
 from fxfuzz.core.symbols import valid_sizes
@@ -73,7 +74,7 @@ def pass_in_export(stages: tuple[Registered, ...], pass_fn: PassFn) -> Iterator[
 
 
 def _export_crash(e: BaseException) -> Finding:
-    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    first = first_line(e)
     return Finding(
         "crash",
         "export_raised",

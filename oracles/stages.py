@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from fxfuzz.core.case import clone_input
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
+from fxfuzz.core.internal import first_line
 from fxfuzz.oracles.equivalence import compare_value
 from fxfuzz.oracles.execute import release_frames
 from fxfuzz.oracles.exported import exported_program
@@ -84,8 +85,8 @@ _RATE = {"run_decompositions": 0.2}
 
 
 def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
+    text = first_line(e)
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 def _exported(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[Any]) -> ExportedProgram | None:

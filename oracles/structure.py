@@ -7,6 +7,7 @@ from typing import Any, cast
 
 import torch
 from fxfuzz.core.contract import PassContract
+from fxfuzz.core.internal import first_line
 from fxfuzz.oracles.execute import graph_modules
 from fxfuzz.oracles.finding import Finding
 from torch import fx
@@ -154,3 +155,29 @@ def check_structure(gm: fx.GraphModule, contract: PassContract) -> list[Finding]
                     Finding("structure", "malformed_hop", f"graph {name}: {problems[0]}", {"graph": name, "problems": problems[:5]})
                 )
     return findings
+
+
+def malformed(gm: fx.GraphModule, lint: bool = False) -> str | None:
+    """Why ``gm`` is not a graph the checks can read, or None: its graph ends in no single
+    output node returning a tuple or list of outputs (export's form, which the checks read
+    as a sequence); with ``lint``, also the first graph of it that fails ``graph.lint()``
+    (the graph invariants check reports that one on its own; ``impossible`` asks it of a
+    result a check of fxfuzz's own could not read)."""
+    outputs = [n for n in gm.graph.nodes if n.op == "output"]
+    if len(outputs) != 1 or outputs[0] is not next(reversed(gm.graph.nodes)):
+        return f"the graph has {len(outputs)} output nodes, not one at its end"
+    args = outputs[0].args
+    if len(args) != 1 or not isinstance(args[0], (tuple, list)):
+        returned = type(args[0]).__name__ if len(args) == 1 else f"{len(args)} arguments"
+        return f"its output node returns {returned}, not a tuple or list of outputs"
+    for name, mod in graph_modules(gm) if lint else []:
+        try:
+            mod.graph.lint()
+        except Exception as e:
+            return f"graph {name} fails lint: {type(e).__name__}: {first_line(e)}"
+    return None
+
+
+def malformed_result(why: str) -> Finding:
+    """The finding for a result fxfuzz cannot read (``malformed``'s ``why``)."""
+    return Finding("structure", "malformed_result", f"the pass returned a graph fxfuzz cannot check: {why}", {"why": why})

@@ -733,6 +733,82 @@ def freezes_input_metas(gm, sig):
 
 # Each pass here is the set-grad pass broken in one way (or a stand-in for it), and is held to
 # the set-grad contract; a pass fxfuzz does not know would be held to ``meaning`` only.
+# --- process state left changed -------------------------------------------------------
+
+# What each pass of ``leaks`` leaves changed, by the name its finding gives it.
+LEAKS = {
+    "grad mode": lambda: torch.set_grad_enabled(not torch.is_grad_enabled()),
+    "autocast state": lambda: torch.set_autocast_enabled("cpu", not torch.is_autocast_enabled("cpu")),
+    "default dtype": lambda: torch.set_default_dtype(torch.float64),
+    "deterministic algorithms": lambda: torch.use_deterministic_algorithms(not torch.are_deterministic_algorithms_enabled()),
+    "thread count": lambda: torch.set_num_threads(torch.get_num_threads() + 1),
+    "anomaly mode": lambda: torch.autograd.set_detect_anomaly(not torch.is_anomaly_enabled()),
+    "random generator state": lambda: torch.rand(1),
+}
+
+
+def leaks(state: str) -> Any:
+    """torch's pass, returning with ``state`` (a key of ``LEAKS``) left changed."""
+
+    def leaking(gm, sig):
+        gm, sig = real(gm, sig)
+        LEAKS[state]()
+        return gm, sig
+
+    leaking.__name__ = leaking.__qualname__ = "leaks_" + state.replace(" ", "_")
+    leaking.fxfuzz_contract = real.contract  # type: ignore[attr-defined]
+    return leaking
+
+
+def leaks_then_raises(gm, sig):
+    """Changes the default dtype, then raises: the state is put back all the same."""
+    torch.set_default_dtype(torch.float64)
+    raise RuntimeError("planted crash after a leak")
+
+
+# --- what only the pass's own call can raise ------------------------------------------------
+
+
+def returns_bare_node(gm, sig):
+    """torch's pass, whose output node then returns its first output bare, not in a tuple."""
+    gm, sig = real(gm, sig)
+    out = gm.graph.output_node()
+    out.args = (out.args[0][0],)
+    gm.recompile()
+    return gm, sig
+
+
+def raises_keyboard_interrupt(gm, sig):
+    raise KeyboardInterrupt
+
+
+def exits(gm, sig):
+    raise SystemExit(3)
+
+
+class _Unreadable:
+    def __str__(self) -> str:
+        raise ValueError("no text")
+
+
+class _SlowToRead(Exception):
+    def __str__(self) -> str:
+        import time
+
+        time.sleep(3600)
+        return "late"
+
+
+def raises_unreadable(gm, sig):
+    """Raises an exception whose text cannot be read: ``str()`` of it raises."""
+    raise RuntimeError(_Unreadable())
+
+
+def raises_slow_to_read(gm, sig):
+    """Raises an exception whose text takes an hour to read."""
+    raise _SlowToRead()
+
+
 for _fn in list(globals().values()):
     if inspect.isfunction(_fn) and _fn.__module__ == __name__ and list(inspect.signature(_fn).parameters)[:2] == ["gm", "sig"]:
         _fn.fxfuzz_contract = real.contract

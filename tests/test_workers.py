@@ -476,18 +476,17 @@ def test_workers_forked_from_two_threads_at_once_leave_the_environment_as_it_was
 def test_an_error_outside_the_pass_is_said_with_its_log_and_is_no_finding(tmp_path):
     """A worker dying of an exception raised outside the pass (generation, the engine, a check's
     InternalError) says so before it dies: the user is told it was fxfuzz's own error and where
-    its traceback is, never a finding. dce's 20,000-example run (2026-11-27) showed such a death
-    only as a restart."""
+    its traceback is, never a finding, and the slot is not restarted into the same error."""
     from fxfuzz.campaign.protocol import Task
     from fxfuzz.campaign.supervisor import ParallelCampaign, run_parallel
     from fxfuzz.core.settings import CampaignSettings
 
     campaign = ParallelCampaign("identity", CampaignSettings(workers=1, max_examples=2, budget_s=120), Task(strategy="broken_passes:raising_cases"), log_dir=str(tmp_path))
     result = run_parallel(campaign)
-    assert not result.buckets
-    (note,) = [n for n in result.notes if "outside the pass" in n]
+    assert not result.buckets and result.stopped_by == "internal_error"
+    (error,) = result.internal_errors
     log = tmp_path / "worker0.log"
-    assert "raised ValueError: planted in generation" in note and f"its traceback is in {log}" in note, note
+    assert "raised ValueError: planted in generation" in error and f"its traceback is in {log}" in error, error
     assert "ValueError: planted in generation" in log.read_text()
 
 

@@ -90,6 +90,7 @@ class StopReason(enum.StrEnum):
     STOPPED = "stopped"  # the caller's ``stop()`` turned true
     INTERRUPTED = "interrupted"  # a signal stopped it (the command line)
     WORKERS_LOST = "workers_lost"  # its worker processes kept dying outside any example
+    INTERNAL_ERROR = "internal_error"  # a worker died of fxfuzz's own error, and its share with it
 
 
 class CampaignPhase(enum.Enum):

@@ -48,6 +48,7 @@ from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, Supervi
 from fxfuzz.core.case import GraphCase, copy_graph_module
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.contract import PassContract, contract_option
+from fxfuzz.core.internal import call_out
 from fxfuzz.core.passes import PassFn, contract_of, generation_kinds, load_pass
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, target_name
 from fxfuzz.core.settings import NO_EXAMPLE_LIMIT, CampaignSettings
@@ -116,7 +117,7 @@ def judge(case: GraphCase, pass_fn: PassFn, stage_share: float = DEFAULT_STAGE_S
     outputs: list[tuple[fx.GraphModule, Interface]] = []
 
     def recording(gm: object, sig: object) -> tuple[object, object]:
-        out = pass_fn(gm, sig)
+        out = call_out(pass_fn, gm, sig)
         if not outputs and isinstance(out, tuple) and out and isinstance(out[0], fx.GraphModule):
             # Copies: later checks (idempotence) may run passes on what verify holds.
             outputs.append((copy_graph_module(out[0]), Interface.of(out[0], out[1])))
@@ -206,6 +207,7 @@ class GateResult:
     # What the worker processes of run_gate_parallel met (supervisor.ParallelResult's).
     restarts: int = 0
     worker_errors: list[str] = field(default_factory=list)
+    internal_errors: list[str] = field(default_factory=list)  # workers dead of fxfuzz's own error
     # Cases a worker died on where the candidate is not to blame: the baseline killed the
     # process, or crashed on the case itself (then the candidate's crash is no regression).
     excused_deaths: int = 0
@@ -403,8 +405,9 @@ class _Gate:
 
     def goes_on(self, corpus: ParallelResult) -> bool:
         """Whether fresh cases still have something to add after the corpus: not after an
-        interrupt, a final regression, or a worker that could not judge the corpus."""
-        return not (self.user_stop() or self.final.is_set() or corpus.worker_errors)
+        interrupt, a final regression, or a worker that could not judge the corpus (or died
+        of fxfuzz's own error judging it)."""
+        return not (self.user_stop() or self.final.is_set() or corpus.worker_errors or corpus.internal_errors)
 
     def phase(self, campaign: ParallelCampaign, ends: Callable[[], bool] = lambda: False) -> ParallelResult:
         """Run one Supervisor until its limits, the caller's stop, a final regression (of any
@@ -475,6 +478,7 @@ class _Gate:
         phases = [corpus, *fresh]
         result.restarts = sum(p.restarts for p in phases)
         result.worker_errors = [e for p in phases for e in p.worker_errors]
+        result.internal_errors = [e for p in phases for e in p.internal_errors]
         result.excused_deaths = sum(p.excused_deaths for p in phases)
         result.campaign.duration_s = time.monotonic() - self.start
         return result

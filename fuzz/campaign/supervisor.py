@@ -120,6 +120,8 @@ class ParallelResult:
     coverage_dir: str | None = None  # the temp folder of coverage_files; the caller removes it
     unserializable: int = 0
     worker_errors: list[str] = field(default_factory=list)
+    # The errors of fxfuzz's own that workers died of (never findings), each said once.
+    internal_errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # one line each, for the user: a shared database lost
     excused_deaths: int = 0  # examples a worker died on while its check said the pass was not running
     minimized: set[str] = field(default_factory=set)  # buckets whose shrinking is over
@@ -142,6 +144,7 @@ class WorkerState(enum.Enum):
     STARTING = "starting"  # no example begun: a death now is fxfuzz's or the environment's
     JUDGING = "judging"  # an example in flight: a death now is judged (a crash, or a re-run)
     BETWEEN = "between"  # between examples: a death now blames nothing, the slot restarts
+    FAILED = "failed"  # said it is dying of fxfuzz's own error: its exit is no finding
     FINISHED = "finished"  # said its campaign ended: its exit is the end
 
 
@@ -260,7 +263,12 @@ class Supervisor:
             case Raised(text):
                 log = worker_log(self.campaign.log_dir, self.campaign.first_log + w.index) if self.campaign.log_dir else None
                 where = f"; its traceback is in {log}" if log else ""
-                self._note(f"worker {w.index} raised {text} outside the pass, an error of fxfuzz's own (not a finding: please report it){where}")
+                error = f"worker {w.index} raised {text}{where}"
+                if error not in self.result.internal_errors:  # the same error on every example: said once
+                    self.result.internal_errors.append(error)
+                if w.state is WorkerState.JUDGING:
+                    w.examples += 1  # its example ran; fxfuzz, not the pass, failed on it: not run again
+                w.state, w.since, w.rerun = WorkerState.FAILED, time.monotonic(), None
 
     def _note(self, text: str) -> None:
         if text not in self.result.notes:  # every worker hears of a lost database: say it once
@@ -279,6 +287,8 @@ class Supervisor:
         how = _how_it_ended(code)
         if w.state is WorkerState.FINISHED:
             self._retire(w)
+        elif w.state is WorkerState.FAILED:
+            self._failed(w)
         elif w.state is WorkerState.STARTING:
             # Died before any example: fxfuzz's or the environment's fault, not the pass's.
             self.result.worker_errors.append(f"worker {w.index} exited with {code} before its first example")
@@ -289,6 +299,12 @@ class Supervisor:
             self._replace(w)
         else:
             self._judge(w, _death_finding(code), how)
+
+    def _failed(self, w: _Worker) -> None:
+        """A worker that died of fxfuzz's own error (``Raised``): blamed on nothing, and not
+        replaced: a bug of fxfuzz's would only repeat, each restart costing a start, and the
+        campaign ends with exit 70 whatever more its slot would draw (``INTERNAL_ERROR``)."""
+        self._retire(w)
 
     def _judge(self, w: _Worker, finding: dict[str, Any], how: str) -> None:
         """A death during an example (an exit, or a kill past the example timeout): settled now,
@@ -391,21 +407,24 @@ class Supervisor:
         r.duration_s = time.monotonic() - self.start
         if self.stop_requested:
             r.stopped_by = StopReason.INTERRUPTED
-        elif self._lost_slots():
+        elif self._ended_slots(WorkerState.FAILED):
+            r.stopped_by = StopReason.INTERNAL_ERROR
+        elif self._ended_slots(WorkerState.STARTING):
             r.stopped_by = StopReason.WORKERS_LOST
         else:
             r.stopped_by = StopReason.EXAMPLES if r.examples >= self.settings.max_examples else StopReason.BUDGET
         return r
 
-    def _lost_slots(self) -> list[int]:
-        """Worker slots whose last process died before its first example (a restart that
-        cannot start is not restarted again): the campaign ran short of what was asked,
-        whatever its counts say."""
+    def _ended_slots(self, state: WorkerState) -> list[int]:
+        """Worker slots whose last process ended in ``state``: ``STARTING``, it died before its
+        first example (a restart that cannot start is not restarted again); ``FAILED``, it died
+        of fxfuzz's own error. Either way the campaign ran short of what was asked, whatever
+        its counts say."""
         last: dict[int, _Worker] = {}
         for w in self.closed:
             if w.index not in last or w.generation > last[w.index].generation:
                 last[w.index] = w
-        return [i for i, w in last.items() if w.state is WorkerState.STARTING]
+        return [i for i, w in last.items() if w.state is state]
 
     def _poll(self, timeout: float) -> None:
         conns = {w.conn: w for w in self.workers}
@@ -430,9 +449,12 @@ class Supervisor:
             if code is not None:
                 self._poll_one(w)
                 self._exited(w, code)
-            elif w.state is WorkerState.JUDGING and now - w.since > self.settings.example_timeout_s:
-                self._kill(w)
-                self._judge(w, self._hang_finding(), f"did not return within {self.settings.example_timeout_s:g}s")
+            elif w.state in (WorkerState.JUDGING, WorkerState.FAILED) and now - w.since > self.settings.example_timeout_s:
+                self._kill(w)  # a failed worker that does not end (a thread the pass left) ends here
+                if w.state is WorkerState.FAILED:
+                    self._failed(w)
+                else:
+                    self._judge(w, self._hang_finding(), f"did not return within {self.settings.example_timeout_s:g}s")
 
     def _hang_finding(self) -> dict[str, Any]:
         return {

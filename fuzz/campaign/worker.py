@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from fxfuzz.campaign.protocol import Blame, BucketFound, Counts, Done, Finished, Minimized, Note, Raised, Source, Started, Task, WorkerMessage, WorkerStart
 from fxfuzz.core.cwd import import_from_cwd
+from fxfuzz.core.internal import first_line
 
 if TYPE_CHECKING:  # the engine imports torch: a worker imports it only once coverage runs
     from fxfuzz.campaign.engine import ExampleForm
@@ -151,8 +152,7 @@ def worker_main(start: WorkerStart, conn: Connection, cov: Any) -> None:
     except Exception as e:
         # Said before dying of it, so that a restart the user sees is not taken for an outside
         # kill: fxfuzz's own error is kept apart from findings, never hidden.
-        first = str(e).splitlines()[0] if str(e) else ""
-        report.send(Raised(f"{type(e).__name__}: {first}"))
+        report.send(Raised(f"{type(e).__name__}: {first_line(e)}"))
         raise
     for text in result.notes:  # saved examples left out of the replay
         report.send(Note(text))

@@ -14,7 +14,7 @@ from fxfuzz.campaign.gate import case_of, run_gate_parallel
 from fxfuzz.campaign.limits import campaign_limits
 from fxfuzz.cli.interrupt import StopSignals, exit_status
 from fxfuzz.cli.progress import ProgressPrinter
-from fxfuzz.cli.run import EXIT_TESTED_NOTHING, unwritten_status
+from fxfuzz.cli.run import EXIT_TESTED_NOTHING, internal_status, unwritten_status
 from fxfuzz.cli.setup import check_survives, report_folder, worker_logs
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.known import load_known_files
@@ -74,6 +74,7 @@ def command(a: argparse.Namespace) -> int:
         workers = {
             "restarts": result.restarts,
             "errors": result.worker_errors,
+            "internal_errors": result.internal_errors,
             "example_timeout_s": settings.example_timeout_s,
             "excused_deaths": result.excused_deaths,
             "notes": notes,
@@ -107,8 +108,13 @@ def command(a: argparse.Namespace) -> int:
     print(f"fxfuzz gate: report written to {os.path.join(report_dir, 'report.json')}")
     for note in notes:
         print(f"fxfuzz: note: {note}", file=sys.stderr)
+    for error in result.internal_errors:
+        print(f"fxfuzz gate: a worker died of fxfuzz's own error, not a regression: {error}")
     if new:
         return 1
+    internal = internal_status(report)
+    if internal is not None:
+        return internal
     if signum is not None:
         print(f"fxfuzz gate: stopped early by {signal.Signals(signum).name}: no new regression in what it judged")
         return exit_status(signum)

@@ -23,7 +23,7 @@ from fxfuzz.cli.interrupt import Abandoned, exit_status
 from fxfuzz.core.choices import CONTRACT_NAMES, DEFAULT_DB, DOMAIN_CHOICES, LEVELS, OP_HELP, PASS_SPEC_HELP, contract_help, domain_help
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, UsageError
-from fxfuzz.core.internal import EXIT_INTERNAL, InternalError
+from fxfuzz.core.internal import EXIT_INTERNAL, InternalError, internal_line
 from fxfuzz.core.settings import CampaignSettings
 
 # Every campaign option's default: an option whose dest is a field of CampaignSettings reaches it
@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except InternalError as e:
         print(e.details, end="", file=sys.stderr)
-        print(f"fxfuzz: {e} (a bug of fxfuzz, not a finding against the pass)", file=sys.stderr)
+        print(internal_line(str(e)), file=sys.stderr)
         return EXIT_INTERNAL
     except Abandoned as e:
         print(f"fxfuzz: stopped by a second {signal.Signals(e.signum).name}: no report written", file=sys.stderr)

@@ -1,10 +1,10 @@
 """``fxfuzz repro``: replay a repro (.py or .json) in a child process, so a pass that kills
 the process or hangs is still reported, and a .py runs nowhere else. Exit 1 while it fails,
-0 once fixed, 2 if malformed.
+0 once fixed, 2 if malformed, 70 where fxfuzz's own code failed checking it.
 
 The child reports on a pipe of its own: ``loaded`` once the repro is read, then ``verdict N``
-(or ``error MESSAGE``). Its exit status is never the verdict: a repro file that exits when
-loaded must not read as fixed."""
+(or ``error MESSAGE``, or ``internal MESSAGE`` for an error of fxfuzz's own). Its exit status
+is never the verdict: a repro file that exits when loaded must not read as fixed."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from fxfuzz.cli.setup import check_survives
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.deadline import load_within
 from fxfuzz.core.errors import FxfuzzError, SerializeError, UsageError
+from fxfuzz.core.internal import EXIT_INTERNAL, InternalError, internal_line
 from fxfuzz.core.passes import load_pass
 from fxfuzz.repro.files import load_repro, recorded_pass, trusted_pass
 from fxfuzz.strategies.custom import register_ops
@@ -46,6 +47,9 @@ def command(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
     if reports and reports[-1].startswith("error "):
         raise SerializeError(reports[-1].removeprefix("error "))
+    if reports and reports[-1].startswith("internal "):
+        print(internal_line(reports[-1].removeprefix("internal ")), file=sys.stderr)
+        return EXIT_INTERNAL
     if reports and reports[-1].startswith("verdict "):
         return int(reports[-1].removeprefix("verdict "))
     how = (
@@ -110,7 +114,12 @@ def replay(path: str, pass_spec: str, contract: str, report_fd: int, ops: list[s
                 f"fxfuzz repro: note: recorded under --contract {repro.contract}; judged under {pass_fn.contract.name}, "
                 f"the pass's own (give --contract {repro.contract} to judge as recorded)"
             )
-        findings = verify(repro.case, pass_fn, device=repro.device)
+        try:
+            findings = verify(repro.case, pass_fn, device=repro.device)
+        except InternalError as e:  # fxfuzz's own bug: no verdict on the pass
+            print(e.details, end="", file=sys.stderr)
+            report.write(f"internal {str(e).replace(chr(10), ' ')}\n")
+            return EXIT_INTERNAL
         print(f"fxfuzz repro: recorded finding: {repro.finding.get('message', '')}")
         for f in findings:
             print(f"fxfuzz repro: FAIL {f}")

@@ -17,9 +17,11 @@ from fxfuzz.cli.progress import ProgressPrinter
 from fxfuzz.cli.setup import CampaignSetup, campaign_setup, worker_logs
 from fxfuzz.cli.summary import print_summary
 from fxfuzz.core.errors import UsageError
+from fxfuzz.core.internal import EXIT_INTERNAL, internal_line
 from fxfuzz.core.passes import Pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.report.folder import Extras, utc_now, write_all
+from fxfuzz.report.reader import internal_errors
 
 # Exit status of a campaign that did not test what it was asked to (it ran no example, a level
 # ran none, or its workers kept dying outside any example): distinct from 1 (findings) and 2
@@ -83,6 +85,7 @@ def _workers_account(runs: list[ParallelResult], settings: CampaignSettings) -> 
         "restarts": sum(r.restarts for r in runs),
         "unrepeated_deaths": [d for r in runs for d in r.unrepeated_deaths],
         "errors": [e for r in runs for e in r.worker_errors],
+        "internal_errors": list(dict.fromkeys(e for r in runs for e in r.internal_errors)),
         "unserializable_examples": sum(r.unserializable for r in runs),
         "example_timeout_s": settings.example_timeout_s,
         "database": settings.report_form()["db"],
@@ -125,8 +128,12 @@ def _incomplete(result: CampaignResult, signum: int | None, why: str, gaps: list
 
 
 def _exit_status(report: dict[str, Any], signum: int | None, see: str) -> int:
-    """0 green, 1 new findings, 3 an incomplete run (one line on stderr), 128 + the signal
-    for a run stopped early that found nothing new."""
+    """0 green, 1 new findings, 70 a worker that died of fxfuzz's own error, 3 an incomplete
+    run (one line on stderr each), 128 + the signal for a run stopped early that found
+    nothing new."""
+    status = internal_status(report)
+    if status is not None:
+        return status
     if signum is None and report["incomplete"]:
         print(f"fxfuzz: error: {report['incomplete']} (see {see})", file=sys.stderr)
         return EXIT_TESTED_NOTHING
@@ -172,6 +179,16 @@ def _levels(args: argparse.Namespace) -> int:
         n, rate = result.stats[f"level:{name}:examples"], result.stats[f"level:{name}:examples_per_s"]
         print(f"fxfuzz: level {name}: {n} examples ({rate}/s)")
     return unwritten_status(written.unwritten, setup.report_dir) or _exit_status(report, signum, log_dir)
+
+
+def internal_status(report: dict[str, Any]) -> int | None:
+    """EXIT_INTERNAL, after one line on stderr, when a worker died of fxfuzz's own error and
+    nothing new was found (findings take precedence: exit 1); else None."""
+    internal = internal_errors(report)
+    if not internal or report["new_findings"]:
+        return None
+    print(internal_line(f"internal error: {internal[0]}" + (f" (and {len(internal) - 1} more)" if len(internal) > 1 else "")), file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def unwritten_status(unwritten: list[str], report_dir: str) -> int | None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fxfuzz.report.markdown import percent
+from fxfuzz.report.reader import internal_errors
 
 # Control characters (escape sequences among them) in quoted text would drive the terminal.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -31,8 +32,11 @@ def print_summary(report: dict[str, Any], report_dir: str, unwritten: Sequence[s
         print(f"  {f['id']}{' (known)' if f['known'] else ''}: {f['count']}x, {size}: {terminal_line(f['message'])}")
         if f["repro"]:
             print(f"    repro: {report_dir}/{f['repro']}")
-    for death in (report.get("workers_detail") or {}).get("unrepeated_deaths", []):
+    workers = report.get("workers_detail") or {}
+    for death in workers.get("unrepeated_deaths", []):
         print(f"fxfuzz: restarted a worker, not a finding: {terminal_line(death)}")
+    for error in internal_errors(report):
+        print(f"fxfuzz: a worker died of fxfuzz's own error, not a finding: {terminal_line(error)}")
     cov = report.get("coverage", {})
     if cov.get("enabled") and "lines" in cov:
         print(f"fxfuzz: coverage of the pass: lines {percent(cov['lines'])}, branches {percent(cov['branches'])}")

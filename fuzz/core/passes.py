@@ -19,10 +19,16 @@ from typing import Any, TypeVar
 
 from fxfuzz.core.contract import AUTOCAST, MEANING, POST_GRAD, REFINES, SET_GRAD, PassContract, union
 from fxfuzz.core.errors import PassSpecError
-from fxfuzz.core.shapes import NoShape, adapt, shape_of
+from fxfuzz.core.internal import call_out, calls_out
+from fxfuzz.core.shapes import Blind, NoShape, adapt, shape_of
 from fxfuzz.core.user_code import exits_refused
 
 PassFn = Callable[[Any, Any], tuple[Any, Any]]
+
+
+# Blind calls the pass itself: fxfuzz.core.shapes is pasted into standalone repros, which have
+# no fxfuzz to call it through.
+calls_out(Blind.__call__)
 
 
 def identity_pass(gm: Any, graph_signature: Any) -> tuple[Any, Any]:
@@ -182,7 +188,7 @@ class Pass:
     contract_source: str = "registered"
 
     def __call__(self, gm: Any, graph_signature: Any) -> tuple[Any, Any]:
-        return self.fn(gm, graph_signature)
+        return call_out(self.fn, gm, graph_signature)
 
     @property
     def registered(self) -> Registered | None:
@@ -258,7 +264,10 @@ class Sequential:
 
     def __call__(self, gm: Any, graph_signature: Any) -> tuple[Any, Any]:
         for pass_fn in self.passes:
-            gm, graph_signature = pass_fn(gm, graph_signature)
+            result = call_out(pass_fn, gm, graph_signature)
+            if not (isinstance(result, tuple) and len(result) == 2):
+                return result  # not a pass result: the oracles report what came back
+            gm, graph_signature = result
         return gm, graph_signature
 
 

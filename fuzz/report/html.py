@@ -5,6 +5,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from fxfuzz.report.reader import internal_errors
+
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:70em;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
@@ -100,6 +102,10 @@ def _incomplete(reason: str | None) -> str:
     return f"<p class=new>This run is incomplete: {escape(reason)}.</p>" if reason else ""
 
 
+def _internal(errors: list[str]) -> str:
+    return "".join(f"<p class=new>A worker died of fxfuzz's own error, not a finding: {escape(e)}.</p>" for e in errors)
+
+
 def render_html(report: dict[str, Any]) -> str:
     """``report.json``'s content as one self-contained HTML page (no scripts, no external assets)."""
     findings = report["findings"]
@@ -129,7 +135,7 @@ def render_html(report: dict[str, Any]) -> str:
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>fxfuzz report: {escape(report['pass'])}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>fxfuzz report</h1>{_incomplete(report.get('incomplete'))}{facts}"
+        f"<h1>fxfuzz report</h1>{_incomplete(report.get('incomplete'))}{_internal(internal_errors(report))}{facts}"
         f"<h2>Findings</h2>{summary if findings else '<p>No findings.</p>'}"
         + "".join(_finding(f) for f in findings)
         + f"<h2>Examples per second over time</h2>{_rate_chart(report['timeline'])}"

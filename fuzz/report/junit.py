@@ -6,6 +6,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from fxfuzz.report.reader import internal_errors
+
 # Characters XML 1.0 cannot hold even escaped (most control characters): an exception message
 # may carry them, and one would leave the whole file unreadable to CI.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -18,15 +20,17 @@ def _x(value: Any) -> str:
 
 def render_junit(report: dict[str, Any]) -> str:
     """New findings are failures, known ones skipped; the campaign is one more case, an error
-    when the run was incomplete (it tested nothing, or lost its workers)."""
+    when the run was incomplete (it tested nothing, or lost its workers), and one for each
+    error of fxfuzz's own a worker died of."""
     findings = report["findings"]
     incomplete = report.get("incomplete")
+    internal = internal_errors(report)
     suite = ET.Element(
         "testsuite",
         name=_x(f"fxfuzz {report['pass']}"),
         tests=str(len(findings) + 1),
         failures=str(report["new_findings"]),
-        errors=str(int(bool(incomplete))),
+        errors=str(int(bool(incomplete)) + len(internal)),
         skipped=str(len(findings) - report["new_findings"]),
         time=str(report["duration_s"]),
         timestamp=_x(report.get("started", "")),
@@ -37,6 +41,8 @@ def render_junit(report: dict[str, Any]) -> str:
     )
     if incomplete:
         ET.SubElement(campaign, "error", message=_x(incomplete), type="fxfuzz/incomplete").text = _x(incomplete)
+    for error in internal:
+        ET.SubElement(campaign, "error", message=_x(error), type="fxfuzz/internal_error").text = _x(error)
     for f in findings:
         case = ET.SubElement(suite, "testcase", classname=_x(f"fxfuzz.{f['oracle']}"), name=_x(f["id"]), time="0")
         body = f"{f['message']}\nseen {f['count']} time(s); repro: {f['repro'] or 'none'}\n\n{f['graph_code'] or ''}"

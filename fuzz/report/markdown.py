@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from fxfuzz.report.reader import internal_errors
+
 # What could make quoted text markup: code spans, emphasis, links and images, HTML tags and
 # entities, table cells' pipes, and the backslash that escapes them. Underscores stay as they
 # are, for the raw text's sake: inside a word (value_mismatch) they are no markup, elsewhere
@@ -55,6 +57,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     verdict = f"**{new} new finding(s)**" if new else "**no new findings**"
     if report.get("incomplete"):  # red, and first: no finding count makes this run green
         verdict = f"❌ **{text(report['incomplete'])}**" + (f", {new} new finding(s)" if new else "")
+    internal = internal_errors(report)
+    if internal:  # fxfuzz's own bug: never green, never a finding
+        verdict = f"❌ **{len(internal)} worker(s) died of an error of fxfuzz's own ({text(internal[0])})**" + (f", {new} new finding(s)" if new else "")
     lines = [
         f"## fxfuzz: {verdict} against {code(report['pass'])}",
         "",

@@ -30,7 +30,7 @@ IDENTITY = ("tool", "schema", "version", "torch_version", "python_version", "pas
 # workers_detail fields that add up over campaigns, and those that are lists to concatenate;
 # any other field keeps its common value.
 _SUMMED = ("restarts", "unserializable_examples", "excused_deaths")
-_CONCATENATED = ("errors", "unrepeated_deaths")
+_CONCATENATED = ("errors", "unrepeated_deaths", "internal_errors")
 # Keys merge_reports computes itself; every other key keeps its common value.
 _COMPUTED = {
     "started", "seed", "workers", "duration_s", "examples", "examples_per_s", "stopped_by", "new_findings",
@@ -87,7 +87,7 @@ def merge_reports(inputs: list[tuple[str, dict[str, Any]]]) -> Merged:
         examples=examples,
         examples_per_s=round(examples / duration, 2) if duration else 0.0,
         # Interrupted anywhere: the merged campaign did not run its course.
-        stopped_by=next((s for s in ("interrupted", "workers_lost", "budget") if s in reasons), reasons[0]),
+        stopped_by=next((s for s in ("interrupted", "internal_error", "workers_lost", "budget") if s in reasons), reasons[0]),
         incomplete=_incomplete(inputs, examples, findings),
         new_findings=sum(1 for f in findings if not f["known"]),
         findings=findings,

@@ -120,7 +120,7 @@ _COVERAGE = _either(
 _WORKERS_DETAIL = _fields(
     {},
     {"restarts": _count, "unserializable_examples": _count, "excused_deaths": _count, "errors": _list(_str),
-     "unrepeated_deaths": _list(_str), "notes": _list(_str)},
+     "unrepeated_deaths": _list(_str), "internal_errors": _list(_str), "notes": _list(_str)},
 )  # fmt: skip
 _MERGED_FROM = _fields({"path": _str, "shard": _optional(_str), "seed": _SEED, "examples": _count})
 
@@ -244,3 +244,8 @@ def inside_problem(folder: str, relative: str) -> str | None:
         return "is missing"
     problem = refusal(st, MAX_FILE_BYTES)  # a FIFO or device would block or never end
     return problem and f"is {problem}"
+
+
+def internal_errors(report: dict[str, Any]) -> list[str]:
+    """The errors of fxfuzz's own that the report's workers died of (none in older reports)."""
+    return list((report.get("workers_detail") or {}).get("internal_errors") or [])

@@ -37,6 +37,7 @@ from fxfuzz.campaign import warm
 from fxfuzz.campaign.engine import CampaignResult, Hooks, Subject, run_campaign
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.contract import contract_option
+from fxfuzz.core.internal import package_part
 from fxfuzz.core.passes import PassFn, generation_kinds, identity_pass, load_pass
 from fxfuzz.core.settings import NO_TIME_LIMIT_S, CampaignSettings
 from fxfuzz.oracles import verify
@@ -221,10 +222,10 @@ def parallel_rate(
 
 def _area(filename: str) -> str:
     """Where a profiled function lives, coarsely: fxfuzz folders, Hypothesis, parts of torch."""
+    own = package_part(filename)
+    if own is not None:
+        return own
     path = filename.replace(os.sep, "/")
-    for own in ("strategies", "oracles", "fuzz"):
-        if f"/{own}/" in path and "site-packages" not in path:
-            return own
     for lib, name in (
         ("hypothesis/", "hypothesis"),
         ("torch/_subclasses/", "torch fake tensors"),
