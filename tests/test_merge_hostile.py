@@ -23,6 +23,7 @@ import pytest
 from fxfuzz.cli.main import main
 from fxfuzz.core.errors import FxfuzzError, ReportError
 from fxfuzz.report import reader
+from fxfuzz.report.folder import report_folder
 from fxfuzz.report.merge import load_inputs, merge_reports, write_merged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -266,6 +267,48 @@ def test_merge_names_the_missing_shards_of_the_largest_split(tmp_path, real, cap
     assert len(missing) == 1023 and "3/1024" not in missing
 
 
+# ------------------------------------------------------------------ deleting nothing it did not write
+
+
+def _tree(root):
+    """Every path under ``root`` with its bytes (None for a folder), links not followed."""
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes() for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("listed", ["notes/todo.txt\n.git/config\n../outside/x\n", "report.json\nrepros/x.py\n"])
+def test_a_file_list_in_the_output_folder_decides_nothing(tmp_path, real, listed, refused):
+    """The probe: a --report-dir holding a ``.fxfuzz-files`` list that names the user's files,
+    a repository's config and a file outside. fxfuzz reads no file list: the folder is not
+    empty, so the merge refuses (exit 2, one line) and nothing anywhere is removed or changed."""
+    a1, a2 = _folder(tmp_path, real, "a1", shard="1/2"), _folder(tmp_path, real, "a2", shard="2/2")
+    victim = tmp_path / "victim"
+    for name in ("notes/todo.txt", ".git/config", "report.json", "repros/x.py"):
+        (victim / name).parent.mkdir(parents=True, exist_ok=True)
+        (victim / name).write_text(f"the user's {name}")
+    (victim / ".fxfuzz-files").write_text(listed)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "x").write_text("outside")
+    before = _tree(tmp_path)
+    line = refused(["merge", str(a1), str(a2), "--report-dir", str(victim)])
+    assert f"--report-dir: {victim} is not empty" in line
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.processes
+def test_a_file_list_in_a_shard_folder_is_never_read(tmp_path, real):
+    """A shard's own ``.fxfuzz-files`` (an artifact anyone could edit) names files beside the
+    output folder: the merge writes its new folder and leaves every other path as it was."""
+    a1 = _folder(tmp_path, real, "a1")
+    (a1 / ".fxfuzz-files").write_text("../keep.txt\n../out/../keep.txt\n")
+    (tmp_path / "keep.txt").write_text("kept")
+    before = _tree(tmp_path)
+    assert main(["merge", str(a1), "--report-dir", str(tmp_path / "out")]) == 1
+    after = _tree(tmp_path)
+    assert {k: v for k, v in after.items() if not k.startswith("out")} == before
+    assert ".fxfuzz-files" not in os.listdir(tmp_path / "out")
+
+
 # ------------------------------------------------------------------ what is quoted is escaped
 
 
@@ -395,4 +438,4 @@ def test_damaged_report_files_merge_or_are_refused(tmp_path_factory, real, data)
     except FxfuzzError as e:
         assert isinstance(e, ReportError) and "\n" not in str(e)
         return
-    assert write_merged(merged, str(folder / "out")) == []
+    assert write_merged(merged, report_folder(str(folder / "out"))).unwritten == []

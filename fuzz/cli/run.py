@@ -49,7 +49,7 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
     settings = setup.settings
     # Off by default: tracing costs about 75% more CPU per example on Python 3.11 (docs/benchmark.md).
     targets = coverage_targets(args.pass_spec, setup.pass_fn) if settings.coverage else []
-    log_dir = worker_logs(setup.report_dir, settings.workers)
+    log_dir = worker_logs(setup.folder)
     campaign = ParallelCampaign(args.pass_spec, settings, log_dir=log_dir, coverage_include=tuple(t.path for t in targets))
     started = utc_now()
     progress = ProgressPrinter(settings.budget_s, settings.max_examples)
@@ -80,15 +80,15 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
                 "unserializable_examples": parallel.unserializable,
                 "example_timeout_s": settings.example_timeout_s,
                 "database": settings.report_form()["db"],
-                "notes": parallel.notes,
+                "notes": [setup.folder.final(note) for note in parallel.notes],
             },
             incomplete=incomplete,
         )
-        written = write_all(result, run_meta(args, settings, started, setup.pass_fn), setup.report_dir, extras)
+        written = write_all(result, run_meta(args, settings, started, setup.pass_fn), setup.folder, extras)
     report = written.report
-    print_summary(report, setup.report_dir, written.unwritten)
-    _print_notes(parallel.notes)
-    return unwritten_status(written.unwritten, setup.report_dir) or _exit_status(report, signum, log_dir)
+    print_summary(report, written.where, written.unwritten)
+    _print_notes(report["workers_detail"]["notes"])
+    return unwritten_status(written.unwritten, written.where) or _exit_status(report, signum, os.path.join(written.where, "logs"))
 
 
 def run_meta(args: argparse.Namespace, settings: CampaignSettings, started: str, pass_fn: Pass, **more: object) -> dict[str, object]:
@@ -169,14 +169,14 @@ def _levels(args: argparse.Namespace) -> int:
         gaps = [f"the {name} level ran no example in its {share:.1f}s of the budget" for name, share in plan if not result.stats[f"level:{name}:examples"]]
         incomplete = _incomplete(result, signum, "; ".join(gaps), gaps)
         extras = Extras(known=setup.known, workers={"database": settings.report_form()["db"], "notes": notes}, incomplete=incomplete)
-        written = write_all(result, run_meta(args, settings, started, setup.pass_fn, level=settings.level, program_share=settings.program_share), setup.report_dir, extras)
+        written = write_all(result, run_meta(args, settings, started, setup.pass_fn, level=settings.level, program_share=settings.program_share), setup.folder, extras)
     report = written.report
-    print_summary(report, setup.report_dir, written.unwritten)
+    print_summary(report, written.where, written.unwritten)
     _print_notes(notes)
     for name, _ in plan:
         n, rate = result.stats[f"level:{name}:examples"], result.stats[f"level:{name}:examples_per_s"]
         print(f"fxfuzz: level {name}: {n} examples ({rate}/s)")
-    return unwritten_status(written.unwritten, setup.report_dir) or _exit_status(report, signum, os.path.join(setup.report_dir, "report.md"))
+    return unwritten_status(written.unwritten, written.where) or _exit_status(report, signum, os.path.join(written.where, "report.md"))
 
 
 def unwritten_status(unwritten: list[str], report_dir: str) -> int | None:
