@@ -36,7 +36,7 @@ def _row(bid, nodes, *, known=False, count=1, repro=True):
 def _report(findings, **changes):
     report = {
         "schema": 2, "tool": "fxfuzz", "version": "0.1.0", "torch_version": "2.13.0", "python_version": "3.11.0",
-        "pass": "p", "domain": "export", "seed": 0, "workers": 2, "device": "cpu", "started": "2026-01-02T00:00:00+00:00",
+        "pass": "p", "contract": "meaning", "domain": "export", "seed": 0, "workers": 2, "device": "cpu", "started": "2026-01-02T00:00:00+00:00",
         "duration_s": 10.0, "examples": 40, "examples_per_s": 4.0, "stopped_by": "budget",
         "new_findings": sum(not f["known"] for f in findings), "findings": findings, "coverage": {"enabled": False},
         "stats": {"op:sin": 3, "level:graph:examples": 40, "level:graph:duration_ms": 10000, "level:graph:examples_per_s": 4.0},

@@ -42,7 +42,7 @@ def _report():
     row = {"id": "x-y-1", "oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}, "count": 1,
            "known": False, "known_reason": None, "repro": None, "issue": "issues/x-y-1.md", "graph_nodes": 1,
            "graph_hash": "h", "ambient_grad": True, "graph_code": "pass"}  # fmt: skip
-    return {"schema": 2, "tool": "fxfuzz", "version": "0", "torch_version": "2", "pass": "p", "domain": "export",
+    return {"schema": 2, "tool": "fxfuzz", "version": "0", "torch_version": "2", "pass": "p", "contract": "meaning", "domain": "export",
             "seed": 0, "workers": 1, "started": "", "duration_s": 1.0, "examples": 1, "examples_per_s": 1.0,
             "stopped_by": "budget", "incomplete": None, "new_findings": 1, "findings": [row],
             "coverage": {"enabled": False}, "stats": {}, "timeline": [], "workers_detail": {}, "repro_errors": []}  # fmt: skip

@@ -24,6 +24,7 @@ from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.report.html import render_html
 from fxfuzz.report.issue import issue_path, render_issue
 from fxfuzz.report.junit import render_junit
+from fxfuzz.report.limits import SHOWN
 from fxfuzz.report.markdown import render_markdown
 from fxfuzz.repro.files import repro_document, repro_stem, write_program_repro, write_repro
 
@@ -142,7 +143,7 @@ def finding_row(b: Bucket, extras: Extras) -> dict[str, Any]:
         "known": reason is not None,
         "known_reason": reason,
         "repro": extras.repros.get(b.id),
-        "issue": None if reason is not None else issue_path(b.id),
+        "issue": None,  # set by sort_findings
         "graph_nodes": b.graph_nodes if b.case is not None else None,
         "graph_hash": graph_hash(case_data),
         "ambient_grad": b.case.ambient_grad if b.case is not None else None,
@@ -152,8 +153,12 @@ def finding_row(b: Bucket, extras: Extras) -> dict[str, Any]:
 
 
 def sort_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Report order: new buckets first, then by count (most seen first), then by id."""
-    return sorted(findings, key=lambda f: (f["known"], -f["count"], f["id"]))
+    """Report order: new buckets first, then by count (most seen first), then by id; each new
+    bucket the documents show (``limits.shown``) gets the path of its issue text."""
+    ordered = sorted(findings, key=lambda f: (f["known"], -f["count"], f["id"]))
+    for i, f in enumerate(ordered):
+        f["issue"] = issue_path(f["id"]) if not f["known"] and i < SHOWN else None
+    return ordered
 
 
 def report_dict(result: CampaignResult, meta: dict[str, Any], extras: Extras | None = None) -> dict[str, Any]:

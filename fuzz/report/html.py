@@ -5,6 +5,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from fxfuzz.report.limits import shown
+
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:70em;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
@@ -102,7 +104,7 @@ def _incomplete(reason: str | None) -> str:
 
 def render_html(report: dict[str, Any]) -> str:
     """``report.json``'s content as one self-contained HTML page (no scripts, no external assets)."""
-    findings = report["findings"]
+    findings, more = shown(report["findings"])
     summary = _table(
         ["bucket", "oracle/kind", "count", "nodes", "status"],
         [
@@ -124,13 +126,14 @@ def render_html(report: dict[str, Any]) -> str:
         f"{_e(report['workers'])} worker(s), started {_e(report.get('started', ''))}.<br>"
         f"{report['examples']} examples in {report['duration_s']:.1f} s ({report['examples_per_s']}/s), "
         f"stopped by {_e(report['stopped_by'])}; {report['new_findings']} new and "
-        f"{len(findings) - report['new_findings']} known finding bucket(s).</p>"
+        f"{len(report['findings']) - report['new_findings']} known finding bucket(s).</p>"
     )
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>fxfuzz report: {escape(report['pass'])}</title><style>{_STYLE}</style></head><body>"
         f"<h1>fxfuzz report</h1>{_incomplete(report.get('incomplete'))}{facts}"
         f"<h2>Findings</h2>{summary if findings else '<p>No findings.</p>'}"
+        + (f"<p>{escape(more)}.</p>" if more else "")
         + "".join(_finding(f) for f in findings)
         + f"<h2>Examples per second over time</h2>{_rate_chart(report['timeline'])}"
         f"<h2>Coverage of the pass's source</h2>{_coverage(report['coverage'])}"

@@ -21,12 +21,11 @@ from fxfuzz.campaign.levels import add_level_rates
 from fxfuzz.core.errors import ReportError, UsageError
 from fxfuzz.core.shards import parse_shard
 from fxfuzz.report.folder import ReportFolder, Written, attempt, placed, sort_findings, write_documents
-from fxfuzz.report.issue import issue_path
 from fxfuzz.report.reader import inside_problem, read_report
 from fxfuzz.repro.files import repro_stem
 
 # What makes two reports parts of one campaign: they must agree on all of these.
-IDENTITY = ("tool", "schema", "version", "torch_version", "python_version", "pass", "ops", "level", "domain", "device")
+IDENTITY = ("tool", "schema", "version", "torch_version", "python_version", "pass", "contract", "ops", "level", "domain", "device")
 # workers_detail fields that add up over campaigns, and those that are lists to concatenate;
 # any other field keeps its common value.
 _SUMMED = ("restarts", "unserializable_examples", "excused_deaths")
@@ -196,7 +195,7 @@ def _merge_findings(inputs: list[tuple[str, dict[str, Any]]]) -> tuple[list[dict
             "known": known,
             "known_reason": reason if known else None,
             "repro": f"repros/{repro_stem(bid)}.py" if best.get("repro") else None,
-            "issue": None if known else issue_path(bid),
+            "issue": None,  # set by sort_findings
         }
         if best.get("repro"):
             sources[bid] = (inputs[i][0], best["repro"])
