@@ -22,7 +22,8 @@ from fxfuzz.oracles import verify
 from fxfuzz.report.issue import render_issue
 from fxfuzz.repro import files
 from fxfuzz.repro.files import docstring, graph_repro_source, program_repro_source, repro_document, write_repro
-from hypothesis import given
+from fxfuzz.strategies.programs import module_programs
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.handmade import no_grad_region_case, pytree_case
@@ -113,10 +114,9 @@ def test_hostile_text_in_any_field_of_a_repro_document_stays_a_literal(monkeypat
     assert written > 100  # most fields are only quoted, and the writer still writes those
 
 
-def test_a_program_repro_quotes_its_message_as_a_literal():
-    from tests.test_programs import no_grad_program
-
-    program = no_grad_program()
+@settings(max_examples=5, deadline=None)
+@given(program=module_programs())
+def test_a_program_repro_quotes_its_message_as_a_literal(program):
     for payload in PAYLOADS:
         assert not _injected(program_repro_source(program, payload))
 

@@ -65,7 +65,11 @@ def report_folder(target: str, option: str = "--report-dir") -> ReportFolder:
     if os.path.lexists(target) and not os.path.isdir(target):
         raise UsageError(f"{option}: {target} is not a directory")
     try:
-        held = os.path.isdir(target) and any(os.scandir(target))
+        if os.path.isdir(target):
+            with os.scandir(target) as entries:
+                held = any(entries)
+        else:
+            held = False
     except OSError as e:
         raise UsageError(f"{option}: cannot read {target}: {e.strerror or e}") from None
     if held:
