@@ -7,6 +7,7 @@ Hand-made report dicts pin the merge rules; two small real campaigns (the sessio
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import xml.etree.ElementTree as ET
@@ -35,7 +36,7 @@ def _row(bid, nodes, *, known=False, count=1, repro=True):
 def _report(findings, **changes):
     report = {
         "schema": 2, "tool": "fxfuzz", "version": "0.1.0", "torch_version": "2.13.0", "python_version": "3.11.0",
-        "pass": "p", "domain": "export", "seed": 0, "workers": 2, "device": "cpu", "started": "2026-01-02T00:00:00+00:00",
+        "pass": "p", "contract": "meaning", "domain": "export", "seed": 0, "workers": 2, "device": "cpu", "started": "2026-01-02T00:00:00+00:00",
         "duration_s": 10.0, "examples": 40, "examples_per_s": 4.0, "stopped_by": "budget",
         "new_findings": sum(not f["known"] for f in findings), "findings": findings, "coverage": {"enabled": False},
         "stats": {"op:sin": 3, "level:graph:examples": 40, "level:graph:duration_ms": 10000, "level:graph:examples_per_s": 4.0},
@@ -291,12 +292,14 @@ def test_a_merge_with_an_incomplete_input_is_incomplete(tmp_path, capsys):
     assert "❌" in (tmp_path / "out" / "report.md").read_text().splitlines()[0]
 
 
-def test_a_reused_merge_folder_loses_the_earlier_merges_issue_texts(tmp_path):
+def test_a_merge_into_a_folder_that_holds_a_report_refuses_and_changes_nothing(tmp_path, refused, capsys):
     for name, known in (("new", False), ("known", True)):
         (tmp_path / name).mkdir()
         write_documents(_report([_row("x", 1, known=known, repro=False)]), str(tmp_path / name))
     out = tmp_path / "out"
     assert main(["merge", str(tmp_path / "new"), "--report-dir", str(out)]) == 1
-    assert (out / "issues" / "x.md").is_file()
-    assert main(["merge", str(tmp_path / "known"), "--report-dir", str(out)]) == 0
-    assert not (out / "issues").exists() and _load(out)["new_findings"] == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert f"--report-dir: {out} is not empty" in refused(["merge", str(tmp_path / "known"), "--report-dir", str(out)])
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before and (out / "issues" / "x.md").is_file()
+    assert sorted(os.listdir(tmp_path)) == ["known", "new", "out"]

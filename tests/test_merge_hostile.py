@@ -13,6 +13,7 @@ import copy
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,8 @@ import pytest
 from fxfuzz.cli.main import main
 from fxfuzz.core.errors import FxfuzzError, ReportError
 from fxfuzz.report import reader
+from fxfuzz.report.folder import report_folder
+from fxfuzz.report.issue import expected_behaviour
 from fxfuzz.report.merge import load_inputs, merge_reports, write_merged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -162,6 +165,10 @@ MALFORMED = [
     ("findings", [1]), ("findings", {"a": 1}), ("examples", 2**60), ("examples", 1.5), ("duration_s", -1),
     ("seed", "zero"), ("seed", {"a": 1}), ("shard", 5), ("incomplete", 3), ("repro_errors", [1]),
     ("ops", "x"), ("started", 5), ("python_version", 3), ("schema", "2"),
+    ("contract", "post_grad\n<b>x</b>"), ("contract", None), ("pass", "p" * (reader.MAX_NAME + 1)),
+    ("torch_version", "2" * (reader.MAX_NAME + 1)), ("settings", {"db": {"shared": [{"deep": 1}]}}), ("settings", [1]),
+    ("settings", {"x" * (reader.MAX_NAME + 1): 1}), ("stats", {"x" * (reader.MAX_NAME + 1): 1}),
+    ("workers_detail", {"database": [[1]]}), ("contract_source", 1), ("max_shrink_s", -1),
 ]  # fmt: skip
 
 
@@ -231,6 +238,146 @@ def test_files_and_lists_are_bounded(tmp_path, real, refused, monkeypatch):
     assert any("is larger than" in e for e in json.loads((tmp_path / "out" / "report.json").read_text())["repro_errors"])
 
 
+@pytest.mark.processes
+@pytest.mark.parametrize("source", ["default", "given"])
+def test_a_shard_without_a_contract_is_one_line_and_exit_2(tmp_path, real, source, refused):
+    """The probe: a shard without ``contract`` (its ``contract_source`` saying ``default``) made
+    report.md raise KeyError: a traceback and exit 1, which CI reads as new findings."""
+    report = {k: v for k, v in real[1].items() if k != "contract"}
+    folder = _folder(tmp_path, real, contract_source=source)
+    (folder / "report.json").write_text(json.dumps({**report, "contract_source": source}))
+    assert "missing or malformed field 'contract'" in refused(["merge", str(folder), "--report-dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.processes
+def test_shards_held_to_different_contracts_are_not_merged(tmp_path, real, refused):
+    a, b = _folder(tmp_path, real, "a", shard="1/2"), _folder(tmp_path, real, "b", shard="2/2", contract="refines")
+    assert "different contract (meaning vs refines)" in refused(["merge", str(a), str(b), "--report-dir", str(tmp_path / "out")])
+
+
+@pytest.mark.processes
+def test_fields_a_merge_does_not_check_are_not_carried(tmp_path, real, capsys):
+    """A shard's ``baseline`` (which issue texts quote), unknown top-level, finding and
+    workers_detail fields: dropped as the shard is read, so none reaches the merged report.json,
+    its documents or its issue texts."""
+    (row,) = real[1]["findings"]
+    evil = "<script>alert(1)</script> ![i](http://carried.example/i.png)"
+    folder = _folder(
+        tmp_path, real, baseline=evil, candidate=evil, extra={"x": evil},
+        findings=[{**row, "extra": evil}], workers_detail={**real[1]["workers_detail"], "extra": evil},
+    )  # fmt: skip
+    assert main(["merge", str(folder), "--report-dir", str(tmp_path / "out")]) == 1
+    merged = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert not {"baseline", "candidate", "extra"} & set(merged) and "extra" not in merged["findings"][0]
+    assert "extra" not in merged["workers_detail"] and merged["settings"] == real[1]["settings"]
+    for path in (tmp_path / "out").rglob("*"):
+        assert path.is_dir() or "carried.example" not in path.read_text(), path
+
+
+def _without_code_spans(markdown: str) -> str:
+    """``markdown`` with its code spans removed, as CommonMark reads them: a run of n backticks
+    not escaped by a backslash opens one, the next run of exactly n closes it."""
+    out, i = [], 0
+    while i < len(markdown):
+        if markdown[i] == "\\":
+            out.append(markdown[i : i + 2])
+            i += 2
+            continue
+        run = re.match(r"`+", markdown[i:])
+        if run:
+            n = len(run.group())
+            close = re.compile(rf"(?<!`)`{{{n}}}(?!`)").search(markdown, i + n)
+            if close:
+                i = close.end()
+                continue
+            out.append(run.group())
+            i += n
+            continue
+        out.append(markdown[i])
+        i += 1
+    return "".join(out)
+
+
+MARKUP = "x` ![i](http://evil.example/i.png) <img src=x> [l](http://evil.example) <b>t</b> `y"
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("field", ["oracle", "kind", "pass", "torch_version", "version", "device", "python_version"])
+def test_a_backtick_in_a_shard_field_opens_no_markup_in_the_issue_text(tmp_path, real, field):
+    """The probe: an oracle fxfuzz has no sentence for is quoted in the issue text's expected
+    behaviour; its backtick closed the code span there, so the image, link and tags after it
+    rendered. Each field the issue text quotes, with backticks: outside code spans no link,
+    image or tag is left unescaped."""
+    (row,) = real[1]["findings"]
+    finding = {**row, field: MARKUP} if field in row else row
+    folder = _folder(tmp_path, real, findings=[finding], **({} if field in row else {field: MARKUP}))
+    assert main(["merge", str(folder), "--report-dir", str(tmp_path / "out")]) == 1
+    issue = _without_code_spans((tmp_path / "out" / row["issue"]).read_text())
+    for fence in re.findall(r"(?ms)^(`{3,})[a-z]*\n.*?^\1$", issue):  # fenced blocks: raw text
+        assert fence
+    prose = re.sub(r"(?ms)^(`{3,})[a-z]*\n.*?^\1$", "", issue)
+    assert not re.search(r"(?<!\\)(!\[|\]\(|<img|<b>)", prose), prose
+
+
+def test_expected_behaviour_quotes_an_unknown_oracle_in_one_code_span():
+    sentence = expected_behaviour(MARKUP, "k")
+    assert not re.search(r"(?<!\\)(!\[|\]\(|<img|<b>)", _without_code_spans(sentence)), sentence
+
+
+# ------------------------------------------------------------------ bounded output
+
+
+@pytest.mark.processes
+def test_long_text_is_cut_with_a_note(tmp_path, real):
+    (row,) = real[1]["findings"]
+    long = "<&`" * reader.MAX_TEXT
+    folder = _folder(
+        tmp_path, real, incomplete=long, repro_errors=[long],
+        findings=[{**row, "message": long, "known_reason": None, "graph_code": "x" * (reader.MAX_CODE + 5), "details": {"ambient_grad": True, "x": long}}],
+    )  # fmt: skip
+    main(["merge", str(folder), "--report-dir", str(tmp_path / "out")])
+    merged = json.loads((tmp_path / "out" / "report.json").read_text())
+    (f,) = merged["findings"]
+    cut = f"[... {len(long) - reader.MAX_TEXT} more characters cut by fxfuzz merge]"
+    assert f["message"] == long[: reader.MAX_TEXT] + " " + cut and merged["incomplete"].endswith(cut)
+    assert merged["repro_errors"][0].endswith(cut)
+    assert f["graph_code"].endswith("[... 5 more characters cut by fxfuzz merge]")
+    assert f["details"]["ambient_grad"] is True and "cut by fxfuzz merge" in f["details"]["cut"]
+
+
+def _shards(tmp_path, real, shards, per_shard):
+    (row,) = real[1]["findings"]
+    return [
+        _folder(tmp_path, real, f"s{k}-of-{shards}", shard=f"{k}/{shards}", findings=[
+            {**row, "id": f"crash-pass_raised-{k:02x}{i:06x}", "repro": None, "message": "<&`" * 1000} for i in range(per_shard)
+        ])
+        for k in range(1, shards + 1)
+    ]  # fmt: skip
+
+
+@pytest.mark.processes
+def test_the_documents_for_people_stay_bounded_however_many_findings(tmp_path, real):
+    """The probe's four 57 MiB shards, scaled down (the work is bounded, not timed): report.json
+    lists every bucket, while report.md, report.html, junit.xml and issues/ show the first
+    ``SHOWN`` and say how many more there are, so they are as large for four shards as for two."""
+    from fxfuzz.report.limits import SHOWN
+
+    sizes = {}
+    for shards in (2, 4):
+        out = tmp_path / f"out{shards}"
+        assert main(["merge", *map(str, _shards(tmp_path, real, shards, SHOWN)), "--report-dir", str(out)]) == 1
+        merged = json.loads((out / "report.json").read_text())
+        assert len(merged["findings"]) == merged["new_findings"] == shards * SHOWN
+        assert len(os.listdir(out / "issues")) == SHOWN == sum(1 for f in merged["findings"] if f["issue"])
+        more = f"{(shards - 1) * SHOWN} more finding bucket(s) ({(shards - 1) * SHOWN} new) are listed only in report.json"
+        assert more in (out / "report.md").read_text() and more in (out / "report.html").read_text()
+        suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+        assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == (str(SHOWN + 2), str(SHOWN + 1), "0")
+        sizes[shards] = [(out / name).stat().st_size for name in ("report.md", "report.html", "junit.xml")]
+    assert all(abs(a - b) < 200 for a, b in zip(sizes[2], sizes[4])), sizes  # the note's digits and shard list differ
+
+
 # ------------------------------------------------------------------ the shard split
 
 
@@ -264,6 +411,48 @@ def test_merge_names_the_missing_shards_of_the_largest_split(tmp_path, real, cap
     assert main(["merge", str(folder), "--report-dir", str(tmp_path / "out")]) == 1
     missing = capsys.readouterr().err.split("no report from shard(s) ")[1].split(", ")
     assert len(missing) == 1023 and "3/1024" not in missing
+
+
+# ------------------------------------------------------------------ deleting nothing it did not write
+
+
+def _tree(root):
+    """Every path under ``root`` with its bytes (None for a folder), links not followed."""
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes() for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("listed", ["notes/todo.txt\n.git/config\n../outside/x\n", "report.json\nrepros/x.py\n"])
+def test_a_file_list_in_the_output_folder_decides_nothing(tmp_path, real, listed, refused):
+    """The probe: a --report-dir holding a ``.fxfuzz-files`` list that names the user's files,
+    a repository's config and a file outside. fxfuzz reads no file list: the folder is not
+    empty, so the merge refuses (exit 2, one line) and nothing anywhere is removed or changed."""
+    a1, a2 = _folder(tmp_path, real, "a1", shard="1/2"), _folder(tmp_path, real, "a2", shard="2/2")
+    victim = tmp_path / "victim"
+    for name in ("notes/todo.txt", ".git/config", "report.json", "repros/x.py"):
+        (victim / name).parent.mkdir(parents=True, exist_ok=True)
+        (victim / name).write_text(f"the user's {name}")
+    (victim / ".fxfuzz-files").write_text(listed)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "x").write_text("outside")
+    before = _tree(tmp_path)
+    line = refused(["merge", str(a1), str(a2), "--report-dir", str(victim)])
+    assert f"--report-dir: {victim} is not empty" in line
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.processes
+def test_a_file_list_in_a_shard_folder_is_never_read(tmp_path, real):
+    """A shard's own ``.fxfuzz-files`` (an artifact anyone could edit) names files beside the
+    output folder: the merge writes its new folder and leaves every other path as it was."""
+    a1 = _folder(tmp_path, real, "a1")
+    (a1 / ".fxfuzz-files").write_text("../keep.txt\n../out/../keep.txt\n")
+    (tmp_path / "keep.txt").write_text("kept")
+    before = _tree(tmp_path)
+    assert main(["merge", str(a1), "--report-dir", str(tmp_path / "out")]) == 1
+    after = _tree(tmp_path)
+    assert {k: v for k, v in after.items() if not k.startswith("out")} == before
+    assert ".fxfuzz-files" not in os.listdir(tmp_path / "out")
 
 
 # ------------------------------------------------------------------ what is quoted is escaped
@@ -395,4 +584,4 @@ def test_damaged_report_files_merge_or_are_refused(tmp_path_factory, real, data)
     except FxfuzzError as e:
         assert isinstance(e, ReportError) and "\n" not in str(e)
         return
-    assert write_merged(merged, str(folder / "out")) == []
+    assert write_merged(merged, report_folder(str(folder / "out"))).unwritten == []

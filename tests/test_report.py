@@ -158,32 +158,98 @@ def test_coverage_merges_the_workers_data_files(tmp_path):
     assert len(row["missing_branches"]) == 1 and both["files"][0]["missing_branches"] == []
 
 
+def _tree(root):
+    """Every file and folder under ``root`` with its bytes (None for a folder)."""
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes() for p in sorted(root.rglob("*"))}
+
+
 @pytest.mark.processes
-def test_a_reused_report_folder_loses_the_earlier_runs_files_and_keeps_the_users(tmp_path):
-    """A second run into the same --report-dir must not show the first run's repros and logs
-    beside its own report; what the user put there stays."""
+def test_a_second_run_into_a_report_folder_refuses_and_leaves_the_first_report(tmp_path, refused, capsys):
+    """``fxfuzz run --report-dir reports`` twice in a row: the first run's report stands as
+    written ("report written" stays true), the second refuses in one line (exit 2) before any
+    work, and nothing in the folder, the user's files included, is removed or changed."""
     out = tmp_path / "r"
     crashes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "broken_passes.py") + ":crashes"
     assert main(["run", "--pass", crashes, "--max-examples", "2", "--workers", "2", "--no-db", "--report-dir", str(out)]) == 1
     assert os.listdir(out / "repros") and os.listdir(out / "issues")  # the crash's .py, .json and issue text
     assert {"worker0.log", "worker1.log"} <= set(os.listdir(out / "logs"))
-    for mine in ("notes.txt", "repros/mine.py", "logs/mine.log"):
-        (out / mine).write_text("the user's")
+    (out / "notes.txt").write_text("the user's")
+    before = _tree(tmp_path)
+    capsys.readouterr()
 
-    assert main(["run", "--pass", "identity", "--max-examples", "1", "--workers", "1", "--no-db", "--report-dir", str(out)]) == 0
-    assert json.loads((out / "report.json").read_text())["findings"] == []
-    assert sorted(os.listdir(out / "repros")) == ["mine.py"] and not (out / "issues").exists()
-    assert sorted(os.listdir(out / "logs")) == ["mine.log", "worker0.log"]
-    assert (out / "notes.txt").read_text() == "the user's"
+    line = refused(["run", "--pass", "identity", "--max-examples", "1", "--workers", "1", "--no-db", "--report-dir", str(out)])
+    assert f"--report-dir: {out} is not empty" in line
+    assert _tree(tmp_path) == before  # not even a work folder beside it is left
 
 
-def test_clearing_a_report_folder_removes_nothing_outside_it(tmp_path):
-    from fxfuzz.report.folder import WRITTEN, clear_earlier_run
+def test_a_report_is_written_beside_its_folder_and_moved_into_place(tmp_path):
+    from fxfuzz.report.folder import place, report_folder
+
+    target = tmp_path / "reports" / "r"
+    folder = report_folder(str(target))
+    # Beside the target (one rename, same file system), as a folder made by hand would be.
+    assert os.path.dirname(folder.work) == str(target.parent) and not target.exists()
+    (tmp_path / "by_hand").mkdir()
+    assert oct(os.stat(folder.work).st_mode) == oct(os.stat(tmp_path / "by_hand").st_mode)
+    (tmp_path / "reports" / "x").mkdir()
+    with open(os.path.join(folder.work, "report.json"), "w") as fh:
+        fh.write("{}")
+    assert place(folder) is None and sorted(os.listdir(tmp_path / "reports")) == ["r", "x"] and os.listdir(target) == ["report.json"]
+    # An existing empty folder (one CI made with mkdir -p) takes the report too.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    folder = report_folder(str(empty))
+    assert place(folder) is None and not os.path.exists(folder.work) and empty.is_dir()
+
+
+def test_a_report_folder_filled_meanwhile_keeps_both_reports(tmp_path):
+    """Two campaigns started into the same new folder: the one that ends first places its
+    report; the other finds the folder filled, replaces nothing and says where its report is."""
+    from fxfuzz.report.folder import place, report_folder
+
+    target = tmp_path / "r"
+    first, second = report_folder(str(target)), report_folder(str(target))
+    for folder, name in ((first, "first"), (second, "second")):
+        with open(os.path.join(folder.work, "report.json"), "w") as fh:
+            fh.write(name)
+    assert place(first) is None
+    problem = place(second)
+    assert problem is not None and str(target) in problem and second.work in problem
+    assert (target / "report.json").read_text() == "first"
+    assert open(os.path.join(second.work, "report.json")).read() == "second"
+
+
+@pytest.mark.processes
+def test_a_run_whose_folder_was_filled_meanwhile_exits_4_and_names_where_its_report_is(tmp_path, monkeypatch, capsys):
+    from fxfuzz.cli import run as run_cli
 
     out = tmp_path / "r"
-    (out / "repros").mkdir(parents=True)
-    for f in ("outside.txt", "absolute.txt", "r/report.json", "r/repros/x.py"):
-        (tmp_path / f).write_text("x")
-    (out / WRITTEN).write_text(f"../outside.txt\n{tmp_path / 'absolute.txt'}\nreport.json\nrepros/x.py\n")
-    clear_earlier_run(str(out))
-    assert sorted(os.listdir(tmp_path)) == ["absolute.txt", "outside.txt", "r"] and os.listdir(out) == []
+    write_all = run_cli.write_all
+
+    def other_run_first(result, meta, folder, extras):  # another campaign into --report-dir ends first
+        out.mkdir()
+        (out / "report.json").write_text("the other run's")
+        return write_all(result, meta, folder, extras)
+
+    monkeypatch.setattr(run_cli, "write_all", other_run_first)
+    assert main(["run", "--pass", "identity", "--max-examples", "1", "--workers", "1", "--no-db", "--report-dir", str(out)]) == 4
+    captured = capsys.readouterr()
+    (line,) = [x for x in captured.err.splitlines() if x.startswith("fxfuzz: error:")]
+    (work,) = [p for p in tmp_path.iterdir() if p.name.startswith("r.fxfuzz-")]
+    assert f"this report is in {work}" in line and "report written" not in captured.out
+    assert (out / "report.json").read_text() == "the other run's" and os.listdir(out) == ["report.json"]
+    assert json.loads((work / "report.json").read_text())["examples"] == 1
+
+
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_a_report_dir_that_is_a_file_or_holds_anything_is_refused(tmp_path, kind, refused):
+    out = tmp_path / "r"
+    if kind == "file":
+        out.write_text("x")
+    else:
+        out.mkdir()
+        (out / ".fxfuzz-files").write_text("notes/todo.txt\n")
+    before = _tree(tmp_path)
+    line = refused(["run", "--pass", "identity", "--max-examples", "1", "--no-db", "--report-dir", str(out)])
+    assert str(out) in line and ("is not a directory" if kind == "file" else "is not empty") in line
+    assert _tree(tmp_path) == before

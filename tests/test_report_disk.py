@@ -62,7 +62,7 @@ def _report():
     row = {"id": "x-y-1", "oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}, "count": 1,
            "known": False, "known_reason": None, "repro": None, "issue": "issues/x-y-1.md", "graph_nodes": 1,
            "graph_hash": "h", "ambient_grad": True, "graph_code": "pass"}  # fmt: skip
-    return {"schema": 2, "tool": "fxfuzz", "version": "0", "torch_version": "2", "pass": "p", "domain": "export",
+    return {"schema": 2, "tool": "fxfuzz", "version": "0", "torch_version": "2", "pass": "p", "contract": "meaning", "domain": "export",
             "seed": 0, "workers": 1, "started": "", "duration_s": 1.0, "examples": 1, "examples_per_s": 1.0,
             "stopped_by": "budget", "incomplete": None, "new_findings": 1, "findings": [row],
             "coverage": {"enabled": False}, "stats": {}, "timeline": [], "workers_detail": {}, "repro_errors": []}  # fmt: skip
@@ -88,7 +88,7 @@ def test_a_run_whose_disk_fills_up_prints_its_summary_and_exits_4(tmp_path, cras
     write_all = run_cli.write_all
 
     def then_full(*args, **kwargs):  # the disk fills up while the campaign runs
-        with full_disk(out):
+        with full_disk(tmp_path):  # the report is written beside its folder, then moved there
             return write_all(*args, **kwargs)
 
     monkeypatch.setattr(run_cli, "write_all", then_full)
@@ -106,18 +106,22 @@ def test_a_run_whose_disk_fills_up_prints_its_summary_and_exits_4(tmp_path, cras
     assert not (out / "report.json").exists() and not list(out.rglob("*.tmp")) and not list(out.rglob("repros/*"))
 
 
-def test_a_disk_full_before_the_run_is_one_line_and_exit_2(tmp_path, crasher, refused):
+def test_a_disk_full_before_the_run_is_one_line_and_exit_2(tmp_path, crasher, refused, monkeypatch):
     out = tmp_path / "report"
     out.mkdir()
-    with full_disk(out):
-        assert "--report-dir: cannot write into" in refused([*crasher, "--report-dir", str(out)])
+
+    def no_space(path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+    monkeypatch.setattr(os, "mkdir", no_space)  # not even the folder the report is written in
+    assert f"--report-dir: cannot create a folder in {tmp_path}: No space left on device" in refused([*crasher, "--report-dir", str(out)])
 
 
 def test_a_merge_whose_disk_fills_up_exits_4(tmp_path, capsys):
     (tmp_path / "a").mkdir()
     write_documents(_report(), str(tmp_path / "a"))
     out = tmp_path / "out"
-    with full_disk(out, only={"report.md"}):
+    with full_disk(tmp_path, only={"report.md"}):
         assert main(["merge", str(tmp_path / "a"), "--report-dir", str(out)]) == 4
     assert json.loads((out / "report.json").read_text())["new_findings"] == 1  # the rest was written
     err = capsys.readouterr().err.strip().splitlines()
@@ -132,7 +136,7 @@ def test_a_gate_whose_disk_fills_up_exits_4(tmp_path, monkeypatch, capsys):
     write_all = gate_cli.write_all
 
     def then_full(*args, **kwargs):
-        with full_disk(out):
+        with full_disk(tmp_path):
             return write_all(*args, **kwargs)
 
     monkeypatch.setattr(gate_cli, "write_all", then_full)

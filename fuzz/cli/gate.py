@@ -15,12 +15,12 @@ from fxfuzz.campaign.limits import campaign_limits
 from fxfuzz.cli.interrupt import StopSignals, exit_status
 from fxfuzz.cli.progress import ProgressPrinter
 from fxfuzz.cli.run import EXIT_TESTED_NOTHING, internal_status, unwritten_status
-from fxfuzz.cli.setup import check_survives, report_folder, worker_logs
+from fxfuzz.cli.setup import check_survives, worker_logs
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.known import load_known_files
 from fxfuzz.core.passes import default_domain, load_pass
 from fxfuzz.core.settings import CampaignSettings
-from fxfuzz.report.folder import Extras, default_report_dir, utc_now, write_all
+from fxfuzz.report.folder import Extras, default_report_dir, report_folder, utc_now, write_all
 from fxfuzz.repro.files import Corpus, saved_cases
 from fxfuzz.strategies.custom import register_ops
 
@@ -35,13 +35,13 @@ def command(a: argparse.Namespace) -> int:
     corpus = saved_cases(a.corpus, a.example_timeout_s) if a.corpus else Corpus([], [], [])
     saved, notes = corpus.cases, corpus.untrusted + corpus.unloadable  # files left out stay where they are
     known = load_known_files(a.known)
-    report_dir = report_folder(a.report_dir or default_report_dir())
     budget_s, max_examples = campaign_limits(a.budget, a.max_examples)
     domain = a.domain or default_domain(baseline, "both")
     settings = CampaignSettings.from_options(a, budget_s=budget_s, max_examples=max_examples, known=frozenset(known), domain=domain)
+    folder = report_folder(a.report_dir or default_report_dir())  # last: a refusal above leaves no folder behind
     progress = ProgressPrinter(budget_s, max_examples)
     started = utc_now()
-    log_dir = worker_logs(report_dir, settings.workers)  # the corpus's worker is worker 0
+    log_dir = worker_logs(folder)  # the corpus's worker is worker 0
     with StopSignals() as stop:
         result = run_gate_parallel(a.candidate, a.baseline, saved, settings, progress=progress.update, log_dir=log_dir, stop=stop)
         signum = stop.signum  # a signal from here on only asks to finish the report
@@ -83,8 +83,8 @@ def command(a: argparse.Namespace) -> int:
         # (A gate that stopped at a final regression ended its workers on purpose.)
         cut_short = signum is not None or result.campaign.stopped_by is StopReason.STOPPED
         incomplete = f"the gate did not judge all its cases: {result.worker_errors[0]}" if result.worker_errors and not cut_short else None
-        written = write_all(result.campaign, meta, report_dir, Extras(known=known, workers=workers, incomplete=incomplete))
-    report = written.report
+        written = write_all(result.campaign, meta, folder, Extras(known=known, workers=workers, incomplete=incomplete))
+    report, report_dir = written.report, written.where
     new = [f for f in report["findings"] if not f["known"]]
     print(
         f"fxfuzz gate: {result.corpus_cases} corpus cases in {result.corpus_s:.1f}s, "
@@ -119,7 +119,7 @@ def command(a: argparse.Namespace) -> int:
         print(f"fxfuzz gate: stopped early by {signal.Signals(signum).name}: no new regression in what it judged")
         return exit_status(signum)
     if incomplete:
-        print(f"fxfuzz: error: {incomplete} (see {log_dir})", file=sys.stderr)
+        print(f"fxfuzz: error: {incomplete} (see {os.path.join(report_dir, 'logs')})", file=sys.stderr)
         return EXIT_TESTED_NOTHING
     print(f"fxfuzz gate: no new regression of {a.candidate} against {a.baseline}")
     return 0

@@ -6,9 +6,8 @@ import argparse
 import sys
 
 from fxfuzz.cli.run import EXIT_TESTED_NOTHING, unwritten_status
-from fxfuzz.cli.setup import report_folder
 from fxfuzz.cli.summary import print_summary, terminal_line
-from fxfuzz.report.folder import default_report_dir
+from fxfuzz.report.folder import default_report_dir, report_folder
 from fxfuzz.report.merge import load_inputs, merge_reports, missing_shards, write_merged
 
 
@@ -17,8 +16,8 @@ def command(args: argparse.Namespace) -> int:
     incomplete (an input was, or none tested anything); 4 when it could not be written in full."""
     out_dir = args.report_dir or default_report_dir()
     merged = merge_reports(load_inputs(args.folders, out_dir))  # every refusal comes before any write
-    unwritten = write_merged(merged, report_folder(out_dir))
-    report = merged.report
+    written = write_merged(merged, report_folder(out_dir))
+    report, unwritten, out_dir = written.report, written.unwritten, written.where
     shards = f" (shards {', '.join(report['shards'])})" if report.get("shards") else ""
     print(f"fxfuzz merge: {len(report['merged_from'])} report folder(s){shards}")
     missing = missing_shards(report)

@@ -4,6 +4,7 @@ the report folder and the summary."""
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import sys
@@ -20,7 +21,7 @@ from fxfuzz.core.errors import UsageError
 from fxfuzz.core.internal import EXIT_INTERNAL, internal_line
 from fxfuzz.core.passes import Pass
 from fxfuzz.core.settings import CampaignSettings
-from fxfuzz.report.folder import Extras, utc_now, write_all
+from fxfuzz.report.folder import Extras, ReportFolder, utc_now, write_all
 from fxfuzz.report.reader import internal_errors
 
 # Exit status of a campaign that did not test what it was asked to (it ran no example, a level
@@ -49,7 +50,7 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
     settings = setup.settings
     # Off by default: tracing costs about 75% more CPU per example on Python 3.11 (docs/benchmark.md).
     targets = coverage_targets(args.pass_spec, setup.pass_fn) if settings.coverage else []
-    log_dir = worker_logs(setup.report_dir, settings.workers)
+    log_dir = worker_logs(setup.folder)
     campaign = ParallelCampaign(args.pass_spec, settings, log_dir=log_dir, coverage_include=tuple(t.path for t in targets))
     started = utc_now()
     progress = ProgressPrinter(settings.budget_s, settings.max_examples)
@@ -69,18 +70,18 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
         why = parallel.worker_errors[0] if parallel.worker_errors else "no worker ran an example"
         lost = [f"the workers kept dying outside any example ({why}); the campaign stopped after {result.examples} example(s)"]
         incomplete = _incomplete(result, signum, why, lost if result.stopped_by == StopReason.WORKERS_LOST else [])
-        workers = _workers_account([parallel], settings)
+        workers = _workers_account([parallel], settings, setup.folder)
         extras = Extras(known=setup.known, coverage=coverage, timeline=parallel.timeline, workers=workers, incomplete=incomplete)
-        written = write_all(result, run_meta(args, settings, started, setup.pass_fn), setup.report_dir, extras)
+        written = write_all(result, run_meta(args, settings, started, setup.pass_fn), setup.folder, extras)
     report = written.report
-    print_summary(report, setup.report_dir, written.unwritten)
-    _print_notes(workers["notes"])
-    return unwritten_status(written.unwritten, setup.report_dir) or _exit_status(report, signum, log_dir)
+    print_summary(report, written.where, written.unwritten)
+    _print_notes(report["workers_detail"]["notes"])
+    return unwritten_status(written.unwritten, written.where) or _exit_status(report, signum, os.path.join(written.where, "logs"))
 
 
-def _workers_account(runs: list[ParallelResult], settings: CampaignSettings) -> dict[str, Any]:
+def _workers_account(runs: list[ParallelResult], settings: CampaignSettings, folder: ReportFolder) -> dict[str, Any]:
     """report.json's ``workers``: what the worker processes of ``runs`` (one per level) did
-    besides judging examples, together."""
+    besides judging examples, together; paths in notes name where ``folder`` ends up."""
     return {
         "restarts": sum(r.restarts for r in runs),
         "unrepeated_deaths": [d for r in runs for d in r.unrepeated_deaths],
@@ -89,7 +90,7 @@ def _workers_account(runs: list[ParallelResult], settings: CampaignSettings) -> 
         "unserializable_examples": sum(r.unserializable for r in runs),
         "example_timeout_s": settings.example_timeout_s,
         "database": settings.report_form()["db"],
-        "notes": list(dict.fromkeys(n for r in runs for n in r.notes)),  # a lost database is said once
+        "notes": list(dict.fromkeys(folder.final(n) for r in runs for n in r.notes)),  # a lost database is said once
     }
 
 
@@ -151,7 +152,7 @@ def _levels(args: argparse.Namespace) -> int:
         raise UsageError(f"--level {args.level} checks on CPU only: drop --device {args.device}")
     setup = campaign_setup(args, 1)
     settings = setup.settings
-    log_dir = worker_logs(setup.report_dir, settings.workers)
+    log_dir = worker_logs(setup.folder)
     started = utc_now()
     progress = ProgressPrinter(settings.budget_s, settings.max_examples)
     plan = budget_plan(settings.level, settings.budget_s)
@@ -169,16 +170,16 @@ def _levels(args: argparse.Namespace) -> int:
             if p.stopped_by == StopReason.WORKERS_LOST
         ]
         incomplete = _incomplete(result, signum, "; ".join(gaps), gaps)
-        workers = _workers_account([p for _, p in run.workers], settings)
+        workers = _workers_account([p for _, p in run.workers], settings, setup.folder)
         extras = Extras(known=setup.known, workers=workers, incomplete=incomplete)
-        written = write_all(result, run_meta(args, settings, started, setup.pass_fn, level=settings.level, program_share=settings.program_share), setup.report_dir, extras)
+        written = write_all(result, run_meta(args, settings, started, setup.pass_fn, level=settings.level, program_share=settings.program_share), setup.folder, extras)
     report = written.report
-    print_summary(report, setup.report_dir, written.unwritten)
-    _print_notes(workers["notes"])
+    print_summary(report, written.where, written.unwritten)
+    _print_notes(report["workers_detail"]["notes"])
     for name, _ in plan:
         n, rate = result.stats[f"level:{name}:examples"], result.stats[f"level:{name}:examples_per_s"]
         print(f"fxfuzz: level {name}: {n} examples ({rate}/s)")
-    return unwritten_status(written.unwritten, setup.report_dir) or _exit_status(report, signum, log_dir)
+    return unwritten_status(written.unwritten, written.where) or _exit_status(report, signum, os.path.join(written.where, "logs"))
 
 
 def internal_status(report: dict[str, Any]) -> int | None:

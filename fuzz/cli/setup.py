@@ -10,14 +10,13 @@ from typing import Any
 
 from fxfuzz.campaign.database import DatabaseSpec, check_reachable, parse_databases
 from fxfuzz.campaign.limits import campaign_limits
-from fxfuzz.campaign.supervisor import worker_log
 from fxfuzz.core.choices import DEFAULT_DB
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.known import load_known_files
 from fxfuzz.core.passes import Pass, default_domain, load_pass
 from fxfuzz.core.settings import CampaignSettings
-from fxfuzz.report.folder import clear_earlier_run, default_report_dir, record_written
+from fxfuzz.report.folder import ReportFolder, default_report_dir, report_folder
 from fxfuzz.strategies.custom import loading_ends, register_ops
 
 
@@ -35,21 +34,9 @@ def writable_dir(path: str, option: str) -> str:
     return path
 
 
-def report_folder(path: str) -> str:
-    """``--report-dir``, writable and cleared of what an earlier run wrote there."""
-    writable_dir(path, "--report-dir")
-    clear_earlier_run(path)
-    return path
-
-
-def worker_logs(report_dir: str, workers: int) -> str:
-    """The report folder's ``logs/`` for ``workers`` worker slots, their logs listed as fxfuzz's."""
-    logs = os.path.join(report_dir, "logs")
-    try:
-        record_written(report_dir, [os.path.relpath(worker_log(logs, i), report_dir) for i in range(workers)])
-    except OSError as e:  # a full disk before any work: bad input, not a run that lost its report
-        raise UsageError(f"--report-dir: cannot write into {report_dir}: {e.strerror or e}") from None
-    return logs
+def worker_logs(folder: ReportFolder) -> str:
+    """The report folder's ``logs/``, where each worker writes ``worker<N>.log``."""
+    return os.path.join(folder.work, "logs")
 
 
 def check_survives(passes: Sequence[tuple[str, str]], ops: Sequence[str]) -> None:
@@ -67,7 +54,7 @@ class CampaignSetup:
 
     pass_fn: Pass
     known: dict[str, str]
-    report_dir: str
+    folder: ReportFolder
     settings: CampaignSettings
 
 
@@ -92,7 +79,6 @@ def campaign_setup(args: Any, workers: int) -> CampaignSetup:
     register_ops(args.ops, "--op")
     known = load_known_files(args.known)
     database = database_setup(args)
-    report_dir = report_folder(args.report_dir or default_report_dir())
     budget_s, max_examples = campaign_limits(args.budget, args.max_examples)
     settings = CampaignSettings.from_options(
         args,
@@ -105,6 +91,7 @@ def campaign_setup(args: Any, workers: int) -> CampaignSetup:
         workers=min(workers, max_examples),
         domain=args.domain or default_domain(pass_fn, CampaignSettings.domain),
     )
-    return CampaignSetup(pass_fn, known, report_dir, settings)
+    folder = report_folder(args.report_dir or default_report_dir())  # last: a refusal above leaves no folder behind
+    return CampaignSetup(pass_fn, known, folder, settings)
 
 

@@ -9,7 +9,8 @@ import hashlib
 import json
 import os
 import platform
-from collections.abc import Callable, Iterable
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -23,16 +24,11 @@ from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.report.html import render_html
 from fxfuzz.report.issue import issue_path, render_issue
 from fxfuzz.report.junit import render_junit
+from fxfuzz.report.limits import SHOWN
 from fxfuzz.report.markdown import render_markdown
 from fxfuzz.repro.files import repro_document, repro_stem, write_program_repro, write_repro
 
 REPORT_SCHEMA_VERSION = 2
-
-# Every file fxfuzz writes into a report folder, one path (relative to it) a line, listed before
-# the file is written: a later run into the same folder removes exactly these, never a user's.
-WRITTEN = ".fxfuzz-files"
-REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml")
-
 
 def default_report_dir(root: str = "reports") -> str:
     """A fresh folder under ``root`` named by the UTC time."""
@@ -45,42 +41,67 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def report_files(bucket_ids: Iterable[str]) -> list[str]:
-    """Every file a report folder of these buckets may hold, relative to it: the documents, and
-    each bucket's repros and issue text."""
-    per_bucket = [p for bid in bucket_ids for p in (*(f"repros/{repro_stem(bid)}{ext}" for ext in (".py", ".json")), issue_path(bid))]
-    return [*REPORT_FILES, *per_bucket]
+@dataclass
+class ReportFolder:
+    """Where a report goes (``target``, the ``--report-dir``) and the fresh folder beside it,
+    on the same file system, that the run writes into (worker logs, repros, documents) until
+    ``place`` renames it to ``target`` whole. Nothing already in a folder is ever removed or
+    replaced: ``target`` must be new or empty when the run starts, and a run that finds it
+    filled when it ends (another run into the same folder) keeps its report in ``work``."""
+
+    target: str
+    work: str
+
+    def final(self, text: str) -> str:
+        """``text`` (a note naming a file of the run, such as a worker log) naming it where
+        ``place`` puts it."""
+        return text.replace(self.work, self.target)
 
 
-def record_written(report_dir: str, paths: Iterable[str]) -> None:
-    """List ``paths`` (relative to ``report_dir``) as files fxfuzz writes there."""
-    os.makedirs(report_dir, exist_ok=True)
-    with open(os.path.join(report_dir, WRITTEN), "a") as fh:
-        fh.writelines(p + "\n" for p in paths)
-
-
-def clear_earlier_run(report_dir: str) -> None:
-    """Remove what earlier runs listed as written into ``report_dir`` (and the folders that
-    leaves empty): a report never sits beside another run's repros or logs. Files fxfuzz did
-    not write, and anything outside the folder, stay."""
-    listing = os.path.join(report_dir, WRITTEN)
+def report_folder(target: str, option: str = "--report-dir") -> ReportFolder:
+    """A ReportFolder for ``target``, its work folder created: UsageError (one line, exit 2)
+    when ``target`` is a file or holds anything, or nothing can be created beside it."""
+    target = os.path.normpath(target)
+    if os.path.lexists(target) and not os.path.isdir(target):
+        raise UsageError(f"{option}: {target} is not a directory")
     try:
-        with open(listing) as fh:
-            paths = sorted(set(fh.read().splitlines()))
-    except FileNotFoundError:
-        return
-    root = os.path.realpath(report_dir)
-    try:
-        for rel in paths:
-            path = os.path.realpath(os.path.join(root, rel))
-            if os.path.commonpath([root, path]) == root and os.path.isfile(path):
-                os.remove(path)
-        os.remove(listing)
+        if os.path.isdir(target):
+            with os.scandir(target) as entries:
+                held = any(entries)
+        else:
+            held = False
     except OSError as e:
-        raise UsageError(f"--report-dir: cannot remove {e.filename} of an earlier run: {e.strerror}") from None
-    for sub in {os.path.dirname(rel) for rel in paths} - {""}:
-        with contextlib.suppress(OSError):  # not empty: the user's files there stay, and so does it
-            os.rmdir(os.path.join(root, sub))
+        raise UsageError(f"{option}: cannot read {target}: {e.strerror or e}") from None
+    if held:
+        raise UsageError(
+            f"{option}: {target} is not empty (an earlier report?): fxfuzz writes a report only into a new or "
+            "empty folder and never replaces one; name another folder, or remove this one first"
+        )
+    parent = os.path.dirname(os.path.abspath(target))
+    try:
+        os.makedirs(parent, exist_ok=True)
+        work = tempfile.mkdtemp(prefix=os.path.basename(os.path.abspath(target)) + ".fxfuzz-", dir=parent)
+        os.chmod(work, 0o777 & ~_umask())  # as a folder made by hand would be, not mkdtemp's 0700
+    except OSError as e:
+        raise UsageError(f"{option}: cannot create a folder in {parent}: {e.strerror or e}") from None
+    return ReportFolder(target, work)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def place(folder: ReportFolder) -> str | None:
+    """Rename ``folder.work`` to ``folder.target`` (which rename(2) does only while the target
+    is missing or empty); None once done, else why not, as ``Written.unwritten`` lists it: the
+    report then stays whole in ``folder.work``."""
+    try:
+        os.rename(folder.work, folder.target)
+    except OSError as e:
+        return f"{folder.target} ({e.strerror or e}: another run wrote there meanwhile?); this report is in {folder.work}"
+    return None
 
 
 @dataclass
@@ -126,7 +147,7 @@ def finding_row(b: Bucket, extras: Extras) -> dict[str, Any]:
         "known": reason is not None,
         "known_reason": reason,
         "repro": extras.repros.get(b.id),
-        "issue": None if reason is not None else issue_path(b.id),
+        "issue": None,  # set by sort_findings
         "graph_nodes": b.graph_nodes if b.case is not None else None,
         "graph_hash": graph_hash(case_data),
         "ambient_grad": b.case.ambient_grad if b.case is not None else None,
@@ -136,8 +157,12 @@ def finding_row(b: Bucket, extras: Extras) -> dict[str, Any]:
 
 
 def sort_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Report order: new buckets first, then by count (most seen first), then by id."""
-    return sorted(findings, key=lambda f: (f["known"], -f["count"], f["id"]))
+    """Report order: new buckets first, then by count (most seen first), then by id; each new
+    bucket the documents show (``limits.shown``) gets the path of its issue text."""
+    ordered = sorted(findings, key=lambda f: (f["known"], -f["count"], f["id"]))
+    for i, f in enumerate(ordered):
+        f["issue"] = issue_path(f["id"]) if not f["known"] and i < SHOWN else None
+    return ordered
 
 
 def report_dict(result: CampaignResult, meta: dict[str, Any], extras: Extras | None = None) -> dict[str, Any]:
@@ -170,11 +195,18 @@ def report_dict(result: CampaignResult, meta: dict[str, Any], extras: Extras | N
 
 @dataclass
 class Written:
-    """A report as written: its report.json content, and each file that could not be written
-    (``"report.md: No space left on device"``); the others were."""
+    """A report as written: its report.json content, each file that could not be written
+    (``"report.md: No space left on device"``; the others were) and the folder it is in."""
 
     report: dict[str, Any]
     unwritten: list[str]
+    where: str
+
+
+def placed(folder: ReportFolder, report: dict[str, Any], unwritten: list[str]) -> Written:
+    """The report written into ``folder.work``, moved to its target (``place``)."""
+    problem = place(folder)
+    return Written(report, unwritten + ([problem] if problem else []), folder.work if problem else folder.target)
 
 
 def attempt(unwritten: list[str], name: str, write: Callable[[], object]) -> bool:
@@ -270,12 +302,11 @@ def _issue_text(report: dict[str, Any], report_dir: str, finding: dict[str, Any]
     return render_issue(report, finding, source)
 
 
-def write_all(result: CampaignResult, meta: dict[str, Any], report_dir: str, extras: Extras) -> Written:
-    """Repros first (the report links them), then the report's documents (``write_documents``);
-    what cannot be written (a full disk) is listed, and the rest written all the same."""
-    unwritten: list[str] = []
-    attempt(unwritten, WRITTEN, lambda: record_written(report_dir, report_files(result.buckets)))
+def write_all(result: CampaignResult, meta: dict[str, Any], folder: ReportFolder, extras: Extras) -> Written:
+    """Repros first (the report links them), then the report's documents (``write_documents``),
+    into ``folder.work``, then the folder moved into place; what cannot be written (a full disk)
+    is listed, and the rest written all the same."""
     given = meta.get("contract") if meta.get("contract_source") == "given" else None  # --contract, for the replay
-    extras.repros, extras.repro_errors, repros_unwritten = write_repros(result, report_dir, meta["pass"], meta.get("device", "cpu"), given)
+    extras.repros, extras.repro_errors, repros_unwritten = write_repros(result, folder.work, meta["pass"], meta.get("device", "cpu"), given)
     report = report_dict(result, meta, extras)
-    return Written(report, unwritten + repros_unwritten + write_documents(report, report_dir))
+    return placed(folder, report, repros_unwritten + write_documents(report, folder.work))

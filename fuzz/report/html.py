@@ -5,6 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from fxfuzz.report.limits import shown
 from fxfuzz.report.reader import internal_errors
 
 _STYLE = """
@@ -108,7 +109,7 @@ def _internal(errors: list[str]) -> str:
 
 def render_html(report: dict[str, Any]) -> str:
     """``report.json``'s content as one self-contained HTML page (no scripts, no external assets)."""
-    findings = report["findings"]
+    findings, more = shown(report["findings"])
     summary = _table(
         ["bucket", "oracle/kind", "count", "nodes", "status"],
         [
@@ -130,13 +131,14 @@ def render_html(report: dict[str, Any]) -> str:
         f"{_e(report['workers'])} worker(s), started {_e(report.get('started', ''))}.<br>"
         f"{report['examples']} examples in {report['duration_s']:.1f} s ({report['examples_per_s']}/s), "
         f"stopped by {_e(report['stopped_by'])}; {report['new_findings']} new and "
-        f"{len(findings) - report['new_findings']} known finding bucket(s).</p>"
+        f"{len(report['findings']) - report['new_findings']} known finding bucket(s).</p>"
     )
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>fxfuzz report: {escape(report['pass'])}</title><style>{_STYLE}</style></head><body>"
         f"<h1>fxfuzz report</h1>{_incomplete(report.get('incomplete'))}{_internal(internal_errors(report))}{facts}"
         f"<h2>Findings</h2>{summary if findings else '<p>No findings.</p>'}"
+        + (f"<p>{escape(more)}.</p>" if more else "")
         + "".join(_finding(f) for f in findings)
         + f"<h2>Examples per second over time</h2>{_rate_chart(report['timeline'])}"
         f"<h2>Coverage of the pass's source</h2>{_coverage(report['coverage'])}"

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from fxfuzz.core.passes import import_spec
-from fxfuzz.report.markdown import cell, code, fenced, text
+from fxfuzz.report.markdown import cell, code, fenced, first_line, text
 from fxfuzz.repro.files import repro_stem
 
 # What each oracle requires of a pass (docs/oracles.md), as the "expected" of an issue.
@@ -56,18 +56,13 @@ def expected_behaviour(oracle: str, kind: str) -> str:
         return _E2E
     if kind.startswith("cpu_vs_cuda:"):
         return _PARITY
-    sentence = _EXPECTED.get((oracle, kind)) or _EXPECTED.get(oracle) or f"The pass's output passes fxfuzz's `{oracle}` check."
+    sentence = _EXPECTED.get((oracle, kind)) or _EXPECTED.get(oracle) or f"The pass's output passes fxfuzz's {code(oracle)} check."
     return sentence + (" This holds on CUDA as on CPU." if kind.startswith("cuda:") else "")
 
 
 def issue_path(bucket: str) -> str:
     """Where a bucket's issue text goes, relative to the report folder."""
     return f"issues/{repro_stem(bucket)}.md"
-
-
-def _one_line(message: str, width: int = 120) -> str:
-    line = message.strip().splitlines()[0] if message.strip() else ""
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def render_issue(report: dict[str, Any], finding: dict[str, Any], repro_source: str | None) -> str:
@@ -88,7 +83,7 @@ def render_issue(report: dict[str, Any], finding: dict[str, Any], repro_source: 
         ("bucket", cell(code(finding["id"]))),
     ]
     lines = [
-        f"# {text(pass_spec)}: {text(finding['oracle'])}/{text(finding['kind'])}: {text(_one_line(finding['message']))}",
+        f"# {text(pass_spec)}: {text(finding['oracle'])}/{text(finding['kind'])}: {text(first_line(finding['message']))}",
         "",
         "| | |",
         "| --- | --- |",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from fxfuzz.report.limits import shown
 from fxfuzz.report.reader import internal_errors
 
 # What could make quoted text markup: code spans, emphasis, links and images, HTML tags and
@@ -26,6 +27,12 @@ def text(value: Any) -> str:
     """``value`` as one line of markdown that renders as the characters it holds: markup
     characters backslash-escaped, line breaks as spaces (also safe in a table cell)."""
     return _MARKUP.sub(r"\\\1", " ".join(str(value).split()))
+
+
+def first_line(message: str, width: int = 120) -> str:
+    """The first line of ``message``, cut to ``width`` characters: a title, a table cell."""
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def code(value: Any) -> str:
@@ -74,21 +81,22 @@ def render_markdown(report: dict[str, Any]) -> str:
         ),
         "",
     ]
-    if report["findings"]:
+    findings, more = shown(report["findings"])
+    if findings:
         lines += [
             "| bucket | oracle/kind | count | nodes | known | message | repro |",
             "| --- | --- | ---: | ---: | --- | --- | --- |",
         ]
-        for f in report["findings"]:
+        for f in findings:
             nodes = f["graph_nodes"] if f["graph_nodes"] is not None else "–"
             repro = code(f["repro"]) if f["repro"] else "–"
             status = "yes" if f["known"] else "**new**" + (f" ([issue]({f['issue']}))" if f.get("issue") else "")
             lines.append(
                 f"| {cell(code(f['id']))} | {text(f['oracle'])}/{text(f['kind'])} | {f['count']} | {nodes} "
-                f"| {status} | {text(f['message'])} | {cell(repro)} |"
+                f"| {status} | {text(first_line(f['message'], 300))} | {cell(repro)} |"
             )
-        lines.append("")
-        first = next((f for f in report["findings"] if not f["known"] and f["graph_code"]), None)
+        lines += ["", *([f"{more}.", ""] if more else [])]
+        first = next((f for f in findings if not f["known"] and f["graph_code"]), None)
         if first:
             lines += [
                 f"<details><summary>Minimized graph of <code>{first['id']}</code></summary>",

@@ -20,13 +20,12 @@ from fxfuzz.campaign.coverage import union_coverage
 from fxfuzz.campaign.levels import add_level_rates
 from fxfuzz.core.errors import ReportError, UsageError
 from fxfuzz.core.shards import parse_shard
-from fxfuzz.report.folder import attempt, record_written, report_files, sort_findings, write_documents
-from fxfuzz.report.issue import issue_path
+from fxfuzz.report.folder import ReportFolder, Written, attempt, placed, sort_findings, write_documents
 from fxfuzz.report.reader import inside_problem, read_report
 from fxfuzz.repro.files import repro_stem
 
 # What makes two reports parts of one campaign: they must agree on all of these.
-IDENTITY = ("tool", "schema", "version", "torch_version", "python_version", "pass", "ops", "level", "domain", "device")
+IDENTITY = ("tool", "schema", "version", "torch_version", "python_version", "pass", "contract", "ops", "level", "domain", "device")
 # workers_detail fields that add up over campaigns, and those that are lists to concatenate;
 # any other field keeps its common value.
 _SUMMED = ("restarts", "unserializable_examples", "excused_deaths")
@@ -196,7 +195,7 @@ def _merge_findings(inputs: list[tuple[str, dict[str, Any]]]) -> tuple[list[dict
             "known": known,
             "known_reason": reason if known else None,
             "repro": f"repros/{repro_stem(bid)}.py" if best.get("repro") else None,
-            "issue": None if known else issue_path(bid),
+            "issue": None,  # set by sort_findings
         }
         if best.get("repro"):
             sources[bid] = (inputs[i][0], best["repro"])
@@ -240,22 +239,23 @@ def _merge_workers(details: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def write_merged(merged: Merged, out_dir: str) -> list[str]:
+def write_merged(merged: Merged, folder: ReportFolder) -> Written:
     """The merged report folder: each kept repro (.py and, for graph cases, .json) copied from
-    its input, then report.json, the issue texts, report.md, report.html and junit.xml. Returns
-    what could not be written, and why (a full disk): the rest is written all the same."""
+    its input, then report.json, the issue texts, report.md, report.html and junit.xml, written
+    into ``folder.work`` and moved into place. What could not be written, and why (a full
+    disk), is listed: the rest is written all the same."""
+    out_dir = folder.work
     unwritten: list[str] = []
-    attempt(unwritten, ".fxfuzz-files", lambda: record_written(out_dir, report_files(f["id"] for f in merged.report["findings"])))
     for f in merged.report["findings"]:
         if f["repro"]:
-            folder, repro = merged.repro_sources[f["id"]]
+            shard_dir, repro = merged.repro_sources[f["id"]]
             for ext in (".py", ".json"):
                 source = repro.removesuffix(".py") + ext
                 # Checked again as it is copied: only files inside the input folder are.
-                if inside_problem(folder, source) is None:
+                if inside_problem(shard_dir, source) is None:
                     target = os.path.join(out_dir, f["repro"].removesuffix(".py") + ext)
-                    attempt(unwritten, os.path.relpath(target, out_dir), functools.partial(_copy, os.path.join(folder, source), target))
-    return unwritten + write_documents(merged.report, out_dir)
+                    attempt(unwritten, os.path.relpath(target, out_dir), functools.partial(_copy, os.path.join(shard_dir, source), target))
+    return placed(folder, merged.report, unwritten + write_documents(merged.report, out_dir))
 
 
 def _copy(source: str, target: str) -> None:

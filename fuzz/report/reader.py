@@ -19,6 +19,7 @@ import reprlib
 from collections.abc import Callable
 from typing import Any
 
+from fxfuzz.core.choices import CONTRACT_NAMES
 from fxfuzz.core.errors import ReportError
 from fxfuzz.core.fileio import read_bounded, refusal
 from fxfuzz.core.known import is_bucket_id
@@ -35,6 +36,18 @@ MAX_ITEMS = 100_000
 # Counts and seconds: 2**53 is where a float stops holding every integer (rates divide them).
 MAX_COUNT = 2**53
 MAX_SECONDS = 1e9
+# Characters of a name a report records (the pass spec, a version, an oracle, a path): longer is
+# no report fxfuzz wrote. Each issue text repeats the report's names, so they stay short.
+MAX_NAME = 4096
+# Characters of the free text a merge carries (a message, a reason, a note; the JSON of a
+# finding's details) and of a finding's graph code: above real ones (torch's longest messages
+# run to a few thousand characters, a minimized graph to a few hundred lines), far below what,
+# quoted in every document, makes a merge slow and its output large. Longer text is cut, with a
+# note saying how much.
+MAX_TEXT = 10_000
+MAX_CODE = 50_000
+# Findings of one report: a real campaign has tens of buckets.
+MAX_FINDINGS = 10_000
 
 Check = Callable[[Any], bool]
 # Paired surrogates decode to one character; any left is alone.
@@ -60,6 +73,14 @@ def _seconds(v: Any) -> bool:
 
 def _str(v: Any) -> bool:
     return isinstance(v, str)
+
+
+def _name(v: Any) -> bool:
+    return isinstance(v, str) and len(v) <= MAX_NAME
+
+
+def _scalar(v: Any) -> bool:
+    return v is None or isinstance(v, bool) or _int(v) or _number(v) or _name(v)
 
 
 def _bool(v: Any) -> bool:
@@ -108,47 +129,56 @@ def _fields(required: dict[str, Check], optional: dict[str, Check] | None = None
 _SEED = _either(_optional(_int), _list(_optional(_int)))  # a merged report's seeds are a list
 _RATIO = _fields({"covered": _optional(_count), "total": _count, "percent": _optional(_number)})
 _COVERAGE_FILE = _fields(
-    {"module": _str, "path": _str, "scope": _either(_str, _list(_str)), "lines": _RATIO, "branches": _RATIO, "missing_lines": _list(_count)},
+    {"module": _name, "path": _name, "scope": _either(_name, _list(_name)), "lines": _RATIO, "branches": _RATIO, "missing_lines": _list(_count)},
     {"missing_branches": _optional(_list(_pair(_int, _int)))},
 )
 _COVERAGE = _either(
     _fields({"enabled": lambda v: v is False}),
-    _fields({"enabled": lambda v: v is True, "error": _str}),
+    _fields({"enabled": lambda v: v is True, "error": _name}),
     _fields({"enabled": lambda v: v is True, "files": _list(_COVERAGE_FILE), "lines": _RATIO, "branches": _RATIO}),
 )
-# The workers_detail fields a merge adds up or concatenates; the others keep a common value.
-_WORKERS_DETAIL = _fields(
-    {},
-    {"restarts": _count, "unserializable_examples": _count, "excused_deaths": _count, "errors": _list(_str),
-     "unrepeated_deaths": _list(_str), "internal_errors": _list(_str), "notes": _list(_str)},
-)  # fmt: skip
-_MERGED_FROM = _fields({"path": _str, "shard": _optional(_str), "seed": _SEED, "examples": _count})
+# A run's settings (``CampaignSettings.report_form``) and database: names, numbers and lists of
+# them, one level of objects (the database's).
+_SETTING = _either(_scalar, _list(_scalar))
+_SETTINGS = lambda v: _values(_either(_SETTING, _values(_SETTING)))(v) and all(_name(k) for k in v)  # noqa: E731
+# The workers_detail fields a merge adds up or concatenates, and those that keep a common value.
+WORKERS_DETAIL: dict[str, Check] = {
+    "restarts": _count, "unserializable_examples": _count, "excused_deaths": _count, "errors": _list(_str),
+    "unrepeated_deaths": _list(_str), "internal_errors": _list(_str), "notes": _list(_str), "example_timeout_s": _optional(_seconds),
+    "database": _either(_SETTING, _values(_SETTING)),
+}  # fmt: skip
+_MERGED_FROM = _fields({"path": _name, "shard": _optional(_name), "seed": _SEED, "examples": _count})
 
-# Every field the merge and the renderers read: those every report.json has, and those it may
-# lack (a report written before they were recorded).
+# Every field a merge carries: those every report.json has, and those it may lack (a report
+# written before they were recorded). Any other field is dropped as the report is read: nothing
+# unchecked reaches the merged report or its documents.
 REQUIRED: dict[str, Check] = {
-    "schema": _count, "tool": _str, "version": _str, "torch_version": _str, "pass": _str, "domain": _str,
-    "examples": _count, "duration_s": _seconds, "stopped_by": _str, "findings": lambda v: isinstance(v, list) and len(v) <= MAX_ITEMS,
-    "stats": lambda v: _values(_number)(v) and len(v) <= MAX_ITEMS,
+    "schema": _count, "tool": _name, "version": _name, "torch_version": _name, "pass": _name, "domain": _name,
+    "contract": lambda v: v in CONTRACT_NAMES, "examples": _count, "duration_s": _seconds, "stopped_by": _name,
+    "findings": lambda v: isinstance(v, list) and len(v) <= MAX_FINDINGS,
+    "stats": lambda v: _values(_number)(v) and len(v) <= MAX_ITEMS and all(_name(k) for k in v),
 }  # fmt: skip
 OPTIONAL: dict[str, Check] = {
-    "python_version": _str, "ops": _list(_str), "level": _str, "device": _str, "command": _str, "started": _str,
-    "seed": _SEED, "workers": _count, "shard": _optional(_str), "incomplete": _optional(_str),
+    "python_version": _name, "ops": _list(_name), "level": _name, "device": _name, "command": _name, "started": _name,
+    "contract_source": _name, "stage_share": _optional(_number), "program_share": _optional(_number),
+    "max_shrink_s": _optional(_seconds), "settings": _SETTINGS,
+    "seed": _SEED, "workers": _count, "shard": _optional(_name), "incomplete": _optional(_str),
     "repro_errors": _list(_str), "timeline": _list(_pair(_seconds, _count)), "coverage": _COVERAGE,
-    "workers_detail": _optional(_WORKERS_DETAIL), "merged_from": _list(_MERGED_FROM),
+    "workers_detail": _optional(_fields({}, WORKERS_DETAIL)), "merged_from": _list(_MERGED_FROM),
 }  # fmt: skip
 FINDING: dict[str, Check] = {
-    "id": is_bucket_id, "oracle": _str, "kind": _str, "message": _str, "details": _dict, "count": _count,
-    "known": _bool, "known_reason": _optional(_str), "repro": _optional(_str), "graph_nodes": _optional(_count),
-    "graph_hash": _optional(_str), "ambient_grad": _optional(_bool), "graph_code": _optional(_str),
+    "id": is_bucket_id, "oracle": _name, "kind": _name, "message": _str, "details": _dict, "count": _count,
+    "known": _bool, "known_reason": _optional(_str), "repro": _optional(_name), "graph_nodes": _optional(_count),
+    "graph_hash": _optional(_name), "ambient_grad": _optional(_bool), "graph_code": _optional(_str),
 }  # fmt: skip
-FINDING_OPTIONAL: dict[str, Check] = {"domain": _optional(_str)}
+FINDING_OPTIONAL: dict[str, Check] = {"domain": _optional(_name)}
 
 
 def read_report(folder: str) -> dict[str, Any]:
-    """``folder``'s report.json, checked for every field a merge reads. A finding whose repro
-    is missing from the folder, or is anything but fxfuzz's ``repros/<bucket>.py`` there, keeps
-    its counts, loses its repro and gets a note in ``repro_errors``."""
+    """``folder``'s report.json, checked for every field a merge carries and holding only those,
+    its free text cut to ``MAX_TEXT`` (graph code to ``MAX_CODE``) with a note. A finding whose
+    repro is missing from the folder, or is anything but fxfuzz's ``repros/<bucket>.py`` there,
+    keeps its counts, loses its repro and gets a note in ``repro_errors``."""
     path = os.path.join(folder, "report.json")
     problem = inside_problem(folder, "report.json")
     if problem == "is missing":
@@ -159,15 +189,51 @@ def read_report(folder: str) -> dict[str, Any]:
     if not isinstance(report, dict) or report.get("tool") != "fxfuzz":
         raise ReportError(f"{path}: not an fxfuzz report")
     _check_fields(path, report, REQUIRED, OPTIONAL)
-    for f in report["findings"]:
-        if not isinstance(f, dict):
-            raise ReportError(f"{path}: a finding is not an object")
-        _check_fields(f"{path}: finding {reprlib.repr(f.get('id', '?'))}", f, FINDING, FINDING_OPTIONAL)
-        problem = f["repro"] and _repro_problem(folder, f["id"], f["repro"])
-        if problem:
-            report.setdefault("repro_errors", []).append(f"no repro for {f['id']}: {problem}")
-            f["repro"] = None
+    report = _only(report, REQUIRED, OPTIONAL)
+    report["findings"] = [_finding(path, folder, f, report) for f in report["findings"]]
+    if report.get("incomplete"):
+        report["incomplete"] = cut(report["incomplete"])
+    report["repro_errors"] = [cut(e) for e in report.get("repro_errors", [])]
+    if report.get("workers_detail"):
+        detail = _only(report["workers_detail"], {}, WORKERS_DETAIL)
+        for key in ("errors", "unrepeated_deaths", "notes"):
+            if key in detail:
+                detail[key] = [cut(e) for e in detail[key]]
+        report["workers_detail"] = detail
     return report
+
+
+def _finding(path: str, folder: str, f: Any, report: dict[str, Any]) -> dict[str, Any]:
+    """One finding of ``report``, checked, holding only the fields a merge carries, its text cut."""
+    if not isinstance(f, dict):
+        raise ReportError(f"{path}: a finding is not an object")
+    _check_fields(f"{path}: finding {reprlib.repr(f.get('id', '?'))}", f, FINDING, FINDING_OPTIONAL)
+    f = _only(f, FINDING, FINDING_OPTIONAL)
+    problem = f["repro"] and _repro_problem(folder, f["id"], f["repro"])
+    if problem:
+        report.setdefault("repro_errors", []).append(f"no repro for {f['id']}: {problem}")
+        f["repro"] = None
+    f["message"] = cut(f["message"])
+    if f["known_reason"] is not None:
+        f["known_reason"] = cut(f["known_reason"])
+    if f["graph_code"] is not None:
+        f["graph_code"] = cut(f["graph_code"], MAX_CODE)
+    size = len(json.dumps(f["details"]))
+    if size > MAX_TEXT:  # kept: the grad mode an issue text states
+        grad = {"ambient_grad": f["details"]["ambient_grad"]} if isinstance(f["details"].get("ambient_grad"), bool) else {}
+        f["details"] = {"cut": f"details of {size} characters cut by fxfuzz merge", **grad}
+    return f
+
+
+def cut(text: str, limit: int = MAX_TEXT) -> str:
+    """``text``, or its first ``limit`` characters and a note of how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} [... {len(text) - limit} more characters cut by fxfuzz merge]"
+
+
+def _only(data: dict[str, Any], *fields: dict[str, Check]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if any(k in f for f in fields)}
 
 
 def _parse(path: str) -> Any:

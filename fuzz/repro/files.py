@@ -34,6 +34,9 @@ from fxfuzz.oracles import program_runtime
 from fxfuzz.repro import standalone_check
 
 _RESERVED = {"g", "fake", "root", "torch", "fx", "sys", "operator", "importlib", "traceback", "gs"}
+# A name written into a repro as code (an attribute of torch, torch.ops or the signature module):
+# ASCII identifiers only. Everything else from the case is written as a literal (``repr``).
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def absolute_spec(spec: str) -> str:
@@ -50,6 +53,30 @@ def absolute_spec(spec: str) -> str:
 # ---------------------------------------------------------------------------- writing
 
 
+def docstring(text: str) -> str:
+    """``text`` as a triple-quoted Python literal that reads as the text itself: backslashes
+    and double quotes escaped (so nothing in it can end the literal early), and every
+    character that is not printable but a line break written as its escape. The text of a
+    repro's docstring is data (a finding's message quotes the case's strings)."""
+    return '"""' + "".join(_escaped(c) for c in text) + '"""'
+
+
+def _escaped(c: str) -> str:
+    if c in '\\"':
+        return "\\" + c
+    if c == "\n" or c.isprintable():
+        return c
+    return c.encode("unicode_escape").decode("ascii")  # \x00, \t, \u2028, a lone \ud800
+
+
+def code_name(prefix: str, name: Any, what: str) -> str:
+    """``prefix + name``, written into a repro as code, when ``name`` is dotted ASCII
+    identifiers (an attribute path): nothing a literal could hold; SerializeError otherwise."""
+    if not isinstance(name, str) or not all(_NAME.fullmatch(part) for part in name.split(".")):
+        raise SerializeError(f"{what} {str(name)[:200]!r} is not a name a repro can write as code")
+    return prefix + name
+
+
 class _Source:
     """Python source for serialized graph data; collects the imports it needs."""
 
@@ -59,7 +86,7 @@ class _Source:
     def target(self, name: str) -> str:
         if "::" in name:
             ns, rest = name.split("::", 1)
-            return f"torch.ops.{ns}.{rest}"
+            return code_name("torch.ops.", f"{ns}.{rest}", "operator")
         resolve_target(name)  # an allowed Python callable, stored as module.attr: nothing else is written
         self.imports.add(name.rpartition(".")[0])
         return name
@@ -71,6 +98,8 @@ class _Source:
             return repr(a)
         (key, v), = a.items()
         if key == "node":
+            if v not in names:
+                raise SerializeError(f"an argument names node {str(v)[:200]!r}, which no earlier node is")
             return names[v]
         if key == "tuple":
             items = [self.arg(x, names) for x in v]
@@ -87,13 +116,13 @@ class _Source:
             return "..."
         if key == "callable":
             return self.target(v)
-        return f"torch.{v}"  # dtype, layout, memory_format
+        return code_name("torch.", v, key)  # dtype, layout, memory_format
 
     def tensor(self, t: dict[str, Any]) -> str:
         if "value" in t:
             return self.arg(t["value"], {})
         values = "[" + ", ".join(self.arg(x, {}) for x in t["values"]) + "]"
-        return f"tensor({values}, torch.{t['dtype']}, {t['shape']}, {t['requires_grad']})"
+        return f"tensor({values}, {code_name('torch.', t['dtype'], 'dtype')}, {t['shape']!r}, {t['requires_grad']!r})"
 
     def graph(self, g: dict[str, Any], fname: str, out: list[str]) -> None:
         """Append ``def fname(fake)`` building this graph module (nested ones first)."""
@@ -103,10 +132,13 @@ class _Source:
             self.graph(sub, subs[target], out)
         lines = [f"def {fname}(fake):", "    g = fx.Graph()"]
         names: dict[str, str] = {}
+        used: set[str] = set()
         for n in g["nodes"]:
-            var = n["name"] if n["name"].isidentifier() else "n_" + re.sub(r"\W", "_", n["name"])
-            if keyword.iskeyword(var) or var in _RESERVED:
+            # ASCII only: Python folds other identifiers (NFKC), so two could name one variable.
+            var = n["name"] if _NAME.fullmatch(n["name"]) else "n_" + re.sub(r"[^0-9A-Za-z_]", "_", n["name"])
+            while keyword.iskeyword(var) or var in _RESERVED or var in used:
                 var += "_"
+            used.add(var)
             op = n["op"]
             if op == "placeholder":
                 lines.append(f"    {var} = g.placeholder({n['name']!r})")
@@ -146,14 +178,17 @@ class _Source:
 
 def _signature_source(sig: dict[str, Any], src: _Source) -> str:
     def argument(a: dict[str, Any]) -> str:
-        fields = ", ".join(f"{k}={src.arg(v, {})}" for k, v in a.items() if k != "type")
-        return f"gs.{a['type']}({fields})"
+        fields = ", ".join(f"{code_name('', k, 'signature field')}={src.arg(v, {})}" for k, v in a.items() if k != "type")
+        return f"{code_name('gs.', a['type'], 'signature argument')}({fields})"
 
     ins = [
-        f"        gs.InputSpec(gs.InputKind.{s['kind']}, {argument(s['arg'])}, {s['target']!r}, {s['persistent']!r}),"
+        f"        gs.InputSpec({code_name('gs.InputKind.', s['kind'], 'input kind')}, {argument(s['arg'])}, {s['target']!r}, {s['persistent']!r}),"
         for s in sig["inputs"]
     ]
-    outs = [f"        gs.OutputSpec(gs.OutputKind.{s['kind']}, {argument(s['arg'])}, {s['target']!r})," for s in sig["outputs"]]
+    outs = [
+        f"        gs.OutputSpec({code_name('gs.OutputKind.', s['kind'], 'output kind')}, {argument(s['arg'])}, {s['target']!r}),"
+        for s in sig["outputs"]
+    ]
     return "\n".join(["    signature = gs.ExportGraphSignature(", "    input_specs=[", *ins, "    ],", "    output_specs=[", *outs, "    ])"])
 
 
@@ -172,12 +207,13 @@ def graph_repro_source(doc: dict[str, Any]) -> str:
         check += f"\n\n{pasted_source(custom_ops)}\n\n\ndefine_missing({case['custom_ops']!r})"
     imports = "\n".join(f"import {m}" for m in sorted(src.imports))
     message = f"[{finding['oracle']}/{finding['kind']}] {finding['message']}"
-    return f'''"""fxfuzz repro {doc["bucket"]}: {message}
+    about = f"""fxfuzz repro {doc["bucket"]}: {message}
 
 Rebuilds the minimized graph with plain torch.fx calls, runs the pass and checks the
 result. Needs only torch: `python {repro_stem(doc["bucket"])}.py` exits 1 while the bug is there,
 0 once it is fixed. Pass under test: {doc["pass"]}.
 """
+    return f'''{docstring(about)}
 {imports}
 {check.strip()}
 
@@ -419,7 +455,7 @@ def program_repro_source(p: Program, message: str = "") -> str:
     the end-to-end comparison under both grad modes. It exits 1 while they disagree."""
     check = pasted_source(program_runtime)
     header = f"fxfuzz program-level repro: {message}" if message else "fxfuzz program-level repro"
-    return f'''"""{header}
+    about = f"""{header}
 
 Exports class Program with torch.export (non-strict, with dynamic_shapes()), then calls
 ep.module() and the eager module under each grad mode (at the traced size and at each of
@@ -427,6 +463,7 @@ other_sizes()) and compares outputs, requires_grad, gradients, the module's
 state and the grad mode left behind; with fxfuzz installed it also checks the graph export
 hands the set-grad pass. Exit status 1 while anything disagrees, 0 once all agree.
 """
+    return f'''{docstring(about)}
 {module_source(p).strip()}
 
 
