@@ -8,7 +8,7 @@ suffix, delta debugging that turns nodes into inputs, dead code, unused inputs),
 candidate only where ``holds`` says the same finding still shows (the campaign's check and
 bucket id). Each candidate is made on the case's serialized form (``fxfuzz.core.serialize``),
 rebuilt by the same loader that reads saved cases, so a candidate is a case fxfuzz could have
-saved, signature and inputs following its placeholders; user inputs nothing reads are dropped from it.
+saved, signature and inputs following its placeholders; inputs nothing reads are dropped from it.
 
 The moves, in the order each round tries them (the first accepted one starts the next round):
 
@@ -48,6 +48,8 @@ from torch.export.graph_signature import InputKind
 
 Holds = Callable[[GraphCase], bool]
 _COMPUTE = ("call_function", "call_method", "call_module")
+# Inputs dropped once nothing reads them: what the caller passes, and state no output updates.
+_DROPPABLE = (InputKind.USER_INPUT, InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
 
 @dataclass
@@ -162,7 +164,7 @@ def _all_nodes(graph: dict[str, Any]) -> int:
 
 
 def _cleaned(case: GraphCase, dead_code: bool) -> GraphCase:
-    """``case`` with user inputs nothing reads and nested graphs nothing calls dropped
+    """``case`` with inputs nothing reads (``_DROPPABLE``) and nested graphs nothing calls dropped
     (signature and inputs follow the placeholders), and with ``dead_code`` after torch.fx's
     dead-code elimination in every graph (it keeps what ``Node.is_impure`` says has effects).
     Dead code is not always dead to a pass: CSEPass merges a live call into an equal dead one
@@ -178,8 +180,9 @@ def _cleaned(case: GraphCase, dead_code: bool) -> GraphCase:
                     delattr(mod, name)
     specs, inputs, kept = case.signature.input_specs, list(case.inputs), []
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    updated = {s.target for s in case.signature.output_specs if s.target is not None}  # buffers a mutation output writes
     for i, (node, spec) in enumerate(zip(placeholders, specs)):
-        if not node.users and spec.kind is InputKind.USER_INPUT:
+        if not node.users and spec.kind in _DROPPABLE and spec.target not in updated:
             gm.graph.erase_node(node)
         else:
             kept.append(i)
