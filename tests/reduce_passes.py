@@ -38,3 +38,8 @@ class Deep(torch.nn.Module):
         for block in self.blocks:
             x = block(x)
         return x.sum(-1)
+
+
+def unchanged(gm, signature):
+    """A correct pass: it changes nothing."""
+    return gm, signature
