@@ -30,6 +30,7 @@ from fxfuzz.core.program import CLASS_NAME, Program, module_source, pasted_sourc
 from fxfuzz.core.serialize import MAX_CASE_BYTES, case_from_dict, json_data, resolve_target, target_name
 from fxfuzz.oracles import program_runtime
 from fxfuzz.repro import standalone_check
+from fxfuzz.repro.judged import judged_contract
 
 _RESERVED = {"g", "fake", "root", "torch", "fx", "sys", "operator", "importlib", "traceback", "gs"}
 
@@ -189,6 +190,10 @@ DEVICE = {doc.get("device", "cpu")!r}  # where the campaign verified; the checks
 # Size symbols of the metas (traced value, range) and the other sizes the checks also run at.
 SYMBOLS = {case.get("symbols", {})!r}
 SIZES = {case.get("sizes", [])!r}
+# The contract the checks hold the pass to (as the campaign did), the finding's kind, its .json.
+CONTRACT = {judged_contract(doc)!r}
+KIND = {finding.get("kind")!r}
+JSON = {repro_stem(doc["bucket"]) + ".json"!r}
 
 
 {chr(10).join(chr(10) * 2 + f for f in functions).strip()}
@@ -205,7 +210,7 @@ def build_case():
 
 
 if __name__ == "__main__":
-    sys.exit(main(build_case, PASS, {eliminates}, EXPECTED, DEVICE, SIZES))
+    sys.exit(main(build_case, PASS, {eliminates}, EXPECTED, DEVICE, SIZES, CONTRACT, KIND, JSON, PASS_SPEC))
 '''
 
 
