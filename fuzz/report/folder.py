@@ -25,6 +25,7 @@ from fxfuzz.report.issue import issue_path, render_issue
 from fxfuzz.report.junit import render_junit
 from fxfuzz.report.markdown import render_markdown
 from fxfuzz.repro.files import repro_document, repro_stem, write_program_repro, write_repro
+from fxfuzz.repro.short import SHORT
 
 REPORT_SCHEMA_VERSION = 2
 
@@ -48,7 +49,7 @@ def utc_now() -> str:
 def report_files(bucket_ids: Iterable[str]) -> list[str]:
     """Every file a report folder of these buckets may hold, relative to it: the documents, and
     each bucket's repros and issue text."""
-    per_bucket = [p for bid in bucket_ids for p in (*(f"repros/{repro_stem(bid)}{ext}" for ext in (".py", ".json")), issue_path(bid))]
+    per_bucket = [p for bid in bucket_ids for p in (*(f"repros/{repro_stem(bid)}{ext}" for ext in (".py", ".json", SHORT)), issue_path(bid))]
     return [*REPORT_FILES, *per_bucket]
 
 
@@ -262,11 +263,15 @@ def write_documents(report: dict[str, Any], report_dir: str) -> list[str]:
 
 def _issue_text(report: dict[str, Any], report_dir: str, finding: dict[str, Any]) -> str:
     os.makedirs(os.path.join(report_dir, "issues"), exist_ok=True)
-    source = None
+    source = short = None
     if finding["repro"]:
         with open(os.path.join(report_dir, finding["repro"]), encoding="utf-8", errors="replace") as fh:
             source = fh.read()
-    return render_issue(report, finding, source)
+        short_path = os.path.join(report_dir, finding["repro"][: -len(".py")] + SHORT)
+        if os.path.isfile(short_path):
+            with open(short_path, encoding="utf-8", errors="replace") as fh:
+                short = fh.read()
+    return render_issue(report, finding, source, short)
 
 
 def write_all(result: CampaignResult, meta: dict[str, Any], report_dir: str, extras: Extras) -> Written:

@@ -24,6 +24,7 @@ from fxfuzz.report.folder import attempt, record_written, report_files, sort_fin
 from fxfuzz.report.issue import issue_path
 from fxfuzz.report.reader import inside_problem, read_report
 from fxfuzz.repro.files import repro_stem
+from fxfuzz.repro.short import SHORT
 
 # What makes two reports parts of one campaign: they must agree on all of these.
 IDENTITY = ("tool", "schema", "version", "torch_version", "python_version", "pass", "ops", "level", "domain", "device")
@@ -241,7 +242,8 @@ def _merge_workers(details: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_merged(merged: Merged, out_dir: str) -> list[str]:
-    """The merged report folder: each kept repro (.py and, for graph cases, .json) copied from
+    """The merged report folder: each kept repro (.py and, for graph cases, .json and any short
+    program) copied from
     its input, then report.json, the issue texts, report.md, report.html and junit.xml. Returns
     what could not be written, and why (a full disk): the rest is written all the same."""
     unwritten: list[str] = []
@@ -249,7 +251,7 @@ def write_merged(merged: Merged, out_dir: str) -> list[str]:
     for f in merged.report["findings"]:
         if f["repro"]:
             folder, repro = merged.repro_sources[f["id"]]
-            for ext in (".py", ".json"):
+            for ext in (".py", ".json", SHORT):
                 source = repro.removesuffix(".py") + ext
                 # Checked again as it is copied: only files inside the input folder are.
                 if inside_problem(folder, source) is None:

@@ -31,6 +31,7 @@ from fxfuzz.core.serialize import MAX_CASE_BYTES, case_from_dict, json_data, res
 from fxfuzz.oracles import program_runtime
 from fxfuzz.repro import standalone_check
 from fxfuzz.repro.judged import judged_contract
+from fxfuzz.repro.short import SHORT, short_program
 
 _RESERVED = {"g", "fake", "root", "torch", "fx", "sys", "operator", "importlib", "traceback", "gs"}
 
@@ -240,7 +241,8 @@ def repro_stem(bucket: str) -> str:
 
 
 def write_repro(directory: str, doc: dict[str, Any]) -> str:
-    """Write ``<bucket>.json`` and ``<bucket>.py`` into ``directory``; return the .py path."""
+    """Write ``<bucket>.json`` and ``<bucket>.py`` into ``directory``, and ``<bucket>.short.py``
+    where the case allows one (``fxfuzz.repro.short``); return the .py path."""
     os.makedirs(directory, exist_ok=True)
     base = os.path.join(directory, repro_stem(doc["bucket"]))
     with open(base + ".json", "w") as fh:
@@ -248,6 +250,10 @@ def write_repro(directory: str, doc: dict[str, Any]) -> str:
     source = graph_repro_source(doc)  # before opening the .py, so a failure leaves no empty file
     with open(base + ".py", "w") as fh:
         fh.write(source)
+    short = short_program(doc)
+    if short is not None:
+        with open(base + SHORT, "w") as fh:
+            fh.write(short)
     return base + ".py"
 
 
