@@ -66,8 +66,8 @@ def _shrink_option(parser: argparse.ArgumentParser) -> None:
         type=seconds_or_zero,
         default=_DEFAULTS.max_shrink_s,
         metavar="SECONDS",
-        help=f"seconds minimizing each new bucket before its smallest example so far is kept; 0 keeps "
-        f"each bucket's first example (default {_DEFAULTS.max_shrink_s:g})",
+        help=f"seconds minimizing each new bucket before its smallest example so far is kept, and as many again "
+        f"reducing its graph (docs/repro.md); 0 keeps each bucket's first example (default {_DEFAULTS.max_shrink_s:g})",
     )
 
 
