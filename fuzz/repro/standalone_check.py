@@ -78,7 +78,7 @@ def _attempt(gm, inputs, ambient):
         return None, e
 
 
-def _raised(ref_err, got_err, refines=False):
+def _raised(ref_err, got_err, refines=False, what="running the graph"):
     """As the oracles judge it: a difference when exactly one graph raised, or the two raised
     different exception types (a graph that raises before and after the pass is not the pass's
     doing); under refinement, where the original raised, the result may do anything."""
@@ -86,9 +86,14 @@ def _raised(ref_err, got_err, refines=False):
         return []
     first = str(got_err or ref_err).splitlines()
     return [
-        f"running the graph of the original raised {type(ref_err).__name__ if ref_err else 'nothing'}, "
+        f"{what} of the original raised {type(ref_err).__name__ if ref_err else 'nothing'}, "
         f"of the transformed {type(got_err).__name__ if got_err else 'nothing'}: {first[0] if first else ''}"
     ]
+
+
+def _differing(ref, got, label):
+    """``label`` (formatted with the position) for each pair of tensors (or Nones) that differ."""
+    return [label.format(i) for i, (r, g) in enumerate(zip(ref, got)) if (r is None) != (g is None) or (r is not None and not _same(r, g))]
 
 
 def _same(a, b):
@@ -147,14 +152,8 @@ def _gradients(ref, got, refines=False):
         return []  # the outputs already differ; _diff says how
     (ref_grads, ref_err), (got_grads, got_err) = _backward(ref_args, ref_out, positions), _backward(got_args, got_out, positions)
     if ref_err is not None or got_err is not None:
-        if type(ref_err) is type(got_err) or (refines and ref_err is not None):
-            return []
-        return [f"backward: original raised {type(ref_err).__name__}, transformed {type(got_err).__name__}: {got_err or ref_err}"]
-    return [
-        f"gradient of grad-requiring input #{i} differs"
-        for i, (r, g) in enumerate(zip(ref_grads, got_grads))
-        if (r is None) != (g is None) or (r is not None and not _same(r, g))
-    ]
+        return _raised(ref_err, got_err, refines, "backward")
+    return _differing(ref_grads, got_grads, "gradient of grad-requiring input #{} differs")
 
 
 def _backward(args, outs, positions):
@@ -192,14 +191,8 @@ def _jvp(gm, inputs, ambient):
 def _forward_ad(gm, new, inputs, ambient, refines=False):
     (ref, ref_err), (got, got_err) = _jvp(gm, inputs, ambient), _jvp(new, inputs, ambient)
     if ref_err is not None or got_err is not None:
-        if type(ref_err) is type(got_err) or (refines and ref_err is not None):
-            return []
-        return [f"forward-mode AD: original raised {type(ref_err).__name__}, transformed {type(got_err).__name__}: {got_err or ref_err}"]
-    return [
-        f"forward-mode AD: tangent of output {i} differs"
-        for i, (r, g) in enumerate(zip(ref, got))
-        if (r is None) != (g is None) or (r is not None and not _same(r, g))
-    ]
+        return _raised(ref_err, got_err, refines, "forward-mode AD")
+    return _differing(ref, got, "forward-mode AD: tangent of output {} differs")
 
 
 def _structure(new, eliminates):
