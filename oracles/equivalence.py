@@ -174,7 +174,7 @@ def check_equivalence(ref: Run, got: Run, exact: bool = True, same_device: bool 
             Finding(
                 "equivalence",
                 got.state_after.leak_kind(ref.state_after),
-                f"process state after the call is {got.state_after}, expected {ref.state_after}",
+                got.state_after.differences(ref.state_after),
                 {"expected": str(ref.state_after), "got": str(got.state_after)},
             )
         )

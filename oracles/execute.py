@@ -79,6 +79,27 @@ class GlobalState:
             f"dispatch keys included {include}, excluded {exclude}"
         )
 
+    def differences(self, expected: GlobalState) -> str:
+        """What differs from ``expected``, and only that: ``grad mode after the call: on,
+        expected off``; the dispatch-key sets only where nothing a user can see differs (the
+        autocast flags live in them too)."""
+        def on(flag: bool) -> str:
+            return "on" if flag else "off"
+
+        parts = []
+        if self.grad != expected.grad:
+            parts.append(f"grad mode after the call: {on(self.grad)}, expected {on(expected.grad)}")
+        for (device, enabled, dtype), (_, want, want_dtype) in zip(self.autocast, expected.autocast):
+            if (enabled, dtype) != (want, want_dtype):
+                got_text, want_text = (f"{on(e)} {str(d).removeprefix('torch.')}" for e, d in ((enabled, dtype), (want, want_dtype)))
+                parts.append(f"autocast on {device} after the call: {got_text}, expected {want_text}")
+        if self.autocast_cache != expected.autocast_cache:
+            parts.append(f"autocast cache after the call: {on(self.autocast_cache)}, expected {on(expected.autocast_cache)}")
+        if not parts and self.dispatch_keys != expected.dispatch_keys:
+            (inc, exc), (want_inc, want_exc) = _key_sets(self.dispatch_keys), _key_sets(expected.dispatch_keys)
+            parts.append(f"dispatch keys after the call: included {inc}, excluded {exc}; expected included {want_inc}, excluded {want_exc}")
+        return "; ".join(parts)
+
     def leak_kind(self, expected: GlobalState) -> str:
         """The finding kind for leaving this state where ``expected`` was left."""
         if self.grad != expected.grad:

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fxfuzz.campaign.database import open_database
-from fxfuzz.core.case import Example
+from fxfuzz.campaign.reduce import reduce_case
+from fxfuzz.core.case import Example, GraphCase
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.deadline import load_within
 from fxfuzz.core.errors import SerializeError, UntrustedError
@@ -506,12 +507,28 @@ class Campaign:
             _raise_found(self.shrinking, ids[self.shrinking])
 
     def _finish_round(self) -> None:
-        """The round's bucket is as small as it gets: stop shrinking it, save its example."""
+        """The round's bucket is as small as Hypothesis gets it: reduce its graph
+        (``fxfuzz.campaign.reduce``), stop shrinking it, save its example."""
         if self.shrinking is not None:
+            self._reduce(self.result.buckets[self.shrinking])
             self.minimized.add(self.shrinking)
             self._save(self.shrinking, self.result.buckets[self.shrinking].case)
             if self.hooks.on_minimized:
                 self.hooks.on_minimized(self.result.buckets[self.shrinking])
+
+    def _reduce(self, b: Bucket) -> None:
+        """Reduce bucket ``b``'s graph while it shows the same bucket, for another
+        ``max_shrink_s`` at most (and within the campaign's budget); a program is left as is."""
+        if not isinstance(b.case, GraphCase) or self.settings.max_shrink_s <= 0:
+            return
+        deadline = min(time.monotonic() + self.settings.max_shrink_s, self.deadline)
+        with stages_forced(shrinks_with_shared_checks(b.finding)):
+            reduced = reduce_case(b.case, lambda c: b.id in self._judge(c), deadline=deadline, stop=self.hooks.stopped)
+            self.result.stats["reduce_attempts"] += reduced.judged
+            if reduced.accepted:
+                b.case, b.finding = reduced.case, self._judge(reduced.case).get(b.id, b.finding)
+                if self.hooks.on_bucket:
+                    self.hooks.on_bucket(b)
 
     # -- helpers
     def _halt_reason(self) -> StopReason | None:

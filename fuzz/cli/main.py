@@ -62,8 +62,8 @@ def _shrink_option(parser: argparse.ArgumentParser) -> None:
         type=seconds_or_zero,
         default=_DEFAULTS.max_shrink_s,
         metavar="SECONDS",
-        help=f"seconds minimizing each new bucket before its smallest example so far is kept; 0 keeps "
-        f"each bucket's first example (default {_DEFAULTS.max_shrink_s:g})",
+        help=f"seconds minimizing each new bucket before its smallest example so far is kept, and as many again "
+        f"reducing its graph (docs/repro.md); 0 keeps each bucket's first example (default {_DEFAULTS.max_shrink_s:g})",
     )
 
 
@@ -104,6 +104,16 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--example-timeout", type=positive_float, default=60.0, help="seconds before the pass counts as hung")
     _op_option(repro)
     _contract_option(repro)
+    reduce = sub.add_parser("reduce", help="reduce your failing graph (a torch.export.save file or a repro .json) to a small repro")
+    reduce.add_argument("path", help="an ExportedProgram saved with torch.export.save (.pt2), or a repro .json")
+    reduce.add_argument("--pass", dest="pass_spec", required=True, help="registered name, pkg.module:fn or file.py:fn")
+    reduce.add_argument("--bucket", default=None, help="the finding to keep, by bucket id (default: the first the graph shows)")
+    reduce.add_argument("--out", default=".", help="folder to write repros/<bucket>.py and .json into (default .)")
+    reduce.add_argument("--max-steps", type=positive_int, default=None, help="candidates judged at most (default: no limit)")
+    reduce.add_argument("--max-shrink-s", type=seconds_or_zero, default=600.0, metavar="SECONDS", help="seconds reducing at most; 0 for no limit (default 600)")
+    reduce.add_argument("--device", type=device, default=_DEFAULTS.device, help="cpu, or cuda: judge on CUDA too (default cpu)")
+    _op_option(reduce)
+    _contract_option(reduce)
     bench = sub.add_parser("bench", help="measure the pass, the harness loop per example and the worker speed-up")
     bench.add_argument("--json", action="store_true", help="end with one line of JSON holding every figure")
     bench.add_argument("--graphs", type=positive_int, default=200, help="cases in the seeded population (default 200)")
@@ -149,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # sub-command -> module of fxfuzz.cli whose ``command(args)`` runs it
-COMMANDS = {"run": "run", "repro": "repro", "gate": "gate", "mutate": "mutate", "bench": "bench", "merge": "merge", "passes": "passes"}
+COMMANDS = {"run": "run", "repro": "repro", "reduce": "reduce", "gate": "gate", "mutate": "mutate", "bench": "bench", "merge": "merge", "passes": "passes"}
 # Sub-commands that fork workers, or a replay child, from the warm interpreter, by their
 # arguments (a coverage run starts fresh interpreters). It
 # is started before the command's module imports torch, so that the two import at once: about

@@ -27,6 +27,7 @@ from fxfuzz.report.junit import render_junit
 from fxfuzz.report.limits import SHOWN
 from fxfuzz.report.markdown import render_markdown
 from fxfuzz.repro.files import repro_document, repro_stem, write_program_repro, write_repro
+from fxfuzz.repro.short import SHORT
 
 REPORT_SCHEMA_VERSION = 2
 
@@ -295,11 +296,15 @@ def write_documents(report: dict[str, Any], report_dir: str) -> list[str]:
 
 def _issue_text(report: dict[str, Any], report_dir: str, finding: dict[str, Any]) -> str:
     os.makedirs(os.path.join(report_dir, "issues"), exist_ok=True)
-    source = None
+    source = short = None
     if finding["repro"]:
         with open(os.path.join(report_dir, finding["repro"]), encoding="utf-8", errors="replace") as fh:
             source = fh.read()
-    return render_issue(report, finding, source)
+        short_path = os.path.join(report_dir, finding["repro"][: -len(".py")] + SHORT)
+        if os.path.isfile(short_path):
+            with open(short_path, encoding="utf-8", errors="replace") as fh:
+                short = fh.read()
+    return render_issue(report, finding, source, short)
 
 
 def write_all(result: CampaignResult, meta: dict[str, Any], folder: ReportFolder, extras: Extras) -> Written:

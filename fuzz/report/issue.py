@@ -65,8 +65,14 @@ def issue_path(bucket: str) -> str:
     return f"issues/{repro_stem(bucket)}.md"
 
 
-def render_issue(report: dict[str, Any], finding: dict[str, Any], repro_source: str | None) -> str:
-    """The issue text of one bucket; ``repro_source`` is its repro .py (None: none was saved)."""
+def _one_line(message: str, width: int = 120) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def render_issue(report: dict[str, Any], finding: dict[str, Any], repro_source: str | None, short_source: str | None = None) -> str:
+    """The issue text of one bucket; ``repro_source`` is its repro .py (None: none was saved),
+    ``short_source`` its short program (``fxfuzz.repro.short``; None: the case allows none)."""
     pass_spec = report["pass"]
     target = import_spec(pass_spec)
     # A program-level finding records the grad mode that showed it; its program's own field
@@ -94,6 +100,13 @@ def render_issue(report: dict[str, Any], finding: dict[str, Any], repro_source: 
     ]
     if finding.get("graph_code"):
         lines += [f"The minimized graph ({finding['graph_nodes']} compute nodes):", "", fenced(finding["graph_code"], "python"), ""]
+    if short_source is not None:
+        lines += [
+            "A short program on public APIs shows it: it exits 1 while the bug is there, 0 once it is fixed.",
+            "",
+            fenced(short_source, "python"),
+            "",
+        ]
     if repro_source is not None:
         lines += [
             "<details><summary>Standalone repro script (needs only torch)</summary>",

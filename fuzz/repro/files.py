@@ -32,6 +32,8 @@ from fxfuzz.core.program import CLASS_NAME, Program, module_source, pasted_sourc
 from fxfuzz.core.serialize import MAX_CASE_BYTES, case_from_dict, json_data, resolve_target, target_name
 from fxfuzz.oracles import program_runtime
 from fxfuzz.repro import standalone_check
+from fxfuzz.repro.judged import judged_contract
+from fxfuzz.repro.short import SHORT, short_program
 
 _RESERVED = {"g", "fake", "root", "torch", "fx", "sys", "operator", "importlib", "traceback", "gs"}
 # A name written into a repro as code (an attribute of torch, torch.ops or the signature module):
@@ -227,6 +229,10 @@ DEVICE = {doc.get("device", "cpu")!r}  # where the campaign verified; the checks
 # Size symbols of the metas (traced value, range) and the other sizes the checks also run at.
 SYMBOLS = {case.get("symbols", {})!r}
 SIZES = {case.get("sizes", [])!r}
+# The contract the checks hold the pass to (as the campaign did), the finding's kind, its .json.
+CONTRACT = {judged_contract(doc)!r}
+KIND = {finding.get("kind")!r}
+JSON = {repro_stem(doc["bucket"]) + ".json"!r}
 
 
 {chr(10).join(chr(10) * 2 + f for f in functions).strip()}
@@ -243,7 +249,7 @@ def build_case():
 
 
 if __name__ == "__main__":
-    sys.exit(main(build_case, PASS, {eliminates}, EXPECTED, DEVICE, SIZES))
+    sys.exit(main(build_case, PASS, {eliminates}, EXPECTED, DEVICE, SIZES, CONTRACT, KIND, JSON, PASS_SPEC))
 '''
 
 
@@ -273,13 +279,17 @@ def repro_stem(bucket: str) -> str:
 
 
 def write_repro(directory: str, doc: dict[str, Any]) -> str:
-    """Write ``<bucket>.json`` and ``<bucket>.py`` into ``directory``; return the .py path."""
+    """Write ``<bucket>.json`` and ``<bucket>.py`` into ``directory``, and ``<bucket>.short.py``
+    where the case allows one (``fxfuzz.repro.short``); return the .py path."""
     os.makedirs(directory, exist_ok=True)
     base = os.path.join(directory, repro_stem(doc["bucket"]))
-    source = graph_repro_source(doc)  # before writing either, so a failure leaves neither
+    source = graph_repro_source(doc)  # before writing any, so a failure leaves none
+    short = short_program(doc)
     # Each whole or absent (a full disk); an OSError names the one that failed.
     write_atomic(base + ".json", json.dumps(doc, indent=1))
     write_atomic(base + ".py", source)
+    if short is not None:
+        write_atomic(base + SHORT, short)
     return base + ".py"
 
 

@@ -78,16 +78,22 @@ def _attempt(gm, inputs, ambient):
         return None, e
 
 
-def _raised(ref_err, got_err):
+def _raised(ref_err, got_err, refines=False, what="running the graph"):
     """As the oracles judge it: a difference when exactly one graph raised, or the two raised
-    different exception types (a graph that raises before and after the pass is not the pass's doing)."""
-    if type(ref_err) is type(got_err):
+    different exception types (a graph that raises before and after the pass is not the pass's
+    doing); under refinement, where the original raised, the result may do anything."""
+    if type(ref_err) is type(got_err) or (refines and ref_err is not None):
         return []
     first = str(got_err or ref_err).splitlines()
     return [
-        f"running the graph of the original raised {type(ref_err).__name__ if ref_err else 'nothing'}, "
+        f"{what} of the original raised {type(ref_err).__name__ if ref_err else 'nothing'}, "
         f"of the transformed {type(got_err).__name__ if got_err else 'nothing'}: {first[0] if first else ''}"
     ]
+
+
+def _differing(ref, got, label):
+    """``label`` (formatted with the position) for each pair of tensors (or Nones) that differ."""
+    return [label.format(i) for i, (r, g) in enumerate(zip(ref, got)) if (r is None) != (g is None) or (r is not None and not _same(r, g))]
 
 
 def _same(a, b):
@@ -137,22 +143,25 @@ def _grads(args, outs, positions):
     return list(torch.autograd.grad([outs[i] for i in positions], leaves, cots, allow_unused=True))
 
 
-def _gradients(ref, got):
+def _gradients(ref, got, refines=False):
     (ref_args, ref_out, *_), (got_args, got_out, *_) = ref, got
     positions = [i for i, o in enumerate(ref_out) if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()]
     if len(ref_out) != len(got_out) or not all(
         isinstance(got_out[i], torch.Tensor) and got_out[i].requires_grad for i in positions
     ):
         return []  # the outputs already differ; _diff says how
+    (ref_grads, ref_err), (got_grads, got_err) = _backward(ref_args, ref_out, positions), _backward(got_args, got_out, positions)
+    if ref_err is not None or got_err is not None:
+        return _raised(ref_err, got_err, refines, "backward")
+    return _differing(ref_grads, got_grads, "gradient of grad-requiring input #{} differs")
+
+
+def _backward(args, outs, positions):
+    """``_grads``'s result and None, or None and what backward raised."""
     try:
-        pairs = zip(_grads(ref_args, ref_out, positions), _grads(got_args, got_out, positions))
-        return [
-            f"gradient of grad-requiring input #{i} differs"
-            for i, (r, g) in enumerate(pairs)
-            if (r is None) != (g is None) or (r is not None and not _same(r, g))
-        ]
+        return _grads(args, outs, positions), None
     except RuntimeError as e:
-        return [f"backward failed: {e}"]
+        return None, e
 
 
 def _jvp(gm, inputs, ambient):
@@ -179,17 +188,11 @@ def _jvp(gm, inputs, ambient):
         torch.set_grad_enabled(before)
 
 
-def _forward_ad(gm, new, inputs, ambient):
+def _forward_ad(gm, new, inputs, ambient, refines=False):
     (ref, ref_err), (got, got_err) = _jvp(gm, inputs, ambient), _jvp(new, inputs, ambient)
     if ref_err is not None or got_err is not None:
-        if type(ref_err) is type(got_err):
-            return []
-        return [f"forward-mode AD: original raised {type(ref_err).__name__}, transformed {type(got_err).__name__}: {got_err or ref_err}"]
-    return [
-        f"forward-mode AD: tangent of output {i} differs"
-        for i, (r, g) in enumerate(zip(ref, got))
-        if (r is None) != (g is None) or (r is not None and not _same(r, g))
-    ]
+        return _raised(ref_err, got_err, refines, "forward-mode AD")
+    return _differing(ref, got, "forward-mode AD: tangent of output {} differs")
 
 
 def _structure(new, eliminates):
@@ -234,9 +237,26 @@ def _apply(pass_fn, build_case, times):
         torch.set_grad_enabled(before)
 
 
-def problems(build_case, pass_fn, eliminates, sizes=()):
-    """Every check the transformed graph fails, as one line each; at the traced sizes, then
+def _undifferentiated(build_case):
+    """``build_case`` as a graph no one differentiates is run: grad mode off, inputs that do
+    not require grad (``PassContract.differentiated``)."""
+
+    def build():
+        gm, sig, inputs, _ = build_case()
+        return gm, sig, [t.detach() if isinstance(t, torch.Tensor) else t for t in inputs], False
+
+    return build
+
+
+def problems(build_case, pass_fn, eliminates, sizes=(), contract=None):
+    """Every check the transformed graph fails under ``contract`` (``refines``: where the
+    original raised the result may do anything; ``differentiated`` false: both graphs run
+    with grad off and nothing is differentiated), as one line each; at the traced sizes, then
     the values and gradients at each of ``sizes`` (assignments of the symbolic sizes)."""
+    contract = contract or {"refines": False, "differentiated": True}
+    refines, differentiated = contract["refines"], contract["differentiated"]
+    if not differentiated:
+        build_case = _undifferentiated(build_case)
     gm, _, inputs, ambient = build_case()
     try:
         new, new_sig = _apply(pass_fn, build_case, 1)
@@ -249,10 +269,11 @@ def problems(build_case, pass_fn, eliminates, sizes=()):
         found.append(f"signature: input specs do not name the placeholders {placeholders}")
     (ref, ref_err), (got, got_err) = _attempt(gm, inputs, ambient), _attempt(new, inputs, ambient)
     if ref_err is not None or got_err is not None:  # nothing further to compare, as for the oracles
-        return found + [f"equivalence: {p}" for p in _raised(ref_err, got_err)]
+        return found + [f"equivalence: {p}" for p in _raised(ref_err, got_err, refines)]
     found += [f"equivalence: {p}" for p in _diff(ref, got)]
-    found += [f"gradients: {p}" for p in _gradients(ref, got)]
-    found += [f"gradients: {p}" for p in _forward_ad(gm, new, inputs, ambient)]
+    if differentiated:
+        found += [f"gradients: {p}" for p in _gradients(ref, got, refines)]
+        found += [f"gradients: {p}" for p in _forward_ad(gm, new, inputs, ambient, refines)]
     found += [f"structure: running the result again: {p}" for p in _diff(got, _run(new, inputs, ambient))]
     try:
         clean_new = _diff(got, _run(_cleaned(new), inputs, ambient))
@@ -270,44 +291,69 @@ def problems(build_case, pass_fn, eliminates, sizes=()):
         label = ", ".join(f"{k}={v}" for k, v in sorted(at.items()))
         (ref, ref_err), (got, got_err) = _attempt(gm, resized, ambient), _attempt(new, resized, ambient)
         if ref_err is not None or got_err is not None:
-            found += [f"equivalence at sizes {label}: {p}" for p in _raised(ref_err, got_err)]
+            found += [f"equivalence at sizes {label}: {p}" for p in _raised(ref_err, got_err, refines)]
             continue
         found += [f"equivalence at sizes {label}: {p}" for p in _diff(ref, got)]
-        found += [f"gradients at sizes {label}: {p}" for p in _gradients(ref, got)]
+        if differentiated:
+            found += [f"gradients at sizes {label}: {p}" for p in _gradients(ref, got, refines)]
     return found
 
 
-def _full_oracles(build_case, pass_fn, device, sizes):
-    """fxfuzz's own oracles on ``device``, when fxfuzz is importable here and the device is
-    present: the exact verdict. None otherwise."""
+# The finding kinds ``problems`` re-implements: for any other (export's verifier, its stages,
+# what autograd saves, aliasing and views, second-order gradients, ...) a quiet compact check
+# says nothing about whether the bug is fixed.
+RECHECKED = frozenset({
+    "pass_raised", "bad_return", "lint_failed", "def_use_inconsistent", "leftover_call", "input_names_mismatch",
+    "raises_differently", "value_mismatch", "value_kind_mismatch", "output_count_mismatch", "requires_grad_mismatch",
+    "grad_fn_mismatch", "grad_mode_leak", "effects_lost", "effect_value_mismatch", "effects_reordered",
+    "grad_presence_mismatch", "grad_value_mismatch", "backward_raises_differently", "jvp_raises_differently",
+    "tangent_value_mismatch", "rerun_changes_meaning", "dead_code_elimination_changes_meaning",
+    "second_application_raised", "second_application_changes_meaning",
+})  # fmt: skip
+
+
+def _full_oracles(build_case, device, sizes, contract, fxfuzz_spec):
+    """fxfuzz's own oracles on ``device``, the pass ``fxfuzz_spec`` held to the contract the
+    campaign held it to (``contract["given"]``, else its own), when fxfuzz is importable here and
+    the device is present: the exact verdict. None otherwise."""
     try:
         from fxfuzz.core.case import GraphCase
+        from fxfuzz.core.contract import contract_option
+        from fxfuzz.core.passes import load_pass as load_fxfuzz_pass
         from fxfuzz.oracles import verify
     except ImportError:
         return None
-    if device == "cuda" and not torch.cuda.is_available():
+    if fxfuzz_spec is None or (device == "cuda" and not torch.cuda.is_available()):
         return None
     gm, sig, inputs, ambient = build_case()
     case = GraphCase(gm, sig, tuple(inputs), ambient, sizes=tuple(sizes))
+    pass_fn = load_fxfuzz_pass(fxfuzz_spec, contract_option((contract or {}).get("given")))
     return [str(f) for f in verify(case, pass_fn, device=device)]
 
 
-def main(build_case, pass_spec, eliminates, expected, device="cpu", sizes=()):
-    """Run the check; exit status 1 while it fails, 0 once the pass is fixed, 2 when a finding
-    seen on ``device`` cannot be judged here (the compact checks run on CPU only)."""
+def main(build_case, pass_spec, eliminates, expected, device="cpu", sizes=(), contract=None, kind=None, json_name=None, fxfuzz_spec=None):
+    """Run the check under ``contract`` (a dict: ``given``, the ``--contract`` name or None,
+    ``refines`` and ``differentiated``; None: meaning); exit status 1 while it fails, 0 once the
+    pass is fixed, 2 when the finding (its ``kind``) cannot be judged here: seen on another
+    device (the compact checks run on CPU only), or of a check the compact one does not
+    re-implement (``RECHECKED``). With fxfuzz importable, its oracles judge too, the pass
+    loaded by its fxfuzz name ``fxfuzz_spec``."""
     faulthandler.enable()  # a pass that crashes the process still shows where
     print(f"expected finding: {expected}", flush=True)
     pass_fn = load_pass(pass_spec)
-    found = problems(build_case, pass_fn, eliminates, sizes)
+    found = problems(build_case, pass_fn, eliminates, sizes, contract)
     for line in found:
         print(f"FAIL {line}")
-    full = _full_oracles(build_case, pass_fn, device, sizes)
+    full = _full_oracles(build_case, device, sizes, contract, fxfuzz_spec)
     for line in full or []:
         print(f"FAIL (fxfuzz oracles) {line}")
     found += full or []
     if not found and full is None and device != "cpu":
         print(f"UNDECIDED: the finding was seen on {device}, and the checks that ran here (CPU only) pass; "
               f"replay it with `fxfuzz repro` where torch sees {device}")
+        return 2
+    if not found and full is None and kind is not None and kind not in RECHECKED:
+        print(f"not re-checked here: run `fxfuzz repro {json_name or 'the repro .json'}` (this program does not re-implement the {kind} check)")
         return 2
     if not found:
         print("OK: every check passes (the bug is fixed)")
