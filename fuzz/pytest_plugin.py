@@ -155,9 +155,16 @@ def _loaded_pass(config: pytest.Config, option: str = "fxfuzz_pass") -> Any:
 
 
 def _domain(config: pytest.Config, pass_fn: Any) -> str:
-    from fxfuzz.core.passes import default_domain
+    from fxfuzz.core.contract import check_domain
+    from fxfuzz.core.errors import UsageError
+    from fxfuzz.core.passes import contract_of, default_domain
 
-    return str(config.getoption("fxfuzz_domain") or default_domain(pass_fn, CampaignSettings.domain))
+    domain = str(config.getoption("fxfuzz_domain") or default_domain(pass_fn, CampaignSettings.domain))
+    try:
+        check_domain(contract_of(pass_fn), domain)
+    except UsageError as e:
+        raise pytest.UsageError(f"--fxfuzz-domain: {e}") from None
+    return domain
 
 
 def _register_ops(config: pytest.Config) -> None:

@@ -11,7 +11,7 @@ from fxfuzz.campaign.database import DatabaseSpec, check_reachable, parse_databa
 from fxfuzz.campaign.limits import campaign_limits
 from fxfuzz.campaign.supervisor import worker_log
 from fxfuzz.core.choices import DEFAULT_DB
-from fxfuzz.core.contract import contract_option
+from fxfuzz.core.contract import check_domain, contract_option
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.known import load_known_files
 from fxfuzz.core.passes import Pass, default_domain, load_pass
@@ -95,6 +95,7 @@ def campaign_setup(args: Any, workers: int) -> CampaignSetup:
         workers=min(workers, max_examples),
         domain=args.domain or default_domain(pass_fn, CampaignSettings.domain),
     )
+    check_domain(pass_fn.contract, settings.domain)
     return CampaignSetup(pass_fn, known, report_dir, settings)
 
 
