@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
-from fxfuzz.core.case import clone_input, copy_graph_module
+from fxfuzz.core.case import clone_input, copy_graph_module, graph_module
 from torch import fx
 from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
 from torch.export.graph_signature import ExportGraphSignature, InputKind
@@ -183,8 +183,9 @@ def lifted(form: ModuleForm, result: fx.GraphModule, sig: ExportGraphSignature) 
             read.replace_all_uses_with(node)
             graph.erase_node(read)
     graph._codegen = _copy.deepcopy(form.codegen)
-    result.recompile()
-    return result, by_position(sig, result)
+    # A module of its own: ``ep.module()``'s hooks check calls against the program's inputs.
+    module = graph_module(result, graph)
+    return module, by_position(sig, module)
 
 
 # The inputs ``ExportedProgram.module()`` turns into attributes.
