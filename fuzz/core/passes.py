@@ -152,9 +152,9 @@ _TORCH_ROWS = (
     # convert_pt2e a copy of it on export's module form): export's constants, read by get_attr.
     Registered("inductor_constant_fold", "torch._inductor.constant_folding:constant_fold", REFINES, sources=(Source("torch._inductor.constant_folding", ("constant_fold", "ConstantFolder", "replace_node_with_constant")),), reacts_to=(_CONSTANT, *REFINES.reacts_to)),
     # export's own passes by class: each a PassBase built with no arguments, as export builds it.
-    Registered("remove_runtime_assertions", "torch._export.passes.remove_runtime_assertions:_RemoveRuntimeAssertionsPass", REFINES, sources=(Source("torch._export.passes.remove_runtime_assertions"),)),
+    Registered("remove_runtime_assertions", "torch._export.passes.remove_runtime_assertions:_RemoveRuntimeAssertionsPass", REFINES, sources=(Source("torch._export.passes.remove_runtime_assertions", mutate=False),)),
     Registered("view_copy", "torch._export.passes.replace_view_ops_with_view_copy_ops_pass:ReplaceViewOpsWithViewCopyOpsPass", FUNCTIONAL, sources=(Source("torch._export.passes.replace_view_ops_with_view_copy_ops_pass"),), domain="aten"),
-    Registered("remove_auto_functionalized", f"{_CATALOGUE}:unsafe_remove_auto_functionalized", MEANING, sources=(Source("torch.export._remove_auto_functionalized_pass"), _EXPORT_PROGRAM), domain="aten"),
+    Registered("remove_auto_functionalized", f"{_CATALOGUE}:unsafe_remove_auto_functionalized", MEANING, sources=(Source("torch.export._remove_auto_functionalized_pass", mutate=False), _EXPORT_PROGRAM), domain="aten"),
 )  # fmt: skip
 
 # pt2e quantization (torchao): prepare, one calibration call on the case's inputs, convert; the
