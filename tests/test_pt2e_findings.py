@@ -166,3 +166,23 @@ def test_convert_pt2e_raises_on_the_module_export_hands_it():
     with pytest.raises(Exception, match="DuplicateDQPass") as raised:
         convert_pt2e(prepared)
     assert "references nonexistent attribute" in str(raised.value.__cause__)
+
+
+class LiteralUpdated(torch.nn.Module):
+    def forward(self, x):
+        return torch.tensor([1.0, 2.0, 3.0]).mul_(x)
+
+
+def test_inductor_constant_fold_folds_a_value_the_graph_then_updates():
+    """The in-place defect of torch.export's copy (docs/known/constant_folding.txt) is
+    Inductor's too: the literal is folded into an attribute that ``mul_`` then updates on
+    every call, so results accumulate."""
+    from torch._inductor.constant_folding import constant_fold
+
+    x = torch.full((3,), 2.0)
+    gm = torch.export.export(LiteralUpdated(), (x,)).module()
+    constant_fold(gm)
+    first, second = gm(x).clone(), gm(x).clone()
+    assert torch.equal(first, torch.tensor([2.0, 4.0, 6.0])) and torch.equal(second, torch.tensor([4.0, 8.0, 12.0])), FIXED.format(
+        known="docs/known/inductor_constant_fold.txt"
+    )

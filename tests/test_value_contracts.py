@@ -274,3 +274,16 @@ def test_the_builder_copies_only_when_asked():
     assert case.gm.code == code
     work = case.copy()
     assert exported_program(work.gm, work.signature).graph is work.gm.graph
+
+
+def test_quantizes_judges_only_the_inputs_it_calibrated_on():
+    """A case with other sizes: the calibrated result is run at the traced sizes alone."""
+    from fxfuzz.oracles.checks import Needs, Observed
+
+    case = linear_case().undifferentiated()
+    case.sizes = ({"s0": 7},)
+    with given_inputs(case.inputs):
+        gm, sig = load_pass("pt2e_x86")(case.copy().gm, case.signature)
+    observed = Observed(case, load_pass("pt2e_x86"), gm, sig, QUANTIZES, "cpu", 0.0)
+    observed.build(Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES)
+    assert observed.others == [] and observed.traced is not None
