@@ -120,12 +120,13 @@ def _corpus_property(pass_fn: Any, baseline: Any, entry: Any) -> None:
 def _properties(pass_fn: Any, baseline: Any, domain: str = "export") -> dict[str, Callable[[], None]]:
     """Name -> property: generated graph cases of ``domain``, then each built-in corpus module
     (real torch.export output)."""
+    from fxfuzz.core.passes import generation_ambient
     from fxfuzz.core.reproducible import reproducible_draws
     from fxfuzz.strategies import graph_cases
     from fxfuzz.strategies.corpus import MODULES
     from hypothesis import given
 
-    @given(graph_cases(domain=domain))
+    @given(graph_cases(domain=domain, ambient=generation_ambient(pass_fn)))
     def judged(case: Any) -> None:
         _judge(pass_fn, baseline, case)
 

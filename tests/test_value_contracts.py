@@ -287,3 +287,25 @@ def test_quantizes_judges_only_the_inputs_it_calibrated_on():
     observed = Observed(case, load_pass("pt2e_x86"), gm, sig, QUANTIZES, "cpu", 0.0)
     observed.build(Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES)
     assert observed.others == [] and observed.traced is not None
+
+
+def test_a_contract_run_with_grad_off_draws_cases_traced_with_grad_off():
+    """quantizes runs its graphs with grad off: its cases are traced so (their toggles then
+    restore the mode they run under); generic contracts keep drawing the ambient mode, and the
+    aten domain, whose lowering bakes toggles in, is drawn as ever."""
+    from fxfuzz.core.passes import generation_ambient
+    from fxfuzz.strategies import graph_cases
+    from hypothesis import HealthCheck, given, settings
+
+    assert generation_ambient(load_pass("pt2e_x86")) is False
+    assert generation_ambient(load_pass("identity", POST_GRAD)) is False
+    assert generation_ambient(load_pass("identity")) is None
+    seen = []
+
+    @settings(max_examples=15, deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(graph_cases(domain="export", ambient=generation_ambient(load_pass("pt2e_x86"))))
+    def drawn(case):
+        seen.append(case.ambient_grad)
+
+    drawn()
+    assert seen and not any(seen)

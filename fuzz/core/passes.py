@@ -271,6 +271,14 @@ def generation_kinds(pass_fn: Any, contract: PassContract | None = None) -> tupl
     return reacts_to_of(pass_fn) or (contract or contract_of(pass_fn)).reacts_to
 
 
+def generation_ambient(pass_fn: Any, contract: PassContract | None = None) -> bool | None:
+    """The grad mode generation traces cases under for ``pass_fn`` held to ``contract`` (the
+    ``--contract`` given, else its own): off for a contract whose graphs run with grad off
+    (``differentiated`` False), so that the toggles export records restore the mode they run
+    under, as in a model exported for inference; else drawn (None)."""
+    return None if (contract or contract_of(pass_fn)).differentiated else False
+
+
 @dataclass(frozen=True)
 class Sequential:
     """Passes applied one after the other, each to what the one before returned."""
