@@ -309,3 +309,14 @@ def test_a_contract_run_with_grad_off_draws_cases_traced_with_grad_off():
 
     drawn()
     assert seen and not any(seen)
+
+
+def test_the_plugin_refuses_post_grad_on_the_export_domain():
+    from fxfuzz.pytest_plugin import _domain
+
+    class Config:
+        def getoption(self, name):
+            return "export" if name == "fxfuzz_domain" else None
+
+    with pytest.raises(pytest.UsageError, match="--fxfuzz-domain: contract post_grad cannot judge --domain export"):
+        _domain(Config(), load_pass("identity", POST_GRAD))
