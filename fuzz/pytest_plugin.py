@@ -120,12 +120,13 @@ def _corpus_property(pass_fn: Any, baseline: Any, entry: Any) -> None:
 def _properties(pass_fn: Any, baseline: Any, domain: str = "export") -> dict[str, Callable[[], None]]:
     """Name -> property: generated graph cases of ``domain``, then each built-in corpus module
     (real torch.export output)."""
+    from fxfuzz.core.passes import generation_ambient
     from fxfuzz.core.reproducible import reproducible_draws
     from fxfuzz.strategies import graph_cases
     from fxfuzz.strategies.corpus import MODULES
     from hypothesis import given
 
-    @given(graph_cases(domain=domain))
+    @given(graph_cases(domain=domain, ambient=generation_ambient(pass_fn)))
     def judged(case: Any) -> None:
         _judge(pass_fn, baseline, case)
 
@@ -155,9 +156,16 @@ def _loaded_pass(config: pytest.Config, option: str = "fxfuzz_pass") -> Any:
 
 
 def _domain(config: pytest.Config, pass_fn: Any) -> str:
-    from fxfuzz.core.passes import default_domain
+    from fxfuzz.core.contract import check_domain
+    from fxfuzz.core.errors import UsageError
+    from fxfuzz.core.passes import contract_of, default_domain
 
-    return str(config.getoption("fxfuzz_domain") or default_domain(pass_fn, CampaignSettings.domain))
+    domain = str(config.getoption("fxfuzz_domain") or default_domain(pass_fn, CampaignSettings.domain))
+    try:
+        check_domain(contract_of(pass_fn), domain)
+    except UsageError as e:
+        raise pytest.UsageError(f"--fxfuzz-domain: {e}") from None
+    return domain
 
 
 def _check_survives(config: pytest.Config) -> None:

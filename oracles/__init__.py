@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+from fxfuzz.core.calls import given_inputs
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE, DEVICES
 from fxfuzz.core.contract import PassContract
@@ -77,7 +78,9 @@ def verify(
         case = case.undifferentiated()
     # The graphs run many times below; torch's mutation check of their cond/map calls, traced
     # anew on every call, is computed once per distinct call (fxfuzz.oracles.hop_checks).
-    with memoized_hop_checks():
+    # A pass that calibrates or traces on example inputs, as its real caller does, finds the
+    # case's (fxfuzz.core.calls.example_inputs), at each of its calls.
+    with memoized_hop_checks(), given_inputs(case.inputs):
         return _verify(case, pass_fn, contract, device, stage_share)
 
 

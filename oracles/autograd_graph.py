@@ -21,6 +21,7 @@ import torch
 from fxfuzz.oracles.equivalence import raised_differently
 from fxfuzz.oracles.execute import effects_logged, release_frames, run_graph
 from fxfuzz.oracles.finding import Finding
+from fxfuzz.oracles.tolerance import Exact
 from fxfuzz.oracles.gradients import (
     Grads,
     compare_derivatives,
@@ -145,7 +146,7 @@ def _saved_summary(metas: Sequence[Meta]) -> list[str]:
     return sorted(f"{list(shape)}:{str(dtype).removeprefix('torch.')}" for shape, dtype in metas)
 
 
-def check_autograd_graph(ref: Probe, got: Probe, labels: Sequence[str], exact: bool = True) -> list[Finding]:
+def check_autograd_graph(ref: Probe, got: Probe, labels: Sequence[str], exact: Exact = True) -> list[Finding]:
     """Tensors packed for backward (as a multiset: a pass may reorder independent nodes),
     gradient edges per output, and second-order gradients."""
     if ref.error is not None or got.error is not None:
@@ -183,7 +184,7 @@ def _saved_tensors_finding(ref: Sequence[Meta], got: Sequence[Meta]) -> Finding:
 
 
 def check_double_backward(
-    ref_first: Grads, got_first: Grads, ref: Grads | None, got: Grads | None, labels: Sequence[str], exact: bool = True
+    ref_first: Grads, got_first: Grads, ref: Grads | None, got: Grads | None, labels: Sequence[str], exact: Exact = True
 ) -> list[Finding]:
     """Second-order gradients: raise behaviour (of the ``create_graph`` first-order backward
     under ``save_on_cpu`` too), then presence and values per input."""

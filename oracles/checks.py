@@ -22,12 +22,13 @@ from typing import Any
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.contract import PassContract
 from fxfuzz.core.internal import InternalError, first_line, raised_by_fxfuzz
+from fxfuzz.oracles.bounds import value_bound
 from fxfuzz.oracles.downstream import CleanedUp, check_downstream
 from fxfuzz.oracles.effects import check_effects
 from fxfuzz.oracles.exported import check_exported
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.idempotence import changes_meaning, second_application
-from fxfuzz.oracles.semantics import Reference, check_on_device, compare_graphs
+from fxfuzz.oracles.semantics import Comparing, Reference, check_on_device, compare_graphs
 from fxfuzz.oracles.signature import check_signature
 from fxfuzz.oracles.sizes import AtSizes, new_kinds, observe_sizes
 from fxfuzz.oracles.stages import check_stages, stages_selected
@@ -81,12 +82,14 @@ class Observed:
         if Needs.RESULT in needs and self.traced is None:
             assert self.ref is not None
             with step("transformed runs and comparison"):
-                semantic, got = compare_graphs(self.gm, self.ref, self.grads_exact)
+                semantic, got = compare_graphs(self.gm, self.ref, self.comparing)
             self.traced = AtSizes({}, self.ref, got, judged(self.contract, SEMANTIC, semantic))
-        if Needs.OTHER_SIZES in needs and not self._sized:
+        # A quantized result was calibrated on the case's inputs: values at other sizes, drawn
+        # afresh, fall outside the ranges it observed, and its bound does not hold there.
+        if Needs.OTHER_SIZES in needs and not self._sized and self.contract.values != "quantized":
             self._sized = True
             with step("runs at other sizes"):
-                self.others = observe_sizes(self.case, self.gm, self.labels, self.grads_exact)
+                self.others = observe_sizes(self.case, self.gm, self.labels, self.comparing)
 
     @property
     def grads_exact(self) -> bool:
@@ -94,6 +97,14 @@ class Observed:
         equal nodes changes how autograd rounds the sum of their gradient contributions
         (docs/oracles.md)."""
         return not self.contract.refines
+
+    @cached_property
+    def comparing(self) -> Comparing:
+        """How the contract has both graphs' runs compared (built after the reference runs:
+        a quantized bound reads their magnitudes)."""
+        assert self.ref is not None
+        bound = value_bound(self.contract, self.case.gm, self.gm, self.ref.run)
+        return Comparing(self.grads_exact, bound, self.contract.views)
 
     @property
     def both_ran(self) -> bool:
@@ -160,7 +171,7 @@ def _semantic(ctx: Observed, at: AtSizes | None) -> list[Finding]:
 
 def _effects(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     assert at is not None
-    return check_effects(at.ref, at.got, ctx.grads_exact)
+    return check_effects(at.ref, at.got, ctx.grads_exact, ctx.comparing.values)
 
 
 def _device(ctx: Observed, at: AtSizes | None) -> list[Finding]:
@@ -180,7 +191,7 @@ def _downstream(ctx: Observed, at: AtSizes | None) -> list[Finding]:
 def _stages(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     assert at is not None
     return check_stages(
-        ctx.gm, ctx.sig, ctx.case.gm, ctx.case.signature, at.ref.inputs, ctx.case.ambient_grad, ctx.stages, ctx.grads_exact
+        ctx.gm, ctx.sig, ctx.case.gm, ctx.case.signature, at.ref.inputs, ctx.case.ambient_grad, ctx.stages, ctx.grads_exact, ctx.comparing.values
     )
 
 
@@ -188,8 +199,12 @@ def _idempotence(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     """At the traced sizes, what the second application did wrong regardless of inputs; at
     every size, its result against the first's."""
     assert at is not None
+    if not ctx.contract.idempotent:
+        return []
     findings, again = ctx.second
-    return (list(findings) if at is ctx.traced else []) + changes_meaning(again, at.got.run, at.ref)
+    # A pass that rounds rounds again: held to the second result's own bound.
+    bound = value_bound(ctx.contract, ctx.case.gm, again, at.ref.run) if again is not None else None
+    return (list(findings) if at is ctx.traced else []) + changes_meaning(again, at.got.run, at.ref, True if bound is None else bound)
 
 
 SEMANTIC = Check(

@@ -22,7 +22,7 @@ from fxfuzz.oracles.equivalence import check_equivalence
 from fxfuzz.oracles.execute import Run
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.semantics import Observation, Reference
-from fxfuzz.oracles.tolerance import same_values
+from fxfuzz.oracles.tolerance import Exact, same_values
 
 Log = list[torch.Tensor]
 
@@ -46,7 +46,7 @@ def _describe(log: Log) -> str:
     return "[" + ", ".join(f"{tuple(t.shape)}:{str(t.dtype).removeprefix('torch.')} sum {float(t.double().sum()):.4g}" for t in log) + "]"
 
 
-def _permutation(ref: Log, got: Log, exact: bool) -> bool:
+def _permutation(ref: Log, got: Log, exact: Exact) -> bool:
     """Whether ``got`` holds the effects of ``ref``, each once, in some order."""
     left = list(got)
     for r in ref:
@@ -57,7 +57,7 @@ def _permutation(ref: Log, got: Log, exact: bool) -> bool:
     return True
 
 
-def compare_logs(execution: str, ref: Log, got: Log, exact: bool) -> list[Finding]:
+def compare_logs(execution: str, ref: Log, got: Log, exact: Exact) -> list[Finding]:
     """The result's effects against the original's in one execution: lost or added calls
     (``effects_lost``, ``effects_added``), the same calls in another order
     (``effects_reordered``), or a call that saw another value (``effect_value_mismatch``)."""
@@ -91,17 +91,18 @@ def compare_logs(execution: str, ref: Log, got: Log, exact: bool) -> list[Findin
 VALUE_KINDS = frozenset({"effects_reordered", "effect_value_mismatch"})
 
 
-def check_effects(ref: Reference, got: Observation, grads_exact: bool) -> list[Finding]:
+def check_effects(ref: Reference, got: Observation, grads_exact: bool, values: Exact | None = None) -> list[Finding]:
     """Each kind of execution's log of the result against the original's (module docstring),
     one finding per kind: the first execution that shows it. Where two runs of the original
     itself log other values (a nondeterministic value reaches an effect), that execution's
-    values are not compared, only its count."""
+    values are not compared, only its count. ``values``: how a contract that excuses rounding
+    compares the values (``fxfuzz.oracles.bounds``), in every execution; count and order stay exact."""
     findings: list[Finding] = []
     for execution, derivative, log_of in EXECUTIONS:
         r, g = log_of(ref.obs), log_of(got)
         if r is None or g is None:
             continue
-        exact = ref.exact and (grads_exact or not derivative)
+        exact: Exact = ref.exact and (grads_exact or not derivative) if values is None else values
         found = [f for f in compare_logs(execution, r, g, exact) if f.kind not in {seen.kind for seen in findings}]
         if any(f.kind in VALUE_KINDS for f in found):
             again = log_of(ref.again)
@@ -111,11 +112,13 @@ def check_effects(ref: Reference, got: Observation, grads_exact: bool) -> list[F
     return findings
 
 
-def rerun_differences(baseline: Run, run: Run) -> list[Finding]:
+def rerun_differences(baseline: Run, run: Run, exact: Exact = True) -> list[Finding]:
     """What a later run of a graph (the result again, cleaned up, or after a second
     application) changed against ``baseline``: the equivalence oracle's differences, then its
-    forward effects' (a clean-up that drops an effectful call changes no value)."""
-    found = check_equivalence(baseline, run)
+    forward effects' (a clean-up that drops an effectful call changes no value); values
+    compared as ``exact`` says (bitwise but for a second application under a contract that
+    excuses rounding)."""
+    found = check_equivalence(baseline, run, exact)
     if baseline.ok and run.ok:
-        found += compare_logs("forward", baseline.effects, run.effects, exact=True)
+        found += compare_logs("forward", baseline.effects, run.effects, exact)
     return found

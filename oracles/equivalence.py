@@ -10,7 +10,7 @@ import torch
 from fxfuzz.core.internal import first_line
 from fxfuzz.oracles.execute import Run
 from fxfuzz.oracles.finding import Finding
-from fxfuzz.oracles.tolerance import max_abs_diff, same_values
+from fxfuzz.oracles.tolerance import Exact, max_abs_diff, same_values
 
 VALUE_KINDS = frozenset({"value_mismatch"})
 
@@ -49,7 +49,7 @@ def aliases(run: Run) -> list[tuple[str, int] | None]:
     return found
 
 
-def compare_value(where: str, ref: Any, got: Any, exact: bool = True, same_device: bool = True) -> list[Finding]:
+def compare_value(where: str, ref: Any, got: Any, exact: Exact = True, same_device: bool = True) -> list[Finding]:
     """Compare one observed value (an output leaf or an input's final state)."""
     if isinstance(ref, torch.Tensor) != isinstance(got, torch.Tensor) or (
         not isinstance(ref, torch.Tensor) and not _same_constant(ref, got)
@@ -146,10 +146,11 @@ def raised_differently(oracle: str, kind: str, what: str, ref: BaseException | N
     ]
 
 
-def check_equivalence(ref: Run, got: Run, exact: bool = True, same_device: bool = True) -> list[Finding]:
+def check_equivalence(ref: Run, got: Run, exact: Exact = True, same_device: bool = True, views: bool = True) -> list[Finding]:
     """Outputs (structure, constants, metadata, values, autograd flags, views), inputs' state
     after the call (in-place effects), and the grad mode and autocast state left behind.
-    ``same_device`` is off when the two runs live on different devices (CPU-vs-CUDA parity)."""
+    ``same_device`` is off when the two runs live on different devices (CPU-vs-CUDA parity);
+    ``views`` off for a contract that does not judge aliasing and strides (``functional``)."""
     if not ref.ok or not got.ok:
         return raised_differently("equivalence", "raises_differently", "running the graph", ref.error, got.error)
     assert ref.outputs is not None and got.outputs is not None
@@ -165,7 +166,7 @@ def check_equivalence(ref: Run, got: Run, exact: bool = True, same_device: bool 
     findings = []
     for i, (r, g) in enumerate(zip(ref.outputs, got.outputs)):
         findings += compare_value(f"output {i}", r, g, exact, same_device)
-    if same_device:
+    if same_device and views:
         findings += _compare_views(ref, got)
     for i, (r, g) in enumerate(zip(ref.inputs, got.inputs)):
         findings += [f for f in compare_value(f"input {i} after the call", r, g, exact, same_device) if f.kind != "grad_fn_mismatch"]

@@ -15,85 +15,23 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
-from fxfuzz.core.case import copy_graph_module
+from fxfuzz.core import calls
 from fxfuzz.core.internal import first_line
 from fxfuzz.oracles.execute import release_frames
 from fxfuzz.oracles.finding import Finding
 from torch import fx
-from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
-from torch.export.graph_signature import ExportGraphSignature, InputKind
-
-try:
-    from torch._export.verifier import TrainingIRVerifier as _Verifier
-except ImportError:  # pragma: no cover - depends on the torch version
-    from torch._export.verifier import Verifier as _Verifier  # type: ignore[assignment]
-
-
-def _state(sig: ExportGraphSignature, inputs: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The state dict and constants table an ExportedProgram needs for the lifted inputs."""
-    state: dict[str, Any] = {}
-    constants: dict[str, Any] = {}
-    for spec, value in zip(sig.input_specs, inputs):
-        if spec.target is None:
-            continue  # a user input or a token: no state
-        if spec.kind == InputKind.PARAMETER and isinstance(value, torch.Tensor):
-            state[spec.target] = torch.nn.Parameter(value.detach(), requires_grad=value.requires_grad)
-        elif spec.kind == InputKind.BUFFER and spec.persistent:
-            state[spec.target] = value.detach() if isinstance(value, torch.Tensor) else value
-        elif spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
-            constants[spec.target] = value.detach() if isinstance(value, torch.Tensor) else value
-    return state, constants
-
-
-def _module_call_graph(gm: fx.GraphModule, sig: ExportGraphSignature) -> list[ModuleCallEntry]:
-    info = getattr(gm.graph._codegen, "pytree_info", None)
-    if info is not None and info.in_spec is not None:
-        in_spec, out_spec = info.in_spec, info.out_spec
-    else:
-        in_spec = pytree.tree_flatten((tuple(0 for _ in sig.user_inputs), {}))[1]
-        out_spec = pytree.tree_flatten(tuple(0 for _ in sig.output_specs))[1]
-    return [ModuleCallEntry("", ModuleCallSignature(inputs=[], outputs=[], in_spec=in_spec, out_spec=out_spec))]
+from torch.export.exported_program import ExportedProgram
+from torch.export.graph_signature import ExportGraphSignature
 
 
 def exported_program(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[Any]) -> ExportedProgram:
-    """Build the ExportedProgram export would build; its constructor runs the verifier.
-    The constructor rewrites the graph it is given and, through common-getitem elimination,
-    every nested graph of its root in place: it gets copies of both, since ``gm`` may be the
-    case's original, which later checks and the baseline's judgement reuse."""
-    import copy
-
-    root = copy_graph_module(gm)
-    graph = fx.Graph()
-    graph.output(graph.graph_copy(root.graph, {}))
-    sig = copy.deepcopy(sig)
-    state, constants = _state(sig, inputs)
-    return ExportedProgram(
-        root=root,
-        graph=graph,
-        graph_signature=sig,
-        state_dict=state,
-        range_constraints=_range_constraints(gm),
-        module_call_graph=_module_call_graph(gm, sig),
-        constants=constants,
-        verifiers=[_Verifier],
-    )
-
-
-def _range_constraints(gm: fx.GraphModule) -> dict[Any, Any]:
-    """Each symbol of the placeholders' sizes with its range, as export records them: what
-    ``ep.module()`` checks a call's sizes against, and what save/load and decompositions carry."""
-    ranges: dict[Any, Any] = {}
-    for n in gm.graph.find_nodes(op="placeholder"):
-        val = n.meta.get("val")
-        for d in val.shape if isinstance(val, torch.Tensor) else ():
-            if isinstance(d, torch.SymInt):
-                env = d.node.shape_env
-                ranges.update({s: env.var_to_range[s] for s in d.node.expr.free_symbols if s in env.var_to_range})
-    return ranges
+    """The ExportedProgram export would build, on copies: ``gm`` may be the case's original,
+    which later checks and the baseline's judgement reuse (``fxfuzz.core.calls``)."""
+    return calls.exported_program(gm, sig, inputs, copy=True)
 
 
 Check = Callable[[fx.GraphModule, ExportGraphSignature, Sequence[Any]], object]
+
 
 @contextmanager
 def _boundary_metadata_stripped(gm: fx.GraphModule) -> Iterator[None]:

@@ -11,6 +11,7 @@ import torch.autograd.forward_ad as fwAD
 from fxfuzz.oracles.equivalence import raised_differently
 from fxfuzz.oracles.execute import release_frames, run_graph
 from fxfuzz.oracles.finding import Finding
+from fxfuzz.oracles.tolerance import Exact
 from fxfuzz.oracles.gradients import compare_derivatives, random_like
 
 
@@ -58,7 +59,7 @@ def tangents(gm: Any, inputs: tuple[Any, ...], ambient_grad: bool, device: str =
         return Tangents([_tangent_of(o) for o in run.outputs], [_tangent_of(d) for d in duals[0]], effects=run.effects)
 
 
-def check_forward_ad(ref: Tangents, got: Tangents, labels: Sequence[str], exact: bool = True) -> list[Finding]:
+def check_forward_ad(ref: Tangents, got: Tangents, labels: Sequence[str], exact: Exact = True) -> list[Finding]:
     """The tangent of every output and every input after the call must be the same; an op
     without forward-AD support on both sides is not a finding."""
     if ref.error is not None or got.error is not None:

@@ -9,7 +9,7 @@ import torch
 from fxfuzz.oracles.equivalence import raised_differently
 from fxfuzz.oracles.execute import Run, effects_logged, release_frames
 from fxfuzz.oracles.finding import Finding
-from fxfuzz.oracles.tolerance import max_abs_diff, same_values
+from fxfuzz.oracles.tolerance import Exact, max_abs_diff, same_values
 
 VALUE_KINDS = frozenset({"grad_value_mismatch", "tangent_value_mismatch"})
 
@@ -66,7 +66,7 @@ def compare_derivatives(
     labels: Sequence[str],
     ref: Sequence[torch.Tensor | None],
     got: Sequence[torch.Tensor | None],
-    exact: bool,
+    exact: Exact,
     keyed: bool = False,
 ) -> list[Finding]:
     """One finding per derivative that changed: None against a tensor, or its values; kinds
@@ -96,7 +96,7 @@ def compare_derivatives(
     return findings
 
 
-def compare_grads(ref: Grads, got: Grads, labels: Sequence[str], exact: bool = True) -> list[Finding]:
+def compare_grads(ref: Grads, got: Grads, labels: Sequence[str], exact: Exact = True) -> list[Finding]:
     """Each grad-requiring input's gradient, telling None apart from zeros."""
     if ref.error is not None or got.error is not None:
         return raised_differently("gradients", "backward_raises_differently", "backward", ref.error, got.error)

@@ -13,6 +13,7 @@ from fxfuzz.oracles.equivalence import state_leak
 from fxfuzz.oracles.execute import Run, graph_modules, pass_isolated, run_graph
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.semantics import Reference
+from fxfuzz.oracles.tolerance import Exact
 from torch import fx
 from torch._ops import HigherOrderOperator
 
@@ -63,12 +64,12 @@ def second_application(
     return findings, None if code_of(gm2) == code else gm2
 
 
-def changes_meaning(again: fx.GraphModule | None, first: Run, ref: Reference) -> list[Finding]:
+def changes_meaning(again: fx.GraphModule | None, first: Run, ref: Reference, exact: Exact = True) -> list[Finding]:
     """The second application's result ``again`` run on ``ref``'s inputs against the first
-    result's ``first`` run there."""
+    result's ``first`` run there, values compared as ``exact`` says."""
     if again is None:
         return []
-    diffs = ref.unexplained(rerun_differences(first, run_graph(again, ref.inputs, ref.ambient_grad)))
+    diffs = ref.unexplained(rerun_differences(first, run_graph(again, ref.inputs, ref.ambient_grad), exact))
     if not diffs:
         return []
     return [

@@ -26,6 +26,7 @@ import torch
 from fxfuzz.oracles.autograd_graph import Probe, directed
 from fxfuzz.oracles.execute import run_graph
 from fxfuzz.oracles.finding import Finding
+from fxfuzz.oracles.tolerance import Exact
 from fxfuzz.oracles.gradients import Grads, compare_derivatives, input_grads
 from torch.autograd.graph import allow_mutation_on_saved_tensors
 
@@ -69,7 +70,7 @@ def _outcome(g: Grads) -> str:
     return f"raised {type(g.error).__name__}"
 
 
-def _compare(kind: str, what: str, ref: Grads, got: Grads, labels: Sequence[str], exact: bool) -> list[Finding]:
+def _compare(kind: str, what: str, ref: Grads, got: Grads, labels: Sequence[str], exact: Exact) -> list[Finding]:
     if _outcome(ref) != _outcome(got):
         # Keyed by direction: saving an input the original did not (backward now refuses) and
         # no longer saving one (it now succeeds) are two defects.
@@ -89,7 +90,7 @@ def _compare(kind: str, what: str, ref: Grads, got: Grads, labels: Sequence[str]
 
 
 def check_inplace_after_forward(
-    ref: Graph, got: Graph, ref_probe: Probe, got_probe: Probe, labels: Sequence[str], exact: bool = True
+    ref: Graph, got: Graph, ref_probe: Probe, got_probe: Probe, labels: Sequence[str], exact: Exact = True
 ) -> list[Finding]:
     """Backward after an in-place update of each input one side saved and the other did not,
     and, inside ``allow_mutation_on_saved_tensors``, of each input either side saved."""

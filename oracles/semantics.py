@@ -17,6 +17,7 @@ from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.forward_ad import Tangents, check_forward_ad, tangents
 from fxfuzz.oracles.gradients import Grads, compare_grads, input_grads
 from fxfuzz.oracles.inplace_after_forward import Graph, check_inplace_after_forward
+from fxfuzz.oracles.tolerance import Bound, Exact
 from torch import fx
 
 VALUE_KINDS = equivalence.VALUE_KINDS | gradients.VALUE_KINDS | autograd_graph.VALUE_KINDS | inplace_after_forward.VALUE_KINDS
@@ -55,17 +56,24 @@ def observe(gm: fx.GraphModule, inputs: tuple[Any, ...], ambient_grad: bool, dev
 
 
 def compare(
-    ref: Observation, got: Observation, labels: Sequence[str], exact: bool, same_device: bool = True, grads_exact: bool = True
+    ref: Observation,
+    got: Observation,
+    labels: Sequence[str],
+    exact: Exact,
+    same_device: bool = True,
+    grads_exact: bool = True,
+    views: bool = True,
 ) -> list[Finding]:
     """Equivalence, then gradients and tangents when the runs are comparable at all, then
     what autograd records where first-order behaviour agrees. Derivatives are compared as
     ``exact`` says unless ``grads_exact`` is off: then within tolerance (the sum of a
     node's gradient contributions is rounded as autograd adds them up, which a merge of
-    equal nodes changes; docs/oracles.md)."""
-    findings = check_equivalence(ref.run, got.run, exact, same_device)
+    equal nodes changes; docs/oracles.md), and a Bound (a contract that excuses rounding)
+    holds for them too. ``views`` off: aliasing and strides are not compared."""
+    findings = check_equivalence(ref.run, got.run, exact, same_device, views)
     if not (ref.run.ok and got.run.ok and ref.run.spec == got.run.spec):
         return findings
-    exact_d = exact and grads_exact
+    exact_d: Exact = exact if isinstance(exact, Bound) else exact and grads_exact
     findings += compare_grads(ref.grads, got.grads, labels, exact_d)
     findings += check_forward_ad(ref.tangents, got.tangents, labels, exact_d)
     if any(f.kind in FIRST_ORDER_KINDS for f in findings):
@@ -112,13 +120,24 @@ class Reference:
         return [f for f in findings if (f.kind, f.details.get("where")) not in noisy]
 
 
-def compare_graphs(
-    transformed: fx.GraphModule, ref: Reference, grads_exact: bool = True
-) -> tuple[list[Finding], Observation]:
+@dataclass(frozen=True)
+class Comparing:
+    """How a contract has the two graphs' runs compared: derivatives bitwise or within
+    tolerance (``grads_exact``), values within a Bound where it excuses rounding (None:
+    bitwise on CPU), aliasing and strides or not (``views``)."""
+
+    grads_exact: bool = True
+    values: Bound | None = None
+    views: bool = True
+
+
+def compare_graphs(transformed: fx.GraphModule, ref: Reference, how: Comparing = Comparing()) -> tuple[list[Finding], Observation]:
     """Original against transformed on the reference's device (bitwise on CPU, within
-    tolerance on CUDA); a value difference counts only where the original is deterministic."""
+    tolerance on CUDA, within ``how.values`` where given); a value difference counts only
+    where the original is deterministic."""
     got = observe(transformed, ref.inputs, ref.ambient_grad, ref.device)
-    return ref.unexplained(compare(ref.obs, got, ref.labels, ref.exact, grads_exact=grads_exact)), got
+    exact = ref.exact if how.values is None else how.values
+    return ref.unexplained(compare(ref.obs, got, ref.labels, exact, grads_exact=how.grads_exact, views=how.views)), got
 
 
 def prefixed(findings: list[Finding], prefix: str, known: set[str]) -> list[Finding]:

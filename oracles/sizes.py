@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.rebuild import inputs_at
 from fxfuzz.oracles.finding import Finding
-from fxfuzz.oracles.semantics import Observation, Reference, compare_graphs
+from fxfuzz.oracles.semantics import Comparing, Observation, Reference, compare_graphs
 from torch import fx
 
 
@@ -39,13 +39,13 @@ class AtSizes:
         ]
 
 
-def observe_sizes(case: GraphCase, transformed: fx.GraphModule, labels: Sequence[str], grads_exact: bool = True) -> list[AtSizes]:
+def observe_sizes(case: GraphCase, transformed: fx.GraphModule, labels: Sequence[str], how: Comparing = Comparing()) -> list[AtSizes]:
     """Original against transformed at each of ``case.sizes`` (executions only: the pass has
     already run), with the comparison's findings (``compare_graphs``)."""
     out = []
     for i, sizes in enumerate(case.sizes, 1):
         ref = Reference(case.gm, inputs_at(case.gm, case.inputs, sizes, seed=i), case.ambient_grad, labels, "cpu")
-        findings, got = compare_graphs(transformed, ref, grads_exact)
+        findings, got = compare_graphs(transformed, ref, how)
         out.append(AtSizes(sizes, ref, got, findings))
     return out
 

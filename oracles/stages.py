@@ -36,6 +36,7 @@ from fxfuzz.oracles.execute import release_frames
 from fxfuzz.oracles.exported import exported_program
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.program_runtime import observe_module
+from fxfuzz.oracles.tolerance import Bound, Exact
 from torch import fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import ExportGraphSignature, InputKind
@@ -112,10 +113,12 @@ def _observe(stage: str, ep: ExportedProgram, users: Sequence[Any], ambient: boo
     return seen, None
 
 
-def _differences(stage: str, ref: dict[str, Any], got: dict[str, Any], grads_exact: bool = True) -> list[str]:
+def _differences(stage: str, ref: dict[str, Any], got: dict[str, Any], grads_exact: bool = True, values: Bound | None = None) -> list[str]:
     """How ``got`` (the result's module) differs from ``ref`` (the original's), as messages;
-    gradients within tolerance unless ``grads_exact`` (``fxfuzz.oracles.semantics.compare``)."""
-    _, exact = STAGES[stage]
+    gradients within tolerance unless ``grads_exact`` (``fxfuzz.oracles.semantics.compare``);
+    values and gradients within ``values`` where the contract excuses rounding."""
+    _, kept = STAGES[stage]
+    exact: Exact = kept if values is None else values
     if ref["structure"] != got["structure"] or len(ref["leaves"]) != len(got["leaves"]):
         return [f"outputs {ref['structure']} became {got['structure']}"]
     found = []
@@ -123,8 +126,8 @@ def _differences(stage: str, ref: dict[str, Any], got: dict[str, Any], grads_exa
         found += compare_value(f"output {i}", a, b, exact)
     for k, a in ref["state"].items():
         found += compare_value(f"buffer or parameter {k} after the call", a, got["state"].get(k), exact)
-    messages = [f.message for f in found if exact or f.kind != "requires_grad_mismatch" and not f.kind.startswith("grad_fn")]
-    if exact:
+    messages = [f.message for f in found if kept or f.kind != "requires_grad_mismatch" and not f.kind.startswith("grad_fn")]
+    if kept:
         if (ref["backward_error"] is None) != (got["backward_error"] is None):
             messages.append(f"backward raised {got['backward_error']!r} where the original's raised {ref['backward_error']!r}")
         for k, a in ref["grads"].items():
@@ -132,7 +135,7 @@ def _differences(stage: str, ref: dict[str, Any], got: dict[str, Any], grads_exa
             if (a is None) != (b is None):
                 messages.append(f"gradient of {k}: {'none' if a is None else 'one'} became {'none' if b is None else 'one'}")
             elif a is not None:
-                messages += [f"gradient of {f.message}" for f in compare_value(k, a, b, grads_exact) if f.kind != "requires_grad_mismatch"]
+                messages += [f"gradient of {f.message}" for f in compare_value(k, a, b, grads_exact if values is None else values) if f.kind != "requires_grad_mismatch"]
     return messages
 
 
@@ -145,6 +148,7 @@ def check_stages(
     ambient: bool,
     stages: Sequence[str] = tuple(STAGES),
     grads_exact: bool = True,
+    values: Bound | None = None,
 ) -> list[Finding]:
     """A finding for each of ``stages`` that raises on the result, or makes it behave unlike
     the same stage makes the original, where the stage works on the original."""
@@ -174,7 +178,7 @@ def check_stages(
                 )
             )
             continue
-        diffs = _differences(stage, ref, got, grads_exact)  # type: ignore[arg-type]
+        diffs = _differences(stage, ref, got, grads_exact, values)  # type: ignore[arg-type]
         if diffs:
             findings.append(
                 Finding(

@@ -9,6 +9,8 @@ compared exactly. NaN equals NaN (payloads are not observable); a sign of zero i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 # dtype -> (rtol, atol); the defaults of torch.testing.assert_close.
@@ -22,13 +24,26 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 }
 
 
+@dataclass(frozen=True)
+class Bound:
+    """Values equal within ``scale`` times the dtype's tolerance above, plus ``slack`` absolute:
+    what a contract that excuses rounding allows (``fxfuzz.oracles.bounds``)."""
+
+    scale: float = 1.0
+    slack: float = 0.0
+
+
+# How values are compared: bitwise (True), within the dtype's tolerance (False), or a Bound.
+Exact = bool | Bound
+
+
 def _as_real(t: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
 
 
-def same_values(a: torch.Tensor, b: torch.Tensor, exact: bool = True) -> bool:
-    """``a`` and ``b`` hold the same shape, dtype and values (``exact``: bitwise up to NaN
-    payloads; otherwise within the dtype's tolerance)."""
+def same_values(a: torch.Tensor, b: torch.Tensor, exact: Exact = True) -> bool:
+    """``a`` and ``b`` hold the same shape, dtype and values (``exact`` True: bitwise up to NaN
+    payloads; False: within the dtype's tolerance; a Bound: within it)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     a, b = a.detach(), b.detach()
@@ -37,10 +52,12 @@ def same_values(a: torch.Tensor, b: torch.Tensor, exact: bool = True) -> bool:
     if not (a.is_floating_point() or a.is_complex()):
         return torch.equal(a, b)
     a, b = _as_real(a), _as_real(b)
-    if exact:
+    if exact is True:
         same = (a == b) & (a.signbit() == b.signbit())
         return bool((same | (a.isnan() & b.isnan())).all())
     rtol, atol = TOLERANCES.get(a.dtype, (0.0, 0.0))
+    if isinstance(exact, Bound):
+        rtol, atol = rtol * exact.scale, atol * exact.scale + exact.slack
     return bool(torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True).all())
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 from fxfuzz.core.case import GraphCase, clone_input, copy_graph_module
-from fxfuzz.core.catalogue import _program
+from fxfuzz.core.calls import exported_program
 from fxfuzz.strategies.effects import EFFECTFUL
 from hypothesis import assume
 from hypothesis import strategies as st
@@ -79,7 +79,7 @@ def lower(case: GraphCase) -> GraphCase | None:
         torch.set_grad_enabled(case.ambient_grad)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            program = _program(copy_graph_module(case.gm), copy.deepcopy(case.signature), case.inputs).run_decompositions()
+            program = exported_program(copy_graph_module(case.gm), copy.deepcopy(case.signature), case.inputs).run_decompositions()
     except Exception:  # noqa: BLE001 - whatever export fails on is export's, not the pass's
         return None
     finally:

@@ -74,7 +74,11 @@ def _shape_stats(gm: fx.GraphModule, stats: Counter) -> None:
 
 @st.composite
 def graph_cases(
-    draw: st.DrawFn, domain: str = "export", max_steps: int = MAX_STEPS, reacts_to: tuple[str, ...] = ()
+    draw: st.DrawFn,
+    domain: str = "export",
+    max_steps: int = MAX_STEPS,
+    reacts_to: tuple[str, ...] = (),
+    ambient: bool | None = None,
 ) -> GraphCase:
     """Random GraphCases: parameters, buffers, constants and user inputs of mixed dtypes and
     requires_grad feeding ATen ops inside nested grad-mode and autocast regions and
@@ -83,7 +87,9 @@ def graph_cases(
     domain per case, export first, so a failure shrinks toward a case export can produce.
     ``reacts_to`` names the node kinds the pass under test reacts to (``Registered.reacts_to``,
     keys of ``regions.REACTION_STEPS``): nine cases in ten then hold at least one of them
-    (``regions.draw_block``); empty, the mix of steps is the same for every pass."""
+    (``regions.draw_block``); empty, the mix of steps is the same for every pass. ``ambient``
+    fixes the grad mode the pre-dispatch cases are traced and run under (None: drawn); the
+    ``aten`` domain, whose lowering bakes the toggles in, keeps drawing it."""
     if domain not in DOMAIN_CHOICES:
         raise ValueError(f"unknown domain {domain!r}; expected one of {DOMAIN_CHOICES}")
     unknown = sorted(set(reacts_to) - set(REACTION_STEPS))
@@ -93,7 +99,7 @@ def graph_cases(
         domain = draw(st.sampled_from(BOTH))
     if domain == "aten":
         return draw(aten_cases(graph_cases("export", max_steps, reacts_to)))
-    ambient = draw(st.booleans())
+    ambient = draw(st.booleans()) if ambient is None else ambient
     stats: Counter = Counter({f"domain:{domain}": 1})
     base = draw(base_shapes())
     dims, batch = draw_dims(draw, base, stats)

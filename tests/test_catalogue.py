@@ -10,8 +10,8 @@ import handmade as hm
 import pytest
 import torch
 from fxfuzz.core.case import GraphCase
-from fxfuzz.core.choices import DOMAIN_CHOICES
-from fxfuzz.core.passes import _TORCH_ROWS, REGISTRY, load_pass
+from fxfuzz.core.choices import CONTRACT_NAMES, DOMAIN_CHOICES
+from fxfuzz.core.passes import _PT2E_ROWS, _TORCH_ROWS, REGISTRY, load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.strategies.builder import GraphBuilder
 from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
@@ -20,7 +20,7 @@ from torch.export.graph_signature import InputKind
 aten = torch.ops.aten
 # What the identity promises: meaning alone, so each pass is judged on what it does.
 CONTRACT = REGISTRY["identity"].contract
-CATALOGUE = [r.name for r in _TORCH_ROWS]
+CATALOGUE = [r.name for r in (*_TORCH_ROWS, *_PT2E_ROWS)]
 # A finding that says fxfuzz could not run or judge the pass: an adapter's fault, never torch's.
 HARNESS_FAULTS = {"bad_return", "check_impossible", "signature_missing"}
 
@@ -44,7 +44,7 @@ def targets(gm):
 @pytest.mark.parametrize("name", CATALOGUE)
 def test_each_row_loads_with_its_contract_domain_and_sources(name):
     row = REGISTRY[name]
-    assert load_pass(name).contract is row.contract and row.contract.name in ("meaning", "refines", "post_grad")
+    assert load_pass(name).contract is row.contract and row.contract.name in CONTRACT_NAMES
     assert row.domain in DOMAIN_CHOICES and row.sources
     for source in row.sources:
         module = importlib.import_module(source.module)

@@ -311,7 +311,7 @@ def test_each_pass_baseline_loads_and_every_line_has_its_entry():
     explained in docs/known-findings.md."""
     findings = (KNOWN_DIR.parent / "known-findings.md").read_text()
     files = sorted(KNOWN_DIR.glob("*.txt"))
-    assert [f.stem for f in files] == ["constant_folding", "cse", "lift_constants", "remove_noop_ops", "set_grad+dce", "split_const_subgraphs"]
+    assert [f.stem for f in files] == ["constant_folding", "cse", "inductor_constant_fold", "lift_constants", "pt2e_x86", "pt2e_x86_qat", "pt2e_xnnpack", "remove_noop_ops", "set_grad+dce", "split_const_subgraphs"]
     for path in files:
         known = load_known(str(path))
         assert known and all(reason for reason in known.values()), path

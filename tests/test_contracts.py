@@ -10,7 +10,19 @@ import os
 import handmade as hm
 import pytest
 import torch
-from fxfuzz.core.contract import AUTOCAST, CONTRACTS, MEANING, POST_GRAD, REFINES, SET_GRAD, contract_by_name, union
+from fxfuzz.core.contract import (
+    APPROXIMATES,
+    AUTOCAST,
+    CONTRACTS,
+    FUNCTIONAL,
+    MEANING,
+    POST_GRAD,
+    QUANTIZES,
+    REFINES,
+    SET_GRAD,
+    contract_by_name,
+    union,
+)
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
@@ -147,10 +159,10 @@ def kinds(findings):
 
 
 def test_contracts_are_found_by_name_and_an_unknown_name_is_a_usage_error():
-    names = ("meaning", "refines", "post_grad", "set_grad", "autocast")
-    assert [contract_by_name(n) for n in names] == [MEANING, REFINES, POST_GRAD, SET_GRAD, AUTOCAST]
+    names = ("meaning", "refines", "post_grad", "approximates", "quantizes", "functional", "set_grad", "autocast")
+    assert [contract_by_name(n) for n in names] == [MEANING, REFINES, POST_GRAD, APPROXIMATES, QUANTIZES, FUNCTIONAL, SET_GRAD, AUTOCAST]
     assert tuple(CONTRACTS) == names
-    with pytest.raises(UsageError, match="unknown contract 'bogus': expected one of meaning, refines, post_grad, set_grad, autocast"):
+    with pytest.raises(UsageError, match="unknown contract 'bogus': expected one of meaning, refines, post_grad, approximates, quantizes, functional, set_grad, autocast"):
         contract_by_name("bogus")
 
 

@@ -141,9 +141,9 @@ def stale_signature(gm, graph_signature):
     token input and output, the signature still names them."""
     from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
 
-    from fxfuzz.core.catalogue import _on_program
+    from fxfuzz.core.calls import on_program
 
-    gm, _ = _on_program(_remove_effect_tokens, gm, graph_signature)
+    gm, _ = on_program(_remove_effect_tokens, gm, graph_signature)
     return gm, graph_signature
 
 

@@ -48,7 +48,8 @@ def test_the_cli_and_the_plugin_offer_the_same_choices_with_the_same_help():
     assert plugin["--fxfuzz-contract"]["default"] == run["--contract"].default == CampaignSettings.contract
     assert plugin["--fxfuzz-op"]["help"] == run["--op"].help == OP_HELP
     assert PASS_SPEC_HELP in plugin["--fxfuzz-pass"]["help"] and run["--pass"].help == PASS_SPEC_HELP
-    for name, meaning in (*DOMAIN_MEANINGS.items(), *CONTRACT_MEANINGS.items()):
-        option = "domain" if name in DOMAIN_MEANINGS else "contract"
-        assert f"{name} ({meaning})" in plugin[f"--fxfuzz-{option}"]["help"]
-        assert f"{name} ({meaning})" in run[f"--{option}"].help
+    # A name may be both (functional: a domain and a contract): each table is its option's.
+    for option, meanings in (("domain", DOMAIN_MEANINGS), ("contract", CONTRACT_MEANINGS)):
+        for name, meaning in meanings.items():
+            assert f"{name} ({meaning})" in plugin[f"--fxfuzz-{option}"]["help"]
+            assert f"{name} ({meaning})" in run[f"--{option}"].help

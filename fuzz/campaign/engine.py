@@ -27,7 +27,7 @@ from fxfuzz.core.case import Example, GraphCase
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.deadline import load_within
 from fxfuzz.core.errors import SerializeError, UntrustedError
-from fxfuzz.core.passes import Pass, PassFn, generation_kinds
+from fxfuzz.core.passes import Pass, PassFn, generation_ambient, generation_kinds
 from fxfuzz.core.reproducible import reproducible_draws
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, count_compute_nodes, json_data
 from fxfuzz.core.settings import CampaignSettings
@@ -363,7 +363,8 @@ class Campaign:
         self, pass_fn: PassFn, settings: CampaignSettings, database: ExampleDatabase | None, hooks: Hooks, subject: Subject
     ) -> None:
         self.pass_fn, self.settings, self.hooks = pass_fn, settings, hooks
-        self.strategy = subject.strategy if subject.strategy is not None else graph_cases(domain=settings.domain, reacts_to=generation_kinds(pass_fn, contract_option(settings.contract)))
+        contract = contract_option(settings.contract)
+        self.strategy = subject.strategy if subject.strategy is not None else graph_cases(domain=settings.domain, reacts_to=generation_kinds(pass_fn, contract), ambient=generation_ambient(pass_fn, contract))
         self.check = subject.check if subject.check is not None else verify_with(settings)
         self.result = CampaignResult()
         if database is None and settings.db is not None:

@@ -11,7 +11,7 @@ from typing import Any
 from fxfuzz.campaign.database import DatabaseSpec, check_reachable, parse_databases
 from fxfuzz.campaign.limits import campaign_limits
 from fxfuzz.core.choices import DEFAULT_DB
-from fxfuzz.core.contract import contract_option
+from fxfuzz.core.contract import check_domain, contract_option
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.known import load_known_files
 from fxfuzz.core.passes import Pass, default_domain, load_pass
@@ -91,6 +91,7 @@ def campaign_setup(args: Any, workers: int) -> CampaignSetup:
         workers=min(workers, max_examples),
         domain=args.domain or default_domain(pass_fn, CampaignSettings.domain),
     )
+    check_domain(pass_fn.contract, settings.domain)
     folder = report_folder(args.report_dir or default_report_dir())  # last: a refusal above leaves no folder behind
     return CampaignSetup(pass_fn, known, folder, settings)
 

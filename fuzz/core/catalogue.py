@@ -2,7 +2,8 @@
 
 A pass whose own signature is already a pass shape (``fx_graph_cse``, ``remove_noop_ops``) is
 registered directly; these adapters supply what the others need besides the graph: an
-ExportedProgram, a map of constants, a device. Each adapter is one of the shapes of
+ExportedProgram, a map of constants, a device, a quantizer and calibration inputs (built
+through ``fxfuzz.core.calls``). Each adapter is one of the shapes of
 ``fxfuzz.core.shapes``. torch modules are imported on call: loading the registry imports none.
 """
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import torch
 from torch import fx
+from fxfuzz.core.calls import example_inputs, lifted, module_form, on_program
 from torch.export.graph_signature import ExportGraphSignature, InputKind, OutputKind
 
 
@@ -144,7 +146,7 @@ def remove_effect_tokens(gm: fx.GraphModule, graph_signature: ExportGraphSignatu
     metas = {i: dict(placeholders[i].meta) for i, _ in token_inputs}
     out_metas = {i: dict(returned[i].meta) for i, _ in token_outputs}
     _strip_plumbing(gm, graph_signature)
-    gm, sig = _on_program(_remove_effect_tokens, gm, graph_signature)
+    gm, sig = on_program(_remove_effect_tokens, gm, graph_signature)
     if any(s.kind == InputKind.TOKEN for s in sig.input_specs) or any(s.kind == OutputKind.TOKEN for s in sig.output_specs):
         return gm, sig
     for i, in_spec in token_inputs:
@@ -195,7 +197,7 @@ def move_to_cpu(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tu
     it must change nothing the graph does."""
     from torch.export.passes import move_to_device_pass
 
-    return _on_program(lambda program: move_to_device_pass(program, "cpu"), gm, graph_signature)
+    return on_program(lambda program: move_to_device_pass(program, "cpu"), gm, graph_signature)
 
 
 def _attr(gm: fx.GraphModule, target: Any) -> Any:
@@ -205,51 +207,53 @@ def _attr(gm: fx.GraphModule, target: Any) -> Any:
     return obj
 
 
-def _on_program(run: Any, gm: fx.GraphModule, sig: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
-    """``run`` on the ExportedProgram of ``gm``; its graph module and signature. The program
-    keeps the pytree calling convention in its call graph, its graph flat (the constructor
-    resets the codegen): the result gets ``gm``'s codegen back, as ``ExportedProgram.module()``
-    would put it."""
-    codegen = copy.deepcopy(gm.graph._codegen)
-    program = run(_program(gm, sig))
-    program.graph_module.graph._codegen = codegen
-    program.graph_module.recompile()
-    return program.graph_module, program.graph_signature
+def unsafe_remove_auto_functionalized(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+    """torch.export's ``unsafe_remove_auto_functionalized_pass`` on the ExportedProgram of the
+    graph (``fxfuzz.core.calls.on_program``), as its callers hand it an ExportedProgram."""
+    from torch.export._remove_auto_functionalized_pass import unsafe_remove_auto_functionalized_pass
+
+    return on_program(unsafe_remove_auto_functionalized_pass, gm, graph_signature)
 
 
-def _program(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: tuple[Any, ...] = ()) -> Any:
-    """The ExportedProgram of ``gm`` that these passes take. A pass sees only the graph: the
-    state dict holds empty stand-ins for the lifted parameters and buffers (the graph reads
-    them as inputs, so their values never reach it), and the constructor's verifier is
-    torch.export's training-IR one, which accepts pre-dispatch graphs. Given the graph's
-    ``inputs`` (in signature order), the state holds their values instead: lowering the
-    program (``run_decompositions``) traces the graph again on them."""
-    import torch.utils._pytree as pytree
-    from torch._export.verifier import TrainingIRVerifier
-    from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
-
-    state: dict[str, Any] = {}
-    constants: dict[str, Any] = {}
-    for i, spec in enumerate(sig.input_specs):
-        if spec.target is None:  # a user input: nothing of the module's state
-            continue
-        value = inputs[i].detach() if inputs else torch.empty(0)
-        if spec.kind == InputKind.PARAMETER:
-            state[spec.target] = torch.nn.Parameter(value, requires_grad=inputs[i].requires_grad if inputs else True)
-        elif spec.kind == InputKind.BUFFER and spec.persistent:
-            state[spec.target] = value
-        elif spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
-            constants[spec.target] = value
-    in_spec = pytree.tree_flatten((tuple(0 for _ in sig.user_inputs), {}))[1]
-    out_spec = pytree.tree_flatten(tuple(0 for _ in sig.output_specs))[1]
-    calls = [ModuleCallEntry("", ModuleCallSignature(inputs=[], outputs=[], in_spec=in_spec, out_spec=out_spec))]
-    return ExportedProgram(
-        root=gm,
-        graph=gm.graph,
-        graph_signature=sig,
-        state_dict=state,
-        range_constraints={},
-        module_call_graph=calls,
-        constants=constants,
-        verifiers=[TrainingIRVerifier],
+def _x86(qat: bool) -> Any:
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
     )
+
+    return X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config(is_qat=qat))
+
+
+def _xnnpack(qat: bool) -> Any:
+    from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+
+    return XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_qat=qat))
+
+
+def _pt2e(quantizer: Any, qat: bool, gm: fx.GraphModule, sig: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+    """torchao's pt2e flow as its tutorials run it: ``prepare_pt2e`` (``prepare_qat_pt2e``) of
+    the program's module form with ``quantizer``, one calibration call on the case's example
+    inputs (``fxfuzz.core.calls.example_inputs``; the observers see exactly the values the
+    oracles then run), and ``convert_pt2e`` with its defaults (quantized weights folded). The
+    result comes back in the case's convention (``calls.lifted``)."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e, prepare_qat_pt2e
+
+    form = module_form(gm, sig, example_inputs())
+    prepared = (prepare_qat_pt2e if qat else prepare_pt2e)(form.model, quantizer)
+    prepared(*form.args, **form.kwargs)
+    return lifted(form, convert_pt2e(prepared), sig)
+
+
+def pt2e_x86(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+    """pt2e post-training quantization with torchao's ``X86InductorQuantizer`` and its default config."""
+    return _pt2e(_x86(False), False, gm, graph_signature)
+
+
+def pt2e_x86_qat(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+    """pt2e quantization-aware preparation (``prepare_qat_pt2e``) with the X86 Inductor quantizer's QAT config."""
+    return _pt2e(_x86(True), True, gm, graph_signature)
+
+
+def pt2e_xnnpack(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+    """pt2e post-training quantization with torchao's XNNPACK-style quantizer (symmetric config)."""
+    return _pt2e(_xnnpack(False), False, gm, graph_signature)

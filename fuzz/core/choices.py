@@ -17,7 +17,7 @@ BOTH = ("export", "adversarial")
 # drawn from.
 DOMAIN_CHOICES = (*DOMAINS, "both")
 # The contracts a pass may be held to by name (fxfuzz.core.contract.CONTRACTS holds them).
-CONTRACT_NAMES = ("meaning", "refines", "post_grad", "set_grad", "autocast")
+CONTRACT_NAMES = ("meaning", "refines", "post_grad", "approximates", "quantizes", "functional", "set_grad", "autocast")
 
 # What each choice means, in the words every --help shows (the CLI's and the pytest plugin's:
 # tests/test_options.py keeps them to these tables).
@@ -31,7 +31,10 @@ DOMAIN_MEANINGS = {
 CONTRACT_MEANINGS = {
     "meaning": "observable behaviour, raise for raise",
     "refines": "may raise or save less, never more",
-    "post_grad": "refines, never differentiated: Inductor's post-grad passes",
+    "post_grad": "refines, never differentiated: Inductor's post-grad passes (aten domain only)",
+    "approximates": "refines, values within a tolerance from dtype and graph: rewrites that reassociate",
+    "quantizes": "inference only, values within a bound from the quantization parameters",
+    "functional": "refines without aliasing or strides: dialect passes that turn views into copies",
     "set_grad": "torch.export's set-grad pass's promise",
     "autocast": "torch.export's autocast pass's promise",
 }

@@ -22,6 +22,16 @@ and the process state it leaves. Beyond that a contract says:
   effects and ordered effects are, as ever.
 - ``eliminates`` and ``hops``: call targets that must be gone from the output, and the
   higher-order ops the pass introduces (each call checked for well-formedness).
+- ``values``: how forward values are compared: ``exact`` (bitwise on CPU), ``approximate``
+  (within the dtype's tolerance scaled by the graph's size: rewrites that reassociate float
+  arithmetic) or ``quantized`` (within a bound from the quantization parameters the result
+  holds); ``fxfuzz.oracles.bounds`` computes the last two. Integers and booleans stay exact.
+- ``views``: whether aliasing, view strides and identity are judged (off for dialect passes
+  that turn views into copies by design).
+- ``idempotent``: whether the pass applied to its own result is judged (a quantizer quantizes
+  what it quantized again, which no caller does).
+- ``domains``: the domains whose cases the contract can judge (empty: any); a campaign on
+  another is refused with one line (``check_domain``).
 - ``reacts_to``: the node kinds (``fxfuzz.strategies.regions.REACTION_STEPS``) generation draws
   for a pass held to this contract that declares none of its own (``generation_kinds``). A
   generic pass (``meaning``, ``refines``) goes wrong where it moves or merges computations
@@ -54,6 +64,14 @@ class PassContract:
     refines: bool = False
     differentiated: bool = True
     reacts_to: tuple[str, ...] = ()
+    values: str = "exact"
+    views: bool = True
+    domains: tuple[str, ...] = ()
+    idempotent: bool = True
+
+
+# How values are compared, from the strictest to the loosest: a pipeline's is its loosest part's.
+VALUES = ("exact", "approximate", "quantized")
 
 
 def union(contracts: Sequence[PassContract]) -> PassContract:
@@ -63,7 +81,8 @@ def union(contracts: Sequence[PassContract]) -> PassContract:
     keeps every raise, may raise less), so a pipeline refines as soon as one of its passes
     does; and its internals are judged only where every pass promises them (set_grad's form
     is no promise about what DCE then leaves, an unused submodule); its result is
-    differentiated only where every pass's is."""
+    differentiated only where every pass's is, its values compared as its loosest part's,
+    views judged only where every part judges them, on the domains every part accepts."""
     return PassContract(
         "+".join(c.name for c in contracts),
         tuple(dict.fromkeys(t for c in contracts for t in c.eliminates)),
@@ -72,7 +91,20 @@ def union(contracts: Sequence[PassContract]) -> PassContract:
         any(c.refines for c in contracts),
         all(c.differentiated for c in contracts),
         tuple(dict.fromkeys(k for c in contracts for k in c.reacts_to)),
+        max((c.values for c in contracts), key=VALUES.index),
+        all(c.views for c in contracts),
+        _common_domains([c.domains for c in contracts]),
+        all(c.idempotent for c in contracts),
     )
+
+
+def _common_domains(each: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
+    """The domains every contract accepts (an empty tuple accepts any)."""
+    limited = [d for d in each if d]
+    if not limited:
+        return ()
+    # Where they share none, the first one's: a pipeline judged nowhere is never run.
+    return tuple(d for d in limited[0] if all(d in other for other in limited)) or limited[0]
 
 
 def _autocast_targets() -> tuple[Any, ...]:
@@ -85,18 +117,41 @@ _AT_TOGGLES = ("grad_toggle", "across_toggle")
 MEANING = PassContract("meaning", internals=False, reacts_to=_AT_TOGGLES)
 REFINES = PassContract("refines", internals=False, refines=True, reacts_to=_AT_TOGGLES)
 # Refinement of a graph no one differentiates: Inductor's post-grad passes (module docstring).
-POST_GRAD = PassContract("post_grad", internals=False, refines=True, differentiated=False)
+# Their graphs hold no grad toggle (lowering baked each in): a case that holds one, run with
+# grad off as these graphs run, shows what no post-grad graph can (a toggle restoring the mode
+# it was traced under leaves grad on), so only the aten domain's cases are judged.
+POST_GRAD = PassContract("post_grad", internals=False, refines=True, differentiated=False, domains=("aten",))
+# Refinement with values within a tolerance scaled by the graph: rewrites that reassociate
+# float arithmetic (Inductor's attention and partial-softmax rewrites, binary folding, pad_mm).
+APPROXIMATES = PassContract("approximates", internals=False, refines=True, values="approximate", reacts_to=_AT_TOGGLES)
+# Quantization for inference (pt2e's convert): run as a model is served, without autograd;
+# values within a bound from the result's quantization parameters; raises, structure and
+# ordered effects as exact as ever, aliasing too; never applied to its own result.
+QUANTIZES = PassContract("quantizes", internals=False, differentiated=False, values="quantized", idempotent=False)
+# Dialect passes (Edge's view -> view_copy): values and effects, not aliasing, strides or
+# identity; where the original raised (a backward an in-place update refused, which a copy
+# no longer shares) the result may do otherwise, as under refines.
+FUNCTIONAL = PassContract("functional", internals=False, refines=True, views=False, reacts_to=_AT_TOGGLES)
 SET_GRAD = PassContract(
     "set_grad", (torch._C._set_grad_enabled,), (torch.ops.higher_order.wrap_with_set_grad_enabled,)
 )
 _AUTOCAST_HOP = getattr(torch.ops.higher_order, "wrap_with_autocast", None)
 AUTOCAST = PassContract("autocast", _autocast_targets(), (_AUTOCAST_HOP,) if _AUTOCAST_HOP is not None else ())
-CONTRACTS = {c.name: c for c in (MEANING, REFINES, POST_GRAD, SET_GRAD, AUTOCAST)}
+CONTRACTS = {c.name: c for c in (MEANING, REFINES, POST_GRAD, APPROXIMATES, QUANTIZES, FUNCTIONAL, SET_GRAD, AUTOCAST)}
 
 
 def contract_option(name: str | None) -> PassContract | None:
     """The contract a ``--contract`` value names; None when none was given (the pass's own)."""
     return None if name is None else contract_by_name(name)
+
+
+def check_domain(contract: PassContract, domain: str) -> None:
+    """UsageError with one line where ``contract`` cannot judge ``domain``'s cases (``domains``)."""
+    if contract.domains and domain not in contract.domains:
+        raise UsageError(
+            f"contract {contract.name} cannot judge --domain {domain}: it judges graphs without grad toggles, "
+            f"run with grad off as Inductor runs them; use --domain {' or '.join(contract.domains)}"
+        )
 
 
 def contract_by_name(name: str) -> PassContract:

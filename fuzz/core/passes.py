@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from fxfuzz.core.contract import AUTOCAST, MEANING, POST_GRAD, REFINES, SET_GRAD, PassContract, union
+from fxfuzz.core.contract import AUTOCAST, FUNCTIONAL, MEANING, POST_GRAD, QUANTIZES, REFINES, SET_GRAD, PassContract, union
 from fxfuzz.core.errors import PassSpecError
 from fxfuzz.core.internal import call_out, calls_out
 from fxfuzz.core.shapes import Blind, NoShape, adapt, shape_of
@@ -153,6 +153,24 @@ _TORCH_ROWS = (
     Registered("constant_folding", f"{_CATALOGUE}:constant_fold", REFINES, sources=(Source("torch._export.passes.constant_folding", mutate=False),), reacts_to=(_CONSTANT, *REFINES.reacts_to)),
     Registered("move_to_device", f"{_CATALOGUE}:move_to_cpu", MEANING, sources=(Source("torch.export.passes", mutate=False), _EXPORT_PROGRAM)),
     Registered("remove_noop_ops", "torch._inductor.fx_passes.post_grad:remove_noop_ops", POST_GRAD, sources=(Source("torch._inductor.fx_passes.post_grad", ("remove_noop_ops",)),), domain="aten"),
+    Registered("remove_assert_ops", "torch._inductor.fx_passes.post_grad:remove_assert_ops", POST_GRAD, sources=(Source("torch._inductor.fx_passes.post_grad", ("remove_assert_ops",)),), domain="aten"),
+    Registered("reorder_for_locality", "torch._inductor.fx_passes.post_grad:reorder_for_locality", POST_GRAD, sources=(Source("torch._inductor.fx_passes.post_grad", ("reorder_for_locality",)),), domain="aten"),
+    # Inductor's folder (freezing calls it on a graph whose parameters are constants; torchao's
+    # convert_pt2e a copy of it on export's module form): export's constants, read by get_attr.
+    Registered("inductor_constant_fold", "torch._inductor.constant_folding:constant_fold", REFINES, sources=(Source("torch._inductor.constant_folding", ("constant_fold", "ConstantFolder", "replace_node_with_constant")),), reacts_to=(_CONSTANT, *REFINES.reacts_to)),
+    # export's own passes by class: each a PassBase built with no arguments, as export builds it.
+    Registered("remove_runtime_assertions", "torch._export.passes.remove_runtime_assertions:_RemoveRuntimeAssertionsPass", REFINES, sources=(Source("torch._export.passes.remove_runtime_assertions", mutate=False),)),
+    Registered("view_copy", "torch._export.passes.replace_view_ops_with_view_copy_ops_pass:ReplaceViewOpsWithViewCopyOpsPass", FUNCTIONAL, sources=(Source("torch._export.passes.replace_view_ops_with_view_copy_ops_pass"),), domain="aten"),
+    Registered("remove_auto_functionalized", f"{_CATALOGUE}:unsafe_remove_auto_functionalized", MEANING, sources=(Source("torch.export._remove_auto_functionalized_pass", mutate=False), _EXPORT_PROGRAM), domain="aten"),
+)  # fmt: skip
+
+# pt2e quantization (torchao): prepare, one calibration call on the case's inputs, convert; the
+# module form export hands it (fxfuzz.core.calls), judged for inference under ``quantizes``.
+_PT2E = (Source("torchao.quantization.pt2e.quantize_pt2e", mutate=False), Source("torchao.quantization.pt2e.prepare", mutate=False), Source("torchao.quantization.pt2e.convert", mutate=False))
+_PT2E_ROWS = (
+    Registered("pt2e_x86", f"{_CATALOGUE}:pt2e_x86", QUANTIZES, sources=(*_PT2E, Source("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer", mutate=False))),
+    Registered("pt2e_x86_qat", f"{_CATALOGUE}:pt2e_x86_qat", QUANTIZES, sources=(*_PT2E, Source("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer", mutate=False))),
+    Registered("pt2e_xnnpack", f"{_CATALOGUE}:pt2e_xnnpack", QUANTIZES, sources=(*_PT2E, Source("torchao.testing.pt2e._xnnpack_quantizer", mutate=False))),
 )  # fmt: skip
 
 REGISTRY: dict[str, Registered] = {
@@ -163,6 +181,7 @@ REGISTRY: dict[str, Registered] = {
         _pipeline_row("export", EXPORT_STAGES),
         Registered("identity", "fxfuzz.core.passes:identity_pass", MEANING),
         *_TORCH_ROWS,
+        *_PT2E_ROWS,
     )
 }
 
@@ -241,9 +260,12 @@ def domain_of(pass_fn: Any) -> str | None:
 
 def default_domain(pass_fn: Any, fallback: str) -> str:
     """The domain a command draws from when ``--domain`` is not given: the pass's own when it
-    is not the export domain (aten passes cannot take export graphs), else ``fallback``."""
+    is not the export domain (aten passes cannot take export graphs), else ``fallback``; the
+    first its contract judges where that one is not (``PassContract.domains``)."""
     own = domain_of(pass_fn)
-    return own if own is not None and own != "export" else fallback
+    domain = own if own is not None and own != "export" else fallback
+    judged = contract_of(pass_fn).domains
+    return domain if not judged or domain in judged else judged[0]
 
 
 def generation_kinds(pass_fn: Any, contract: PassContract | None = None) -> tuple[str, ...]:
@@ -254,6 +276,14 @@ def generation_kinds(pass_fn: Any, contract: PassContract | None = None) -> tupl
     if isinstance(pass_fn, Pass) and pass_fn.parts and pass_fn.registered is None:
         return tuple(dict.fromkeys(k for part in pass_fn.parts for k in generation_kinds(part, contract)))
     return reacts_to_of(pass_fn) or (contract or contract_of(pass_fn)).reacts_to
+
+
+def generation_ambient(pass_fn: Any, contract: PassContract | None = None) -> bool | None:
+    """The grad mode generation traces cases under for ``pass_fn`` held to ``contract`` (the
+    ``--contract`` given, else its own): off for a contract whose graphs run with grad off
+    (``differentiated`` False), so that the toggles export records restore the mode they run
+    under, as in a model exported for inference; else drawn (None)."""
+    return None if (contract or contract_of(pass_fn)).differentiated else False
 
 
 @dataclass(frozen=True)
