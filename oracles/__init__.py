@@ -7,7 +7,8 @@ from typing import Any
 
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE, DEVICES
-from fxfuzz.core.contract import PassContract
+from fxfuzz.core.contract import PassContract, on_form
+from fxfuzz.core.inductor import counting_patterns, pass_context
 from fxfuzz.core.internal import InternalError, raised_by_fxfuzz
 from fxfuzz.core.passes import PassFn, contract_of
 from fxfuzz.oracles.checks import ORACLES, Observed, input_labels, run_checks
@@ -25,10 +26,11 @@ __all__ = ["DEVICES", "Finding", "ORACLES", "PassContract", "verify", "apply_pas
 def apply_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, Any]:
     """Run the pass on an independent copy of the case under the case's ambient grad mode;
     whatever process state the pass leaves changed (grad mode, autocast, dispatch keys) is
-    put back, so it cannot leak into the runs that judge it or into later examples."""
+    put back, so it cannot leak into the runs that judge it or into later examples. The
+    Inductor pattern entries it applies are counted (``fxfuzz.core.inductor.counting_patterns``)."""
     with step("copy of the case"):
         work = case.copy()
-    with step("the pass"), isolated(case.ambient_grad):
+    with step("the pass"), isolated(case.ambient_grad), counting_patterns():
         return pass_fn(work.gm, work.signature)
 
 
@@ -52,12 +54,13 @@ def verify(
     """
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
-    contract = contract or contract_of(pass_fn)
+    contract = on_form(contract or contract_of(pass_fn), case.domain)
     if not contract.differentiated:
         case = case.undifferentiated()
     # The graphs run many times below; torch's mutation check of their cond/map calls, traced
     # anew on every call, is computed once per distinct call (fxfuzz.oracles.hop_checks).
-    with memoized_hop_checks():
+    # Inductor's forms: the pass runs, as in compile_fx, with the graph's fake mode set.
+    with memoized_hop_checks(), pass_context(case.domain, case.gm):
         return _verify(case, pass_fn, contract, device, stage_share)
 
 
