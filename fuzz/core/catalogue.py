@@ -253,3 +253,19 @@ def _program(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: tuple[Any, .
         constants=constants,
         verifiers=[TrainingIRVerifier],
     )
+
+
+def joint_graph_passes(gm: fx.GraphModule) -> fx.GraphModule:
+    """Inductor's ``joint_graph_passes(graph, input_device=None)`` on a GraphModule, as
+    ``compile_fx`` calls it: its optional second parameter makes its shape ambiguous."""
+    from torch._inductor.fx_passes.joint_graph import joint_graph_passes as passes
+
+    return passes(gm)
+
+
+def post_grad_passes(gm: fx.GraphModule) -> None:
+    """Inductor's ``post_grad_passes(gm, is_inference)`` on an inference graph, in place, as
+    ``compile_fx`` calls it for one."""
+    from torch._inductor.fx_passes.post_grad import post_grad_passes as passes
+
+    passes(gm, is_inference=True)
