@@ -34,19 +34,11 @@ from typing import Any
 import torch
 from fxfuzz.core.case import GraphCase, clone_input, copy_graph_module
 from fxfuzz.core.inductor import FROZEN, JOINT, compile_to_form, placeholder_source
+from fxfuzz.strategies.builder import node_argument
 from hypothesis import assume
 from hypothesis import strategies as st
 from torch import fx
-from torch.export.graph_signature import (
-    ConstantArgument,
-    ExportGraphSignature,
-    InputKind,
-    InputSpec,
-    OutputKind,
-    OutputSpec,
-    SymIntArgument,
-    TensorArgument,
-)
+from torch.export.graph_signature import ConstantArgument, ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec
 
 # Export's inputs that a module holds as its own state: under freezing, Dynamo makes them
 # attributes of the graph it hands compile_fx, and AOTAutograd then sees them as parameters.
@@ -151,7 +143,9 @@ def lower_inductor(case: GraphCase, form: str, seed: int = 0) -> GraphCase | Non
     if form == JOINT:
         # fxfuzz calls a graph on flat inputs; the joint graph's (primals, tangents) convention
         # is its caller's, not a node of it. Its forward outputs come first, then gradients.
-        features["inductor_joint:forward_outputs"] = lowered.graph._codegen.pytree_info.out_spec.children()[0].num_leaves
+        codegen = lowered.graph._codegen
+        assert isinstance(codegen, fx.graph._PyTreeCodeGen)  # is_joint said so
+        features["inductor_joint:forward_outputs"] = codegen.pytree_info.out_spec.children()[0].num_leaves
         lowered.graph._codegen = fx.graph.CodeGen()
         lowered.recompile()
     return GraphCase(gm=lowered, signature=signature, inputs=tuple(inputs), ambient_grad=False, domain=form, features=features)
@@ -176,21 +170,15 @@ def _inputs(gm: fx.GraphModule, flat: list[Any], seed: int) -> list[Any] | None:
     return values
 
 
-def _argument(node: Any) -> Any:
-    val = node.meta.get("val") if isinstance(node, fx.Node) else None
-    if isinstance(node, fx.Node):
-        return SymIntArgument(node.name) if isinstance(val, torch.SymInt) else TensorArgument(node.name)
-    return ConstantArgument("", node)
-
-
 def _signature(gm: fx.GraphModule) -> ExportGraphSignature:
     """The signature of a graph Inductor is handed: every placeholder an input, every output
     leaf a user output (Inductor's passes take no signature; the oracles read one)."""
     from torch.utils import _pytree as pytree
 
-    inputs = [InputSpec(InputKind.USER_INPUT, _argument(n), None) for n in gm.graph.nodes if n.op == "placeholder"]
+    inputs = [InputSpec(InputKind.USER_INPUT, node_argument(n), None) for n in gm.graph.nodes if n.op == "placeholder"]
     leaves = pytree.tree_leaves(gm.graph.output_node().args[0], is_leaf=lambda x: x is None)
-    return ExportGraphSignature(inputs, [OutputSpec(OutputKind.USER_OUTPUT, _argument(x), None) for x in leaves])
+    outputs = [node_argument(x) if isinstance(x, fx.Node) else ConstantArgument("", x) for x in leaves]
+    return ExportGraphSignature(inputs, [OutputSpec(OutputKind.USER_OUTPUT, a, None) for a in outputs])
 
 
 @st.composite

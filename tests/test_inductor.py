@@ -44,7 +44,7 @@ def test_twenty_seeded_cases_equal_what_torch_compile_hands_inductor_node_for_no
     """The graph of each case is the graph Inductor's joint_custom_pre_pass hook receives under
     torch.compile(backend="inductor") for the same callable: 20 cases lowered per form."""
     checked = 0
-    for case in seeded_cases(60 if form == JOINT else 24):
+    for case in seeded_cases(300 if form == JOINT else 80):
         lowered, diff = differences(case, form)
         assert diff is None, diff
         checked += lowered

@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--budget", type=positive_float, default=None, help="seconds to fuzz (default 60; none with --max-examples alone)")
     run.add_argument("--max-examples", type=positive_int, default=None, help="stop after this many examples")
     run.add_argument("--seed", type=integer, default=_DEFAULTS.seed, help="campaign seed (same seed, same graphs)")
-    run.add_argument("--domain", choices=DOMAIN_CHOICES, default=None, help="input space to draw from (default: the registered pass's own, else export; both: each case from export or adversarial; aten: lowered after dispatch; functional: export without in-place updates)")
+    run.add_argument("--domain", choices=DOMAIN_CHOICES, default=None, help="input space to draw from (default: the registered pass's own, else export; both: each case from export or adversarial; aten: lowered after dispatch; functional: export without in-place updates; inductor, inductor_joint, inductor_frozen: as torch.compile hands Inductor's passes)")
     run.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
     run.add_argument("--level", choices=LEVELS, default=_DEFAULTS.level, help="generate graphs, nn.Module programs through torch.export, or both (mixed: half the budget each)")
     run.add_argument("--workers", type=workers, default=None, help="worker processes, or 'auto' for one per CPU (default auto; 1 at --level program|mixed)")
