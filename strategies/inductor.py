@@ -144,8 +144,9 @@ def lower_inductor(case: GraphCase, form: str, seed: int = 0) -> GraphCase | Non
         # fxfuzz calls a graph on flat inputs; the joint graph's (primals, tangents) convention
         # is its caller's, not a node of it. Its forward outputs come first, then gradients.
         codegen = lowered.graph._codegen
-        assert isinstance(codegen, fx.graph._PyTreeCodeGen)  # is_joint said so
-        features["inductor_joint:forward_outputs"] = codegen.pytree_info.out_spec.children()[0].num_leaves
+        out_spec = codegen.pytree_info.out_spec if isinstance(codegen, fx.graph._PyTreeCodeGen) else None
+        assert out_spec is not None  # is_joint said it is AOTAutograd's (outputs, gradients)
+        features["inductor_joint:forward_outputs"] = out_spec.children()[0].num_leaves
         lowered.graph._codegen = fx.graph.CodeGen()
         lowered.recompile()
     return GraphCase(gm=lowered, signature=signature, inputs=tuple(inputs), ambient_grad=False, domain=form, features=features)
