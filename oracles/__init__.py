@@ -9,7 +9,8 @@ from typing import Any
 from fxfuzz.core.calls import given_inputs
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE, DEVICES
-from fxfuzz.core.contract import PassContract
+from fxfuzz.core.contract import PassContract, on_form
+from fxfuzz.core.inductor import counting_patterns, pass_context
 from fxfuzz.core.internal import InternalError, call_out, raised_by_fxfuzz
 from fxfuzz.core.passes import PassFn, contract_of
 from fxfuzz.oracles.checks import ORACLES, Observed, input_labels, run_checks
@@ -30,7 +31,8 @@ def apply_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, Any]:
     """Run the pass on an independent copy of the case under the case's ambient grad mode;
     whatever process state the pass leaves changed (grad mode, autocast, dispatch keys, the
     default dtype, threads, RNG: ``fxfuzz.oracles.execute.pass_isolated``) is put back, so
-    it cannot leak into the runs that judge it or into later examples."""
+    it cannot leak into the runs that judge it or into later examples. The Inductor pattern
+    entries it applies are counted (``fxfuzz.core.inductor.counting_patterns``)."""
     return _run_pass(case, pass_fn)[0]
 
 
@@ -38,7 +40,7 @@ def _run_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, list[str]]:
     """``apply_pass``'s result, and the process state the pass left changed (put back)."""
     with step("copy of the case"):
         work = case.copy()
-    with step("the pass"), pass_isolated(case.ambient_grad) as leaked:
+    with step("the pass"), pass_isolated(case.ambient_grad) as leaked, counting_patterns():
         result = call_out(pass_fn, work.gm, work.signature)
     return result, leaked
 
@@ -73,14 +75,15 @@ def verify(
     """
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
-    contract = contract or contract_of(pass_fn)
+    contract = on_form(contract or contract_of(pass_fn), case.domain)
     if not contract.differentiated:
         case = case.undifferentiated()
     # The graphs run many times below; torch's mutation check of their cond/map calls, traced
     # anew on every call, is computed once per distinct call (fxfuzz.oracles.hop_checks).
     # A pass that calibrates or traces on example inputs, as its real caller does, finds the
-    # case's (fxfuzz.core.calls.example_inputs), at each of its calls.
-    with memoized_hop_checks(), given_inputs(case.inputs):
+    # case's (fxfuzz.core.calls.example_inputs), at each of its calls; on Inductor's forms the
+    # pass runs, as in compile_fx, with the graph's fake mode set.
+    with memoized_hop_checks(), given_inputs(case.inputs), pass_context(case.domain, case.gm):
         return _verify(case, pass_fn, contract, device, stage_share)
 
 

@@ -232,7 +232,7 @@ class GraphBuilder:
         output_specs = [
             OutputSpec(
                 OutputKind.USER_OUTPUT,
-                _argument(o) if isinstance(o, fx.Node) else ConstantArgument("", o),
+                node_argument(o) if isinstance(o, fx.Node) else ConstantArgument("", o),
                 None,
             )
             for o in outputs
@@ -240,6 +240,6 @@ class GraphBuilder:
         return gm, ExportGraphSignature(list(self.input_specs), output_specs)
 
 
-def _argument(node: fx.Node) -> TensorArgument | SymIntArgument:
+def node_argument(node: fx.Node) -> TensorArgument | SymIntArgument:
     """How the signature names an output node: a SymInt output is a ``SymIntArgument``."""
     return SymIntArgument(node.name) if isinstance(node.meta.get("val"), torch.SymInt) else TensorArgument(node.name)

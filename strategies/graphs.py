@@ -3,7 +3,8 @@
 Domains: ``export`` (the default) draws only what torch.export can produce; ``adversarial``
 also draws unbalanced toggles, crossing regions, already-wrapped regions, colliding names and
 missing metas; ``both`` draws each case from either; ``aten`` lowers export's cases after
-dispatch (``fxfuzz.strategies.forms``).
+dispatch (``fxfuzz.strategies.forms``); the Inductor forms lower them as torch.compile's Inductor
+backend does (``fxfuzz.strategies.inductor``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from typing import Any
 
 import torch
 from fxfuzz.core.case import GraphCase
-from fxfuzz.core.choices import BOTH, DOMAIN_CHOICES
+from fxfuzz.core.choices import BOTH, DOMAIN_CHOICES, INDUCTOR_FORMS
 from fxfuzz.strategies.builder import SET_GRAD, GraphBuilder
 from fxfuzz.strategies.forms import aten_cases
+from fxfuzz.strategies.inductor import inductor_cases
 from fxfuzz.strategies.inputs import base_shapes, draw_inputs
 from fxfuzz.strategies.names import placeholder_names, rename_some
 from fxfuzz.strategies.regions import REACTION_STEPS, draw_block
@@ -99,6 +101,8 @@ def graph_cases(
         domain = draw(st.sampled_from(BOTH))
     if domain == "aten":
         return draw(aten_cases(graph_cases("export", max_steps, reacts_to)))
+    if domain in INDUCTOR_FORMS:
+        return draw(inductor_cases(graph_cases("export", max_steps, reacts_to), domain))
     ambient = draw(st.booleans()) if ambient is None else ambient
     stats: Counter = Counter({f"domain:{domain}": 1})
     base = draw(base_shapes())

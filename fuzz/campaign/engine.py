@@ -27,6 +27,7 @@ from fxfuzz.core.case import Example, GraphCase
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.deadline import load_within
 from fxfuzz.core.errors import SerializeError, UntrustedError
+from fxfuzz.core.inductor import drain_reach
 from fxfuzz.core.passes import Pass, PassFn, generation_ambient, generation_kinds
 from fxfuzz.core.reproducible import reproducible_draws
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, count_compute_nodes, json_data
@@ -167,6 +168,8 @@ def _record(
     for k, v in case.features.items():
         result.stats[k] += v if isinstance(v, int) else 1
     result.stats[f"ambient_grad:{case.ambient_grad}"] += 1
+    # Inductor's pattern entries the pass applied to it (pattern reach, docs/oracles.md).
+    result.stats.update(drain_reach())
     for bid, f in ids.items():
         if bid in result.buckets:
             result.buckets[bid].count += 1

@@ -257,3 +257,18 @@ def pt2e_x86_qat(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> t
 def pt2e_xnnpack(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
     """pt2e post-training quantization with torchao's XNNPACK-style quantizer (symmetric config)."""
     return _pt2e(_xnnpack(False), False, gm, graph_signature)
+
+def joint_graph_passes(gm: fx.GraphModule) -> fx.GraphModule:
+    """Inductor's ``joint_graph_passes(graph, input_device=None)`` on a GraphModule, as
+    ``compile_fx`` calls it: its optional second parameter makes its shape ambiguous."""
+    from torch._inductor.fx_passes.joint_graph import joint_graph_passes as passes
+
+    return passes(gm)
+
+
+def post_grad_passes(gm: fx.GraphModule) -> None:
+    """Inductor's ``post_grad_passes(gm, is_inference)`` on an inference graph, in place, as
+    ``compile_fx`` calls it for one."""
+    from torch._inductor.fx_passes.post_grad import post_grad_passes as passes
+
+    passes(gm, is_inference=True)

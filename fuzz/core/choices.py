@@ -8,8 +8,11 @@ from __future__ import annotations
 # dispatch (fxfuzz.strategies.forms), what AOTAutograd's and Inductor's passes receive;
 # functional: export's graphs without in-place updates, for passes that require a functional
 # graph (torch.fx's CSEPass says it "cannot be safely applied" to any other) and so must not be
-# judged on one.
-DOMAINS = ("export", "adversarial", "aten", "functional")
+# judged on one; the Inductor forms (fxfuzz.core.inductor): export's graphs as torch.compile's
+# Inductor backend hands them to its passes, for inference, as a joint forward and backward
+# graph, and frozen (weights as get_attr constants).
+INDUCTOR_FORMS = ("inductor", "inductor_joint", "inductor_frozen")
+DOMAINS = ("export", "adversarial", "aten", "functional", *INDUCTOR_FORMS)
 # The domains "both" draws each case from (shrinking toward export): the pre-dispatch ones a
 # grad-mode pass takes. A pass that runs after dispatch names "aten" itself.
 BOTH = ("export", "adversarial")

@@ -45,11 +45,13 @@ and the process state it leaves. Beyond that a contract says:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from fxfuzz.core.choices import INDUCTOR_FORMS
 from fxfuzz.core.errors import UsageError
 
 
@@ -138,6 +140,16 @@ SET_GRAD = PassContract(
 _AUTOCAST_HOP = getattr(torch.ops.higher_order, "wrap_with_autocast", None)
 AUTOCAST = PassContract("autocast", _autocast_targets(), (_AUTOCAST_HOP,) if _AUTOCAST_HOP is not None else ())
 CONTRACTS = {c.name: c for c in (MEANING, REFINES, POST_GRAD, APPROXIMATES, QUANTIZES, FUNCTIONAL, SET_GRAD, AUTOCAST)}
+
+
+def on_form(contract: PassContract, domain: str) -> PassContract:
+    """``contract`` on the terms of the graphs of ``domain``: Inductor's forms are never
+    differentiated again (its inference and frozen graphs run without grad, and its joint
+    graph computes the gradients as outputs), so their graphs are judged undifferentiated,
+    whatever else the contract promises."""
+    if domain in INDUCTOR_FORMS and contract.differentiated:
+        return dataclasses.replace(contract, differentiated=False)
+    return contract
 
 
 def contract_option(name: str | None) -> PassContract | None:
