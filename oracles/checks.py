@@ -27,6 +27,7 @@ from fxfuzz.oracles.effects import check_effects
 from fxfuzz.oracles.exported import check_exported
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.idempotence import changes_meaning, second_application
+from fxfuzz.oracles.rng import check_rng
 from fxfuzz.oracles.semantics import Reference, check_on_device, compare_graphs
 from fxfuzz.oracles.signature import check_signature
 from fxfuzz.oracles.sizes import AtSizes, new_kinds, observe_sizes
@@ -163,6 +164,11 @@ def _effects(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     return check_effects(at.ref, at.got, ctx.grads_exact)
 
 
+def _rng(ctx: Observed, at: AtSizes | None) -> list[Finding]:
+    assert at is not None
+    return check_rng(at.ref, at.got)
+
+
 def _device(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     """Values, gradients and ordered effects on the device, each kind only where CPU did not
     already show it."""
@@ -233,6 +239,15 @@ CHECKS: tuple[Check, ...] = (
         "ordered side effects",
         ("effects",),
         _effects,
+        Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES,
+        at_sizes=True,
+    ),
+    # Every contract: a random call deleted, merged or frozen changes what the caller draws next.
+    Check(
+        "random generator state",
+        "random generator state",
+        ("rng",),
+        _rng,
         Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES,
         at_sizes=True,
     ),

@@ -26,7 +26,8 @@ and the process state it leaves. Beyond that a contract says:
   for a pass held to this contract that declares none of its own (``generation_kinds``). A
   generic pass (``meaning``, ``refines``) goes wrong where it moves or merges computations
   across a grad toggle, so both ask for toggles and for the bait next to them
-  (``across_toggle``); ``post_grad`` asks for nothing (lowering has baked every toggle in
+  (``across_toggle``), where it rewrites the units pattern passes match (``motif``), and where
+  it deletes, merges, reorders or freezes a random call (``random``); ``post_grad`` asks for nothing (lowering has baked every toggle in
   before its passes see a graph, and its graphs run with grad off); ``set_grad`` and
   ``autocast`` ask for nothing: the passes they describe
   declare their kinds in their registry rows, and a stand-in held to them (a mutant, a gate
@@ -80,10 +81,11 @@ def _autocast_targets() -> tuple[Any, ...]:
     return tuple(getattr(amp, n) for n in ("_enter_autocast", "_exit_autocast") if hasattr(amp, n))
 
 
-# Where generic passes go wrong (module docstring): toggles, and bait next to them.
-_AT_TOGGLES = ("grad_toggle", "across_toggle")
-MEANING = PassContract("meaning", internals=False, reacts_to=_AT_TOGGLES)
-REFINES = PassContract("refines", internals=False, refines=True, reacts_to=_AT_TOGGLES)
+# Where generic passes go wrong (module docstring): toggles, and bait next to them; the units
+# pattern passes rewrite; random calls, which no pass may delete, merge, reorder or freeze.
+_GENERIC = ("grad_toggle", "across_toggle", "motif", "random")
+MEANING = PassContract("meaning", internals=False, reacts_to=_GENERIC)
+REFINES = PassContract("refines", internals=False, refines=True, reacts_to=_GENERIC)
 # Refinement of a graph no one differentiates: Inductor's post-grad passes (module docstring).
 POST_GRAD = PassContract("post_grad", internals=False, refines=True, differentiated=False)
 SET_GRAD = PassContract(
