@@ -349,23 +349,6 @@ MOTIFS: dict[str, Callable[[st.DrawFn, State], None]] = {
     "indexing": indexing,
     "scalar_twins": scalar_twins,
 }
-# Overloads the units call besides those of the op tables (fxfuzz.strategies.ops): with them,
-# every overload a motif step may emit.
-MOTIF_TARGETS = (
-    aten.scaled_dot_product_attention.default,
-    aten.tril.default,
-    aten.masked_fill.Scalar,
-    aten.conv2d.default,
-    aten.batch_norm.default,
-    aten.fill_.Scalar,
-    aten.slice_scatter.default,
-    aten.select_scatter.default,
-    aten.remainder.Scalar,
-    aten.scatter.src,
-    aten.embedding.default,
-    aten.index_put.default,
-    aten.index.Tensor,
-)
 
 
 def draw_motif(draw: st.DrawFn, s: State) -> None:

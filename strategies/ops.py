@@ -475,6 +475,29 @@ RANDOM_OPS: tuple[OpSpec, ...] = (
     OpSpec("randperm", aten.randperm.default, 1, _randperm, shape_from=True),
 )
 
+# Overloads the motif units (fxfuzz.strategies.motifs) call besides those of the tables above.
+MOTIF_TARGETS = (
+    aten.scaled_dot_product_attention.default,
+    aten.tril.default,
+    aten.masked_fill.Scalar,
+    aten.conv2d.default,
+    aten.batch_norm.default,
+    aten.fill_.Scalar,
+    aten.slice_scatter.default,
+    aten.select_scatter.default,
+    aten.remainder.Scalar,
+    aten.scatter.src,
+    aten.embedding.default,
+    aten.index_put.default,
+    aten.index.Tensor,
+)
+# Every ATen overload the op and motif steps draw: the tables above and the units' own. Other
+# steps call a few of their own (size steps in fxfuzz.strategies.symbolic, constants' reads in
+# fxfuzz.strategies.constants, export's ``_assert_tensor_metadata`` in fxfuzz.strategies.emit).
+DRAWN_TARGETS = frozenset(
+    {spec.target for spec in (*OPS, *INPLACE_OPS, *PATTERN_OPS, *RANDOM_OPS)} | set(MOTIF_TARGETS)
+)
+
 # Unary ops a cond's false branch swaps for the true branch's: same dtypes and shapes out.
 SIBLINGS: dict[Any, Any] = {
     aten.sin.default: aten.cos.default,
