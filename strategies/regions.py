@@ -48,7 +48,7 @@ _EFFECT_STEPS = ("effect", "effect")
 # chains, conv-bn-relu, split/cat...; fxfuzz.strategies.motifs). Declared, motif steps join the
 # steps: a unit or one op of ops.PATTERN_OPS each; undeclared, none is drawn.
 MOTIF = "motif"
-_MOTIF_STEPS = ("motif", "motif")
+_MOTIF_STEPS = ("motif",)
 # The kind of a pass that removes, merges, moves or folds calls, random ones included: each
 # random call advances the generator, so deleting, merging, reordering or freezing one is a
 # change of meaning (the ``rng`` check). Declared, random steps join the top-level graph's
@@ -71,6 +71,9 @@ REACTION_STEPS = {
     MOTIF: ("motif", "motif:"),
     RANDOM: ("random", "random:"),
 }
+# Kinds a block owes only where the pass declares nothing else: the generic contracts declare
+# them beside the toggles, and owing them would take the place of the toggles they owed before.
+_MIXED_IN = (MOTIF, RANDOM)
 # The step ACROSS_TOGGLE adds, after the others (shrinking moves away from it, toward a plain op).
 _BAIT_STEPS = ("repeat",)
 # Steps the top-level block keeps for a declared kind it still owes: enough for the region to
@@ -103,23 +106,29 @@ def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
     # Owing is the simplest choice: Hypothesis extends the first tens of cases of a run with
     # each choice's simplest value, and a short gate or campaign runs little else.
     owed = depth == 0 and bool(s.reacts_to) and not rarely(draw, 10)
+    owable = _owable(s)
     # A "one more step?" choice before each step, rather than a count up front: the shrinker
     # then deletes any single step, not only the last ones.
     steps = 0
-    while s.budget.left > (_OWED_STEPS if owed and not reacted(s) else 0) and draw(st.integers(0, 12 if depth == 0 else 3)) != 0:
+    while s.budget.left > (_OWED_STEPS if owed and not reacted(s, owable) else 0) and draw(st.integers(0, 12 if depth == 0 else 3)) != 0:
         steps += 1
         s.budget.left -= 1
         _step(draw, s, depth, draw(st.sampled_from(kinds)))
-    if owed and not reacted(s):
+    if owed and not reacted(s, owable):
         s.budget.left -= 1
-        _step(draw, s, depth, REACTION_STEPS[draw(st.sampled_from(s.reacts_to))][0])
+        _step(draw, s, depth, REACTION_STEPS[draw(st.sampled_from(owable))][0])
     if steps == 0 and depth > 0:
         s.stats["region:empty"] += 1
 
 
-def reacted(s: State) -> bool:
-    """Has the case drawn a node of a kind its pass reacts to, anywhere (subgraphs included)?"""
-    prefixes = tuple(REACTION_STEPS[k][1] for k in s.reacts_to)
+def _owable(s: State) -> tuple[str, ...]:
+    """The kinds a block owes: those declared, less the mixed-in ones where others are."""
+    return tuple(k for k in s.reacts_to if k not in _MIXED_IN) or s.reacts_to
+
+
+def reacted(s: State, kinds: tuple[str, ...]) -> bool:
+    """Has the case drawn a node of one of ``kinds`` anywhere (subgraphs included)?"""
+    prefixes = tuple(REACTION_STEPS[k][1] for k in kinds)
     return any(key.startswith(prefixes) for key in s.stats)
 
 
