@@ -198,6 +198,11 @@ def _idempotence(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     return (list(findings) if at is ctx.traced else []) + changes_meaning(again, at.got.run, at.ref)
 
 
+def _behaviour(name: str, oracle: str, check: CheckFn) -> Check:
+    """A row comparing one more observable of both graphs' runs, at every size, its own step."""
+    return Check(name, name, (oracle,), check, Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES, at_sizes=True)
+
+
 SEMANTIC = Check(
     "equivalence and gradients",
     "transformed runs and comparison",
@@ -234,23 +239,9 @@ CHECKS: tuple[Check, ...] = (
     SEMANTIC,
     # Every contract: set_grad and autocast promise the meaning plus a form, and the sequence
     # of ordered effects is meaning (docs/oracles.md#effects).
-    Check(
-        "ordered side effects",
-        "ordered side effects",
-        ("effects",),
-        _effects,
-        Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES,
-        at_sizes=True,
-    ),
+    _behaviour("ordered side effects", "effects", _effects),
     # Every contract: a random call deleted, merged or frozen changes what the caller draws next.
-    Check(
-        "random generator state",
-        "random generator state",
-        ("rng",),
-        _rng,
-        Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES,
-        at_sizes=True,
-    ),
+    _behaviour("random generator state", "rng", _rng),
     Check(
         "device and parity",
         "the same on {device}, and parity",

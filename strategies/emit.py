@@ -120,7 +120,8 @@ def draw_repeat(draw: st.DrawFn, s: State, values: list[Value]) -> bool:
         s.builder.call(_ASSERT_META, list(node.prev.args), dict(node.prev.kwargs))  # as export records every .to(dtype)
     args = list(node.args)
     swappable = [i for i, a in enumerate(args) if twins(a)]
-    if swappable and draw(st.booleans()):
+    twinned = bool(swappable) and draw(st.booleans())
+    if twinned:
         i = draw(st.sampled_from(swappable))
         args[i] = draw(st.sampled_from(twins(args[i])))
         s.stats["repeat:twin"] += 1
@@ -131,6 +132,8 @@ def draw_repeat(draw: st.DrawFn, s: State, values: list[Value]) -> bool:
     s.stats["repeat:call"] += 1
     s.pool.append(Value(repeat, alias=original.alias))
     s.repeats.append((original, s.pool[-1]))
+    if twinned:
+        s.twins.append(s.repeats[-1])
     return True
 
 

@@ -56,6 +56,8 @@ class State:
     baits: list[Value] = field(default_factory=list)
     # (original, repeat) of each call drawn again (emit.draw_repeat), which outputs may return together.
     repeats: list[tuple[Value, Value]] = field(default_factory=list)
+    # Those of ``repeats`` whose second call took an equal-valued twin of a scalar: preferred.
+    twins: list[tuple[Value, Value]] = field(default_factory=list)
     # Second and later reads of a tensor constant (constants.draw_constant), which outputs may return.
     rereads: list[Value] = field(default_factory=list)
 

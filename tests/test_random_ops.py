@@ -147,3 +147,22 @@ def test_csepass_merges_two_randn_like_calls():
         raise AssertionError(FIXED.format(known="docs/known/cse.txt"))
     found = {bucket_id(f) for f in verify(case, load_pass("cse"))}
     assert found and found <= set(load_known("docs/known/cse.txt")), found
+
+
+@pytest.mark.processes
+def test_a_repro_of_a_deleted_draw_fails_standalone_and_replays(tmp_path):
+    """The repro's compact check seeds its runs and compares the generator's state as the
+    oracles do: it fails without fxfuzz to import, and replays through the CLI."""
+    from fxfuzz.cli.main import main
+    from fxfuzz.core.serialize import case_to_dict
+    from fxfuzz.repro.files import repro_document, write_repro
+    from test_repro import _standalone
+
+    case, spec = from_module(UnusedDraw(), (torch.randn(3),)), f"{MUTANTS}:dce_deleting_random"
+    found = verify(case, load_pass(spec))
+    doc = repro_document(bucket_id(found[0]), found[0].to_dict(), case_to_dict(case), spec)
+    py = write_repro(str(tmp_path / "repros"), doc)
+    run = _standalone(py)
+    assert run.returncode == 1 and "random generator" in run.stdout, run.stdout + run.stderr
+    assert main(["repro", py]) == 1
+    assert main(["repro", py[:-3] + ".json", "--pass", "dce"]) == 0
