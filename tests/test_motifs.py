@@ -49,7 +49,12 @@ def test_generic_passes_declare_motifs_and_the_units_are_drawn(drawn):
     variants = {"attention": {"attention", "sdpa"}, "split_cat": {"split_cat", "unbind_stack"}, "slice_assignment": {"slice_scatter", "slice_assign_inplace"},
                 "indexing": {"index", "index_put", "scatter", "embedding", "bool_chain"}}  # fmt: skip
     missing = [name for name in MOTIFS if not (variants.get(name, {name}) & seen)]
-    assert not missing, (missing, sorted(seen))
+    # Seed 0 under the suite's conftest draws split_cat rarely (0 of 160; other seeds drew 7 to 14 in
+    # 100): each unit the sample lacks must still be drawn when asked for.
+    assert len(missing) <= 1, (missing, sorted(seen))
+    for name in missing:
+        keys = {f"motif:{v}" for v in variants.get(name, {name})}
+        find(graph_cases(reacts_to=(MOTIF,)), lambda c: bool(keys & set(c.features)), settings=settings(max_examples=500, database=None, deadline=None, suppress_health_check=list(HealthCheck)))
     targets = {n.target for c in drawn for n in _calls(c)}
     wanted = {torch.ops.aten.scaled_dot_product_attention.default, torch.ops.aten.softmax.int, torch.ops.aten.conv2d.default,
               torch.ops.aten.batch_norm.default, torch.ops.aten.cat.default, torch.ops.aten.stack.default, torch.ops.aten.linear.default,
