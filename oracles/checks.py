@@ -28,6 +28,7 @@ from fxfuzz.oracles.effects import check_effects
 from fxfuzz.oracles.exported import check_exported
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.idempotence import changes_meaning, second_application
+from fxfuzz.oracles.rng import check_rng
 from fxfuzz.oracles.semantics import Comparing, Reference, check_on_device, compare_graphs
 from fxfuzz.oracles.signature import check_signature
 from fxfuzz.oracles.sizes import AtSizes, new_kinds, observe_sizes
@@ -174,6 +175,11 @@ def _effects(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     return check_effects(at.ref, at.got, ctx.grads_exact, ctx.comparing.values)
 
 
+def _rng(ctx: Observed, at: AtSizes | None) -> list[Finding]:
+    assert at is not None
+    return check_rng(at.ref, at.got)
+
+
 def _device(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     """Values, gradients and ordered effects on the device, each kind only where CPU did not
     already show it."""
@@ -205,6 +211,11 @@ def _idempotence(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     # A pass that rounds rounds again: held to the second result's own bound.
     bound = value_bound(ctx.contract, ctx.case.gm, again, at.ref.run) if again is not None else None
     return (list(findings) if at is ctx.traced else []) + changes_meaning(again, at.got.run, at.ref, True if bound is None else bound)
+
+
+def _behaviour(name: str, oracle: str, check: CheckFn) -> Check:
+    """A row comparing one more observable of both graphs' runs, at every size, its own step."""
+    return Check(name, name, (oracle,), check, Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES, at_sizes=True)
 
 
 SEMANTIC = Check(
@@ -243,14 +254,9 @@ CHECKS: tuple[Check, ...] = (
     SEMANTIC,
     # Every contract: set_grad and autocast promise the meaning plus a form, and the sequence
     # of ordered effects is meaning (docs/oracles.md#effects).
-    Check(
-        "ordered side effects",
-        "ordered side effects",
-        ("effects",),
-        _effects,
-        Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES,
-        at_sizes=True,
-    ),
+    _behaviour("ordered side effects", "effects", _effects),
+    # Every contract: a random call deleted, merged or frozen changes what the caller draws next.
+    _behaviour("random generator state", "rng", _rng),
     Check(
         "device and parity",
         "the same on {device}, and parity",

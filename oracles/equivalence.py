@@ -62,8 +62,10 @@ def compare_value(where: str, ref: Any, got: Any, exact: Exact = True, same_devi
     findings = []
     if not same_values(ref, got, exact):
         diff = max_abs_diff(ref, got)
+        # Equal values that differ all the same differ in a sign of zero.
+        how = f"max abs diff {diff:g}" if diff else "only in the sign of a zero"
         findings.append(
-            Finding("equivalence", "value_mismatch", f"{where}: values differ (max abs diff {diff:g})", {"where": where, "max_abs_diff": diff})
+            Finding("equivalence", "value_mismatch", f"{where}: values differ ({how})", {"where": where, "max_abs_diff": diff})
         )
     if ref.requires_grad != got.requires_grad:
         findings.append(

@@ -11,11 +11,12 @@ import torch
 import torch.utils._pytree as pytree
 from fxfuzz.core.case import clone_input, copy_graph_module
 from fxfuzz.core.custom_ops import EFFECT_LOG
+# The RNG seed every run starts from, so seeded random ops (dropout, rand_like) draw the same
+# numbers in the original and the transformed graph as long as the pass keeps their order
+# (kept with the code pasted into program-level repros, which seeds its calls alike).
+from fxfuzz.oracles.program_runtime import RUN_SEED
 from torch import fx
 
-# The RNG seed every run starts from, so seeded random ops (dropout, rand_like) draw the same
-# numbers in the original and the transformed graph as long as the pass keeps their order.
-RUN_SEED = 1234
 AUTOCAST_DEVICES = ("cpu", "cuda")
 
 
@@ -127,7 +128,8 @@ def effects_logged() -> Iterator[list[torch.Tensor]]:
 @dataclass
 class Run:
     """One execution: the inputs' state afterwards, the flattened outputs (``spec`` keeps
-    their nesting), the global state the graph left, the ordered side effects it made, or
+    their nesting), the global state the graph left, the ordered side effects it made, the
+    CPU generator's state right after the call (``rng_after``, for ``fxfuzz.oracles.rng``), or
     the error it raised."""
 
     inputs: tuple[Any, ...]
@@ -136,6 +138,7 @@ class Run:
     state_after: GlobalState
     error: BaseException | None = None
     effects: list[torch.Tensor] = field(default_factory=list)
+    rng_after: torch.Tensor | None = None
 
     @property
     def ok(self) -> bool:
@@ -282,8 +285,9 @@ def run_graph(
         try:
             out = gm(*args)
             state_after = GlobalState.read()
+            rng_after = torch.default_generator.get_state()
             leaves, spec = pytree.tree_flatten(out)
-            run = Run(clones, leaves, spec, state_after)
+            run = Run(clones, leaves, spec, state_after, rng_after=rng_after)
         except Exception as e:
             run = Run(clones, None, None, state_after or GlobalState.read(), release_frames(e))
     run.effects = effects

@@ -10,6 +10,8 @@ import sys  # noqa: F401  the repro this file is pasted into ends in sys.exit(ma
 import torch
 from torch.utils import _pytree as pytree
 
+RUN_SEED = 1234
+
 
 def fresh_inputs(args):
     """Independent leaf copies of the example inputs, each keeping its requires_grad flag."""
@@ -39,8 +41,10 @@ def observe_module(module, args, grad_mode, seed=0):
     (backward from every differentiable output with a cotangent seeded by its position)."""
     args = fresh_inputs(args)
     seen: dict[str, object] = {"error": None, "leaves": None, "structure": None, "grads": {}, "backward_error": None}
-    before = torch.is_grad_enabled()
+    before, rng = torch.is_grad_enabled(), torch.random.get_rng_state()
     torch.set_grad_enabled(grad_mode)
+    # Every call from one seed: the random calls of two modules draw the same numbers.
+    torch.manual_seed(RUN_SEED)
     try:
         out = module(*args)
         seen["grad_mode_after"] = torch.is_grad_enabled()
@@ -49,6 +53,7 @@ def observe_module(module, args, grad_mode, seed=0):
         return seen
     finally:
         torch.set_grad_enabled(before)
+        torch.random.set_rng_state(rng)
     leaves, spec = pytree.tree_flatten(out)
     seen["leaves"], seen["structure"] = leaves, str(spec)
     state = dict(module.named_parameters())

@@ -26,7 +26,9 @@ aten = torch.ops.aten
 _ATTR = "_tensor_constant"
 # What a constant step draws; shrinking moves toward the first: an op on constants alone (on a
 # new module constant where there is none yet), the shape a constant folder folds.
-_KINDS = ("fold", "fold", "attribute", "reread", "literal", "unread")
+# "reread_fold": one more read of an attribute, folded alone, beside its other reads taken by
+# ops on other values (one read folded, one live: a folder must keep the attribute).
+_KINDS = ("fold", "fold", "attribute", "reread", "literal", "unread", "reread_fold")
 # Many ops fit neither a constant's dtype nor its shape: an op taking one is drawn up to this often.
 _TRIES = 3
 
@@ -52,12 +54,13 @@ def draw_constant(draw: st.DrawFn, s: State) -> None:
     if kind == "fold":
         constants = [v for v in s.pool if constant_only(v.node)] or [_attribute(draw, s, existing)]
         _use(draw, s, kind, constants, constants)
-    elif kind == "reread" and existing:
+    elif kind in ("reread", "reread_fold") and existing:
         name = draw(st.sampled_from(existing))
         node = s.builder.graph.get_attr(name)
         _annotate(s, node, s.builder.attrs[name])  # type: ignore[arg-type]  # a tensor, as filtered
         s.pool.append(Value(node, alias=True))
-        _use(draw, s, kind, [s.pool[-1]], s.pool)
+        s.rereads.append(s.pool[-1])
+        _use(draw, s, kind, [s.pool[-1]], [s.pool[-1]] if kind == "reread_fold" else s.pool)
     elif kind == "literal":
         _literal(draw, s, existing)
     else:

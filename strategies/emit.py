@@ -7,7 +7,7 @@ import operator
 import torch
 from fxfuzz.strategies.custom import custom_specs
 from fxfuzz.strategies.names import attr_name
-from fxfuzz.strategies.ops import INPLACE_OPS, OPS, OpSpec, dtype_ok, size_hint
+from fxfuzz.strategies.ops import INPLACE_OPS, OPS, OpSpec, dtype_ok, size_hint, twins
 from fxfuzz.strategies.state import State, Value, pick
 from hypothesis import strategies as st
 from torch import fx
@@ -44,7 +44,8 @@ def _emit(draw: st.DrawFn, s: State, spec: OpSpec, operands: list[Value]) -> fx.
     if extra is None:
         return None
     args, kwargs = extra
-    tensors = [] if spec.shape_from else [v.node for v in operands]
+    nodes = [v.node for v in operands]
+    tensors = [] if spec.shape_from else [nodes] if spec.packed else nodes
     if spec.name == "to_dtype":
         # Export records a metadata assertion in front of every .to(dtype).
         m = metas[0]
@@ -57,24 +58,33 @@ def _emit(draw: st.DrawFn, s: State, spec: OpSpec, operands: list[Value]) -> fx.
     return node
 
 
-def draw_op(draw: st.DrawFn, s: State, values: list[Value] | None = None, first: list[Value] | None = None) -> None:
+def draw_op(
+    draw: st.DrawFn,
+    s: State,
+    values: list[Value] | None = None,
+    first: list[Value] | None = None,
+    table: tuple[OpSpec, ...] | None = None,
+) -> fx.Node | None:
     """A functional op on pool values (or on ``values``, a part of the pool), its first operand
-    from ``first`` where given; tuple results enter the pool through getitem."""
+    from ``first`` where given, drawn from ``table`` (by default the op table and the custom
+    operators); tuple results enter the pool through getitem. The call, or None where the op
+    drawn fits no operand."""
     values = s.pool if values is None else values
-    spec: OpSpec = draw(st.sampled_from(OPS + custom_specs(inplace=False)))
+    spec: OpSpec = draw(st.sampled_from(table or OPS + custom_specs(inplace=False)))
     fitting = [v for v in (values if first is None else first) if dtype_ok(spec, _meta(v))]
     operands = _operands(draw, spec, fitting, values)
     node = _emit(draw, s, spec, operands) if operands else None
     if node is None:
         s.stats["op_unfit"] += 1
-        return
+        return None
     if spec.tuple_out:
         # Export unpacks every element, used or not.
         for i in range(len(node.meta["val"])):
             item = s.builder.call(operator.getitem, [node, i])
             s.pool.append(Value(item, alias=spec.view))
-        return
+        return node
     s.pool.append(Value(node, mutable=not (spec.view or spec.saves_output), alias=spec.view))
+    return node
 
 
 def needs_grad(node: fx.Node) -> bool:
@@ -85,7 +95,9 @@ def draw_repeat(draw: st.DrawFn, s: State, values: list[Value]) -> bool:
     """The same call again (``x.sin()`` written twice) on one of ``values`` computed by a
     functional ATen op whose operands are all still current (none updated in place since), its
     meta computed anew under the grad mode and autocast state here: equal computations, maybe
-    in another grad-mode region, the bait for a pass that merges them (CSE)."""
+    in another grad-mode region, the bait for a pass that merges them (CSE). Where the call
+    takes a scalar that has equal-valued twins (``ops.TWINS``), the repeat may take a twin
+    instead (``x * 1`` again as ``x * 1.0``): equal by ``==``, not in meaning."""
     current = {v.node for v in s.pool}
 
     def repeatable(v: Value) -> bool:
@@ -106,12 +118,22 @@ def draw_repeat(draw: st.DrawFn, s: State, values: list[Value]) -> bool:
     assert callable(node.target)  # an OpOverload, as repeatable() checked
     if node.prev.op == "call_function" and node.prev.target is _ASSERT_META:
         s.builder.call(_ASSERT_META, list(node.prev.args), dict(node.prev.kwargs))  # as export records every .to(dtype)
-    repeat = s.builder.try_call(node.target, node.args, dict(node.kwargs))
+    args = list(node.args)
+    swappable = [i for i, a in enumerate(args) if twins(a)]
+    twinned = bool(swappable) and draw(st.booleans())
+    if twinned:
+        i = draw(st.sampled_from(swappable))
+        args[i] = draw(st.sampled_from(twins(args[i])))
+        s.stats["repeat:twin"] += 1
+    repeat = s.builder.try_call(node.target, args, dict(node.kwargs))
     if repeat is None:
         s.stats["op_rejected"] += 1
         return False
     s.stats["repeat:call"] += 1
     s.pool.append(Value(repeat, alias=original.alias))
+    s.repeats.append((original, s.pool[-1]))
+    if twinned:
+        s.twins.append(s.repeats[-1])
     return True
 
 

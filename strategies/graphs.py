@@ -42,6 +42,17 @@ def _outputs(draw: st.DrawFn, s: State, stats: Counter) -> list[Any]:
     if bool(baits) and draw(st.booleans()):  # bool(): else mypy types draw() by the left operand
         outputs.append(pick(draw, baits).node)
         stats["output:bait"] += 1
+    # Two equal calls (a repeat, a call and its scalar twin's, preferred) both returned: a merge
+    # of the two shows only where both are read.
+    pairs = [(a.node, b.node) for a, b in (s.twins or s.repeats) if a in candidates and b in candidates]
+    if bool(pairs) and draw(st.booleans()):
+        outputs += draw(st.sampled_from(pairs))
+        stats["output:repeat_pair"] += 1
+    # A constant read again, returned: a folder or lifter that drops an attribute it thinks
+    # used up, or merges reads, shows there.
+    if bool(s.rereads) and draw(st.booleans()):
+        outputs.append(pick(draw, s.rereads).node)
+        stats["output:reread"] += 1
     if len(set(outputs)) < len(outputs):
         stats["output:duplicate"] += 1
     stats["output:input_passthrough"] += sum(o.op == "placeholder" for o in outputs)

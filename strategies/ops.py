@@ -7,6 +7,7 @@ propagation in the builder, which also rejects the rare call these rules let thr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,8 +98,32 @@ def _dim(draw: st.DrawFn, meta: torch.Tensor) -> int:
     return draw(st.integers(0, meta.dim() - 1))
 
 
+# Scalars an op takes beside a tensor. Shrinking moves toward the first. Equal-valued twins of
+# other types or signs (``1``, ``1.0``, ``True``; ``0.0``, ``-0.0``) are what a pass comparing
+# arguments by ``==`` (a CSE keyed on a dict, a pattern matching a literal) takes for one value:
+# ``x * 1`` is int64 for an int64 ``x`` where ``x * 1.0`` is float, and ``x * 0.0`` keeps the sign
+# of ``x`` where ``x * -0.0`` flips it. NaN and infinity are last: rarer, and a NaN hides
+# differences in what it reaches.
+SCALARS: tuple[Any, ...] = (2, -1, 0.5, 1, 1.0, True, 0.0, -0.0, math.nan, math.inf)
+# The other scalars equal to each (``==``) but told apart by type or sign: what a repeated call
+# may take in place of its original's (fxfuzz.strategies.emit.draw_repeat).
+TWINS: dict[str, tuple[Any, ...]] = {
+    "1": (1.0, True),
+    "1.0": (1, True),
+    "True": (1, 1.0),
+    "0.0": (-0.0, 0),
+    "-0.0": (0.0, 0),
+}
+
+
+def twins(value: Any) -> tuple[Any, ...]:
+    """The equal-valued twins of a scalar argument (none for a tensor, a node or a list);
+    keyed by ``repr`` since ``1``, ``1.0`` and ``True`` are one dict key."""
+    return TWINS.get(repr(value), ()) if isinstance(value, (bool, int, float)) else ()
+
+
 def _scalar(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    return _args(draw(st.sampled_from([2, -1, 0.5])))
+    return _args(draw(st.sampled_from(SCALARS)))
 
 
 def _dims_keepdim(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
@@ -220,6 +245,94 @@ def _to_copy(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...
     return (), {"dtype": _dtype(draw)}
 
 
+def _same_but_one(chosen: list[torch.Tensor], other: torch.Tensor) -> bool:
+    """``cat``'s operands: one dtype and rank, sizes equal but in at most one dim."""
+    first = chosen[0]
+    if other.dtype != first.dtype or other.dim() != first.dim() or first.dim() == 0:
+        return False
+    return sum(a != b for a, b in zip(first.shape, other.shape)) <= 1
+
+
+def _same_shape(chosen: list[torch.Tensor], other: torch.Tensor) -> bool:
+    return other.dtype == chosen[0].dtype and other.shape == chosen[0].shape
+
+
+def _bmm_fits(chosen: list[torch.Tensor], other: torch.Tensor) -> bool:
+    a = chosen[0]
+    return other.dim() == 3 and a.shape[0] == other.shape[0] and a.shape[2] == other.shape[1] and a.dtype == other.dtype
+
+
+def _batched_matmul_fits(chosen: list[torch.Tensor], other: torch.Tensor) -> bool:
+    """A matmul with a batch: one operand of rank 3 or more, the other's rows its columns."""
+    a = chosen[0]
+    if other.dim() < 2 or a.dtype != other.dtype or max(a.dim(), other.dim()) < 3 or a.shape[-1] != other.shape[-2]:
+        return False
+    try:
+        torch.broadcast_shapes(a.shape[:-2], other.shape[:-2])
+    except RuntimeError:
+        return False
+    return True
+
+
+def _cat(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    differ = [d for d, (a, b) in enumerate(zip(metas[0].shape, metas[1].shape)) if a != b]
+    return _args(differ[0] if differ else _dim(draw, metas[0]))
+
+
+def _stack(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return _args(draw(st.integers(0, metas[0].dim())))
+
+
+def _dim_only(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    return None if metas[0].dim() == 0 else _args(_dim(draw, metas[0]))
+
+
+def _softmax(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    return None if metas[0].dim() == 0 else _args(draw(st.sampled_from([-1, _dim(draw, metas[0])])))
+
+
+def _layer_norm(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    # As export records ``nn.LayerNorm(n)`` without its affine parameters (functional form).
+    return None if metas[0].dim() == 0 else _args([metas[0].shape[-1]], None, None, 1e-5, False)
+
+
+def _same_view(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """``x.view(x.shape)``: a view to the shape it has, what Inductor's pointless-view pattern removes."""
+    return _args(list(metas[0].shape)) if metas[0].is_contiguous() else None
+
+
+def _eq_scalar(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return _args(draw(st.sampled_from(SCALARS[:8])))
+
+
+def _probability(draw: st.DrawFn) -> float:
+    return draw(st.sampled_from([0.5, 0.0, 0.25, 1.0]))
+
+
+def _dropout(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    # train=False is dropout as the identity: no draw at all.
+    return _args(_probability(draw), draw(st.sampled_from([True, True, True, False])))
+
+
+def _bernoulli_p(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return _args(_probability(draw))
+
+
+def _like(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Keyword arguments as export records ``torch.rand_like(x)``."""
+    return (), {"pin_memory": False}
+
+
+def _random_factory(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return (list(metas[0].shape),), _factory_kwargs(draw)
+
+
+def _randperm(draw: st.DrawFn, metas: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    if metas[0].dim() == 0:
+        return None
+    return (metas[0].shape[0],), {"device": CPU, "pin_memory": False}
+
+
 @dataclass(frozen=True)
 class OpSpec:
     """One ATen overload and the rules for drawing a valid call of it.
@@ -230,7 +343,8 @@ class OpSpec:
     first operand's shape and are emitted without it. ``tuple_out`` ops return a tuple
     consumed through ``operator.getitem``. ``view``: the result aliases the first operand.
     ``saves_output``: backward reads the result, so it must never be mutated in place.
-    ``inplace`` ops mutate their first operand.
+    ``inplace`` ops mutate their first operand. ``packed`` ops take their tensor operands as one
+    list, their first argument (``cat``, ``stack``).
     """
 
     name: str
@@ -245,6 +359,7 @@ class OpSpec:
     saves_output: bool = False
     inplace: bool = False
     shape_from: bool = False
+    packed: bool = False
     kwargs: dict[str, Any] = field(default_factory=dict)
 
 
@@ -327,6 +442,60 @@ INPLACE_OPS: tuple[OpSpec, ...] = (
     OpSpec("mul_scalar_", aten.mul_.Tensor, 1, _scalar, dtypes="float", inplace=True),
     OpSpec("copy_", aten.copy_.default, 2, dtypes="any", fits=fits_into, inplace=True),
     OpSpec("clamp_", aten.clamp_.default, 1, _clamp, dtypes="num", inplace=True),
+)
+
+# Ops Inductor's patterns and torch's graph passes rewrite, drawn by the ``motif`` step kind
+# (fxfuzz.strategies.motifs) alone or in the units those patterns match, never by a plain op
+# step: a pass that does not declare the kind keeps its mix of ops. Integer and boolean chains
+# (``cumsum`` of int64, ``eq.Scalar``, ``any.dim``) included.
+PATTERN_OPS: tuple[OpSpec, ...] = (
+    OpSpec("cat", aten.cat.default, 2, _cat, fits=_same_but_one, packed=True, min_dim=1),
+    OpSpec("stack", aten.stack.default, 2, _stack, fits=_same_shape, packed=True),
+    _binary("bmm", aten.bmm.default, "float", fits=_bmm_fits, min_dim=3),
+    _binary("batched_matmul", aten.matmul.default, "float", fits=_batched_matmul_fits, min_dim=2),
+    OpSpec("softmax", aten.softmax.int, 1, _softmax, dtypes="float", saves_output=True),
+    OpSpec("log_softmax", aten.log_softmax.int, 1, _softmax, dtypes="float", saves_output=True),
+    OpSpec("layer_norm", aten.layer_norm.default, 1, _layer_norm, dtypes="float"),
+    OpSpec("cumsum", aten.cumsum.default, 1, _dim_only, dtypes="num"),
+    OpSpec("eq_scalar", aten.eq.Scalar, 1, _eq_scalar, dtypes="any"),
+    OpSpec("any_dim", aten.any.dim, 1, _dim_only, dtypes="any"),
+    OpSpec("same_view", aten.view.default, 1, _same_view, view=True),
+)
+
+# Random ops (each call draws from the default generator and advances it), drawn by the
+# ``random`` step kind alone (fxfuzz.strategies.random_ops); a pass that does not declare it
+# keeps its mix. ``shape_from`` ones are factories.
+RANDOM_OPS: tuple[OpSpec, ...] = (
+    OpSpec("dropout", aten.dropout.default, 1, _dropout, dtypes="float"),
+    OpSpec("rand_like", aten.rand_like.default, 1, _like, dtypes="float"),
+    OpSpec("randn_like", aten.randn_like.default, 1, _like, dtypes="float"),
+    OpSpec("bernoulli_p", aten.bernoulli.p, 1, _bernoulli_p, dtypes="float"),
+    OpSpec("rand", aten.rand.default, 1, _random_factory, shape_from=True),
+    OpSpec("randn", aten.randn.default, 1, _random_factory, shape_from=True),
+    OpSpec("randperm", aten.randperm.default, 1, _randperm, shape_from=True),
+)
+
+# Overloads the motif units (fxfuzz.strategies.motifs) call besides those of the tables above.
+MOTIF_TARGETS = (
+    aten.scaled_dot_product_attention.default,
+    aten.tril.default,
+    aten.masked_fill.Scalar,
+    aten.conv2d.default,
+    aten.batch_norm.default,
+    aten.fill_.Scalar,
+    aten.slice_scatter.default,
+    aten.select_scatter.default,
+    aten.remainder.Scalar,
+    aten.scatter.src,
+    aten.embedding.default,
+    aten.index_put.default,
+    aten.index.Tensor,
+)
+# Every ATen overload the op and motif steps draw: the tables above and the units' own. Other
+# steps call a few of their own (size steps in fxfuzz.strategies.symbolic, constants' reads in
+# fxfuzz.strategies.constants, export's ``_assert_tensor_metadata`` in fxfuzz.strategies.emit).
+DRAWN_TARGETS = frozenset(
+    {spec.target for spec in (*OPS, *INPLACE_OPS, *PATTERN_OPS, *RANDOM_OPS)} | set(MOTIF_TARGETS)
 )
 
 # Unary ops a cond's false branch swaps for the true branch's: same dtypes and shapes out.

@@ -13,6 +13,7 @@ import torch
 from fxfuzz.strategies.constants import draw_constant
 from fxfuzz.strategies.effects import draw_effect
 from fxfuzz.strategies.emit import draw_inplace, draw_op, draw_repeat, draw_tensor_attr, needs_grad
+from fxfuzz.strategies.motifs import draw_motif, draw_random
 from fxfuzz.strategies.state import State, Value, rarely
 from fxfuzz.strategies.subgraphs import draw_cond, draw_map, draw_wrapped
 from fxfuzz.strategies.symbolic import draw_size_step, use_size
@@ -43,6 +44,17 @@ _CONSTANT_STEPS = ("constant", "constant")
 # order (fxfuzz.strategies.effects). Declared, effect steps join the steps; undeclared, none.
 EFFECT = "effect"
 _EFFECT_STEPS = ("effect", "effect")
+# The kind of a pass that may rewrite the subgraphs pattern passes match (attention, softmax
+# chains, conv-bn-relu, split/cat...; fxfuzz.strategies.motifs). Declared, motif steps join the
+# steps: a unit or one op of ops.PATTERN_OPS each; undeclared, none is drawn.
+MOTIF = "motif"
+_MOTIF_STEPS = ("motif",)
+# The kind of a pass that removes, merges, moves or folds calls, random ones included: each
+# random call advances the generator, so deleting, merging, reordering or freezing one is a
+# change of meaning (the ``rng`` check). Declared, random steps join the top-level graph's
+# steps; undeclared, none.
+RANDOM = "random"
+_RANDOM_STEPS = ("random",)
 # The node kinds a pass may declare it reacts to (``Registered.reacts_to``): the step that draws
 # one, and the prefix of the ``case.features`` key that counts one drawn anywhere in the case.
 REACTION_STEPS = {
@@ -56,7 +68,12 @@ REACTION_STEPS = {
     # lifting (fxfuzz.strategies.constants): what constant lifting and folding passes rewrite.
     CONSTANT: ("constant", "constant:"),
     EFFECT: ("effect", "effect:"),
+    MOTIF: ("motif", "motif:"),
+    RANDOM: ("random", "random:"),
 }
+# Kinds a block owes only where the pass declares nothing else: the generic contracts declare
+# them beside the toggles, and owing them would take the place of the toggles they owed before.
+_MIXED_IN = (MOTIF, RANDOM)
 # The step ACROSS_TOGGLE adds, after the others (shrinking moves away from it, toward a plain op).
 _BAIT_STEPS = ("repeat",)
 # Steps the top-level block keeps for a declared kind it still owes: enough for the region to
@@ -81,27 +98,37 @@ def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
         kinds += _CONSTANT_STEPS
     if EFFECT in s.reacts_to:
         kinds += _EFFECT_STEPS
+    if MOTIF in s.reacts_to:
+        kinds += _MOTIF_STEPS
+    if RANDOM in s.reacts_to:
+        kinds += _RANDOM_STEPS
     kinds += _SIZE_STEPS
     # Owing is the simplest choice: Hypothesis extends the first tens of cases of a run with
     # each choice's simplest value, and a short gate or campaign runs little else.
     owed = depth == 0 and bool(s.reacts_to) and not rarely(draw, 10)
+    owable = _owable(s)
     # A "one more step?" choice before each step, rather than a count up front: the shrinker
     # then deletes any single step, not only the last ones.
     steps = 0
-    while s.budget.left > (_OWED_STEPS if owed and not reacted(s) else 0) and draw(st.integers(0, 12 if depth == 0 else 3)) != 0:
+    while s.budget.left > (_OWED_STEPS if owed and not reacted(s, owable) else 0) and draw(st.integers(0, 12 if depth == 0 else 3)) != 0:
         steps += 1
         s.budget.left -= 1
         _step(draw, s, depth, draw(st.sampled_from(kinds)))
-    if owed and not reacted(s):
+    if owed and not reacted(s, owable):
         s.budget.left -= 1
-        _step(draw, s, depth, REACTION_STEPS[draw(st.sampled_from(s.reacts_to))][0])
+        _step(draw, s, depth, REACTION_STEPS[draw(st.sampled_from(owable))][0])
     if steps == 0 and depth > 0:
         s.stats["region:empty"] += 1
 
 
-def reacted(s: State) -> bool:
-    """Has the case drawn a node of a kind its pass reacts to, anywhere (subgraphs included)?"""
-    prefixes = tuple(REACTION_STEPS[k][1] for k in s.reacts_to)
+def _owable(s: State) -> tuple[str, ...]:
+    """The kinds a block owes: those declared, less the mixed-in ones where others are."""
+    return tuple(k for k in s.reacts_to if k not in _MIXED_IN) or s.reacts_to
+
+
+def reacted(s: State, kinds: tuple[str, ...]) -> bool:
+    """Has the case drawn a node of one of ``kinds`` anywhere (subgraphs included)?"""
+    prefixes = tuple(REACTION_STEPS[k][1] for k in kinds)
     return any(key.startswith(prefixes) for key in s.stats)
 
 
@@ -131,6 +158,10 @@ def _step(draw: st.DrawFn, s: State, depth: int, kind: str) -> None:
         draw_constant(draw, s)
     elif kind == "effect":
         draw_effect(draw, s)
+    elif kind == "motif":
+        draw_motif(draw, s)
+    elif kind == "random":
+        draw_random(draw, s)
 
 
 def grad_region(draw: st.DrawFn, s: State, depth: int) -> None:

@@ -54,6 +54,12 @@ class State:
     reacts_to: tuple[str, ...] = ()
     # Values the bait steps next to toggles computed (regions._bait), which outputs may favour.
     baits: list[Value] = field(default_factory=list)
+    # (original, repeat) of each call drawn again (emit.draw_repeat), which outputs may return together.
+    repeats: list[tuple[Value, Value]] = field(default_factory=list)
+    # Those of ``repeats`` whose second call took an equal-valued twin of a scalar: preferred.
+    twins: list[tuple[Value, Value]] = field(default_factory=list)
+    # Second and later reads of a tensor constant (constants.draw_constant), which outputs may return.
+    rereads: list[Value] = field(default_factory=list)
 
 
 def rarely(draw: st.DrawFn, one_in: int) -> bool:

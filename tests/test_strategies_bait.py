@@ -14,7 +14,7 @@ from fxfuzz.core.passes import generation_kinds, load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import graph_cases
-from fxfuzz.strategies.regions import ACROSS_TOGGLE, EFFECT, REACTION_STEPS
+from fxfuzz.strategies.regions import ACROSS_TOGGLE, EFFECT, MOTIF, RANDOM, REACTION_STEPS
 from hypothesis import HealthCheck, Phase, find, given, seed, settings
 from test_strategies_reacts import _draw
 from torch import fx
@@ -27,11 +27,12 @@ BAIT_FEATURES = ("bait:", "repeat:", "output:bait")
 
 
 def test_each_contract_declares_its_kinds():
-    """Generic passes go wrong at grad toggles, so meaning and refines ask for toggles and the
-    bait next to them; set_grad and autocast ask for nothing (their rows declare their kinds)."""
-    assert MEANING.reacts_to == REFINES.reacts_to == ("grad_toggle", ACROSS_TOGGLE)
+    """Generic passes go wrong at grad toggles, on the units pattern passes rewrite and on random
+    calls, so meaning and refines ask for toggles and the bait next to them, motifs and random
+    calls; set_grad and autocast ask for nothing (their rows declare their kinds)."""
+    assert MEANING.reacts_to == REFINES.reacts_to == ("grad_toggle", ACROSS_TOGGLE, MOTIF, RANDOM)
     assert SET_GRAD.reacts_to == AUTOCAST.reacts_to == ()
-    assert union([SET_GRAD, REFINES, MEANING]).reacts_to == ("grad_toggle", ACROSS_TOGGLE)
+    assert union([SET_GRAD, REFINES, MEANING]).reacts_to == ("grad_toggle", ACROSS_TOGGLE, MOTIF, RANDOM)
     assert {k for c in CONTRACTS.values() for k in c.reacts_to} <= set(REACTION_STEPS)
 
 
@@ -47,7 +48,7 @@ def test_the_kinds_drawn_for_a_pass():
     assert generation_kinds(load_pass("identity")) == BAITED
     # DCE and CSE remove or merge calls anywhere: effectful calls besides the contract's kinds.
     assert generation_kinds(load_pass("dce")) == generation_kinds(load_pass("cse")) == (EFFECT, *BAITED)
-    assert generation_kinds(load_pass("set_grad+dce")) == ("grad_toggle", EFFECT, ACROSS_TOGGLE)
+    assert generation_kinds(load_pass("set_grad+dce")) == ("grad_toggle", EFFECT, ACROSS_TOGGLE, MOTIF, RANDOM)
     assert generation_kinds(load_pass("export")) == ("grad_toggle", "autocast")
     declared = lambda gm, sig: (gm, sig)  # noqa: E731
     declared.fxfuzz_reacts_to = ("autocast",)
@@ -116,7 +117,8 @@ def test_sample_holds_equal_calls_and_movable_ops_across_toggles():
     """Seeded sample of 200 cases (seed 0) under the suite's conftest, measured 2026-11-26: for
     a pass reacting to across_toggle 22 hold equal calls in two modes, 23 a movable op next to a
     flipping toggle, 67 a bait step; for one reacting to grad_toggle only, the same seed draws
-    0, 9 and 0 (declaring nothing: 0, 2 and 0)."""
+    0, 9 and 0 (declaring nothing: 0, 2 and 0). Since the generic contracts also declare motif
+    and random (2026-11-28), their steps share the mix: 16, 20 and 50."""
     cases = _draw(200, reacts_to=BAITED)
     shares = (
         sum(map(_equal_calls_in_two_modes, cases)),

@@ -54,6 +54,7 @@ from fxfuzz.core.serialize import case_from_dict, case_to_dict, target_name
 from fxfuzz.core.settings import NO_EXAMPLE_LIMIT, CampaignSettings
 from fxfuzz.oracles import Finding, input_labels, verify
 from fxfuzz.oracles.effects import check_effects
+from fxfuzz.oracles.rng import check_rng
 from fxfuzz.oracles.semantics import Reference, compare_graphs
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.corpus import corpus_cases
@@ -62,8 +63,8 @@ from hypothesis.database import ExampleDatabase
 from torch import fx
 
 # The oracles whose checks compare two executions, and so can compare two transformed graphs.
-_RUN_ORACLES = ("equivalence", "gradients", "effects")
-_BEHAVIOUR = {"crash", "equivalence", "gradients", "effects"}
+_RUN_ORACLES = ("equivalence", "gradients", "effects", "rng")
+_BEHAVIOUR = {"crash", "equivalence", "gradients", "effects", "rng"}
 
 
 @dataclass
@@ -129,11 +130,12 @@ def judge(case: GraphCase, pass_fn: PassFn, stage_share: float = DEFAULT_STAGE_S
 
 def disagreements(case: GraphCase, candidate_gm: fx.GraphModule, baseline_gm: fx.GraphModule) -> list[Finding]:
     """The two transformed graphs compared as the oracles compare original and transformed
-    (values, autograd flags, state, gradients, tangents, ordered effects), the baseline's
+    (values, autograd flags, state, gradients, tangents, ordered effects, the random
+    generator's state), the baseline's
     taken as reference."""
     ref = Reference(baseline_gm, case.inputs, case.ambient_grad, input_labels(case), "cpu")
     found, got = compare_graphs(candidate_gm, ref)
-    found += check_effects(ref, got, grads_exact=True)
+    found += check_effects(ref, got, grads_exact=True) + check_rng(ref, got)
     return [
         Finding(f.oracle, f"vs_baseline_{f.kind}", f"candidate and baseline disagree: {f.message}", f.details)
         for f in found

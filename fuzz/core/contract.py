@@ -36,7 +36,8 @@ and the process state it leaves. Beyond that a contract says:
   for a pass held to this contract that declares none of its own (``generation_kinds``). A
   generic pass (``meaning``, ``refines``) goes wrong where it moves or merges computations
   across a grad toggle, so both ask for toggles and for the bait next to them
-  (``across_toggle``); ``post_grad`` asks for nothing (lowering has baked every toggle in
+  (``across_toggle``), where it rewrites the units pattern passes match (``motif``), and where
+  it deletes, merges, reorders or freezes a random call (``random``); ``post_grad`` asks for nothing (lowering has baked every toggle in
   before its passes see a graph, and its graphs run with grad off); ``set_grad`` and
   ``autocast`` ask for nothing: the passes they describe
   declare their kinds in their registry rows, and a stand-in held to them (a mutant, a gate
@@ -114,10 +115,11 @@ def _autocast_targets() -> tuple[Any, ...]:
     return tuple(getattr(amp, n) for n in ("_enter_autocast", "_exit_autocast") if hasattr(amp, n))
 
 
-# Where generic passes go wrong (module docstring): toggles, and bait next to them.
-_AT_TOGGLES = ("grad_toggle", "across_toggle")
-MEANING = PassContract("meaning", internals=False, reacts_to=_AT_TOGGLES)
-REFINES = PassContract("refines", internals=False, refines=True, reacts_to=_AT_TOGGLES)
+# Where generic passes go wrong (module docstring): toggles, and bait next to them; the units
+# pattern passes rewrite; random calls, which no pass may delete, merge, reorder or freeze.
+_GENERIC = ("grad_toggle", "across_toggle", "motif", "random")
+MEANING = PassContract("meaning", internals=False, reacts_to=_GENERIC)
+REFINES = PassContract("refines", internals=False, refines=True, reacts_to=_GENERIC)
 # Refinement of a graph no one differentiates: Inductor's post-grad passes (module docstring).
 # Their graphs hold no grad toggle (lowering baked each in): a case that holds one, run with
 # grad off as these graphs run, shows what no post-grad graph can (a toggle restoring the mode
@@ -125,7 +127,7 @@ REFINES = PassContract("refines", internals=False, refines=True, reacts_to=_AT_T
 POST_GRAD = PassContract("post_grad", internals=False, refines=True, differentiated=False, domains=("aten",))
 # Refinement with values within a tolerance scaled by the graph: rewrites that reassociate
 # float arithmetic (Inductor's attention and partial-softmax rewrites, binary folding, pad_mm).
-APPROXIMATES = PassContract("approximates", internals=False, refines=True, values="approximate", reacts_to=_AT_TOGGLES)
+APPROXIMATES = PassContract("approximates", internals=False, refines=True, values="approximate", reacts_to=_GENERIC)
 # Quantization for inference (pt2e's convert): run as a model is served, without autograd;
 # values within a bound from the result's quantization parameters; raises, structure and
 # ordered effects as exact as ever, aliasing too; never applied to its own result.
@@ -133,7 +135,7 @@ QUANTIZES = PassContract("quantizes", internals=False, differentiated=False, val
 # Dialect passes (Edge's view -> view_copy): values and effects, not aliasing, strides or
 # identity; where the original raised (a backward an in-place update refused, which a copy
 # no longer shares) the result may do otherwise, as under refines.
-FUNCTIONAL = PassContract("functional", internals=False, refines=True, views=False, reacts_to=_AT_TOGGLES)
+FUNCTIONAL = PassContract("functional", internals=False, refines=True, views=False, reacts_to=_GENERIC)
 SET_GRAD = PassContract(
     "set_grad", (torch._C._set_grad_enabled,), (torch.ops.higher_order.wrap_with_set_grad_enabled,)
 )

@@ -2,7 +2,7 @@
 
 It depends on torch alone, so a repro runs where fxfuzz is not installed. It is a compact
 re-implementation of the oracles' comparisons (crash, structure, signature, equivalence,
-gradients): enough to show the failing check, not a replacement for ``fxfuzz.oracles.verify``.
+gradients, ordered effects, the random generator's state): enough to show the failing check, not a replacement for ``fxfuzz.oracles.verify``.
 """
 
 import copy
@@ -57,17 +57,25 @@ def _effects():
     return taken
 
 
+# Every run starts from this seed, as the oracles' runs do: random calls draw alike.
+SEED = 1234
+
+
 def _run(gm, inputs, ambient):
-    """(inputs afterwards, outputs, grad mode left, ordered effects), on fresh copies of the inputs."""
+    """(inputs afterwards, outputs, grad mode left, ordered effects, the random generator's
+    state after the call), on fresh copies of the inputs."""
     args = [_clone(t) for t in inputs]
-    before = torch.is_grad_enabled()
+    before, rng = torch.is_grad_enabled(), torch.random.get_rng_state()
     torch.set_grad_enabled(ambient)
+    torch.manual_seed(SEED)
     _effects()
     try:
         out = gm(*args)
-        return args, tuple(out) if isinstance(out, (tuple, list)) else (out,), torch.is_grad_enabled(), _effects()
+        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        return args, outs, torch.is_grad_enabled(), _effects(), torch.random.get_rng_state()
     finally:
         torch.set_grad_enabled(before)
+        torch.random.set_rng_state(rng)
 
 
 def _attempt(gm, inputs, ambient):
@@ -118,7 +126,7 @@ def _compare(where, r, g, grad_fn=True):
 
 def _diff(ref, got):
     """Differences between two runs: outputs, inputs afterwards, grad mode left, ordered effects."""
-    (ref_args, ref_out, ref_mode, ref_fx), (got_args, got_out, got_mode, got_fx) = ref, got
+    (ref_args, ref_out, ref_mode, ref_fx, ref_rng), (got_args, got_out, got_mode, got_fx, got_rng) = ref, got
     if len(ref_out) != len(got_out):
         return [f"{len(ref_out)} outputs became {len(got_out)}"]
     found = []
@@ -132,6 +140,8 @@ def _diff(ref, got):
         found.append(f"ordered effects: {len(ref_fx)} calls of fxfuzz::logged became {len(got_fx)}")
     elif not all(_same(r, g) for r, g in zip(ref_fx, got_fx)):
         found.append("ordered effects: the calls of fxfuzz::logged saw other values, or ran in another order")
+    if not torch.equal(ref_rng, got_rng):
+        found.append("random generator: its state after the call differs (a random call deleted, merged, added or frozen)")
     return found
 
 
@@ -169,8 +179,9 @@ def _jvp(gm, inputs, ambient):
     the error raised."""
     import torch.autograd.forward_ad as fwad
 
-    before = torch.is_grad_enabled()
+    before, rng = torch.is_grad_enabled(), torch.random.get_rng_state()
     torch.set_grad_enabled(ambient)
+    torch.manual_seed(SEED)
     try:
         with fwad.dual_level():
             args = [
@@ -186,6 +197,7 @@ def _jvp(gm, inputs, ambient):
         return None, e
     finally:
         torch.set_grad_enabled(before)
+        torch.random.set_rng_state(rng)
 
 
 def _forward_ad(gm, new, inputs, ambient, refines=False):
