@@ -398,7 +398,7 @@ def corpus_modules():
         (["gate", "--candidate", "set_grad", "--example-timeout", "0"], "--example-timeout"),
         (["mutate", "--domain", "nonsense"], "--domain"),
         (["mutate", "--only", "no_such_mutant"], "no mutant"),
-        (["mutate", "--pass", "identity"], "registered passes set_grad, autocast, export, aot_cse, remove_noop_ops only"),
+        (["mutate", "--pass", "identity"], "registered passes set_grad, autocast, export, aot_cse, remove_noop_ops, remove_assert_ops, reorder_for_locality, inductor_constant_fold, view_copy only"),
         (["gate", "--candidate", "set_grad+", "--baseline", "set_grad+autocast"], "empty part"),
         (["gate", "--candidate", "set_grad", "--baseline", "set_grad+bogus"], "in pass pipeline 'set_grad+bogus': unknown pass"),
     ],

@@ -183,6 +183,6 @@ def test_a_campaign_reports_the_pattern_entries_its_pass_applied():
     from fxfuzz.campaign.engine import run_campaign
     from fxfuzz.core.settings import CampaignSettings
 
-    result = run_campaign(apply_joint_passes_aside, CampaignSettings(max_examples=3, seed=3, domain=INFERENCE, budget_s=600))
+    result = run_campaign(apply_joint_passes_aside, CampaignSettings(max_examples=3, seed=3, domain=INFERENCE, budget_s=600, max_shrink_s=0))
     key = "pattern:joint_graph.early_patterns:joint_graph.pointless_permute_pair:replaced"
     assert result.stats[key] == result.examples > 0, result.stats

@@ -240,7 +240,10 @@ def _pt2e(quantizer: Any, qat: bool, gm: fx.GraphModule, sig: ExportGraphSignatu
 
     form = module_form(gm, sig, example_inputs())
     prepared = (prepare_qat_pt2e if qat else prepare_pt2e)(form.model, quantizer)
-    prepared(*form.args, **form.kwargs)
+    # Calibration is the caller's run of its model, not the pass: the random draws and grad
+    # toggles of the case's graph that it makes are not the pass's to answer for.
+    with torch.random.fork_rng(), torch.set_grad_enabled(torch.is_grad_enabled()):
+        prepared(*form.args, **form.kwargs)
     return lifted(form, convert_pt2e(prepared), sig)
 
 

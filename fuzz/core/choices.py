@@ -29,6 +29,9 @@ DOMAIN_MEANINGS = {
     "adversarial": "those and graphs export never records",
     "aten": "export's graphs lowered after dispatch",
     "functional": "export's graphs without in-place updates",
+    "inductor": "what torch.compile hands Inductor's inference passes",
+    "inductor_joint": "Inductor's joint forward and backward graphs",
+    "inductor_frozen": "Inductor's graphs with frozen weights",
     "both": "each case from export or adversarial",
 }
 CONTRACT_MEANINGS = {

@@ -24,12 +24,12 @@ from fxfuzz.core.serialize import case_to_dict, graph_targets, memory_unsafe, ta
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.corpus import corpus_cases
 from fxfuzz.strategies.custom import FXFUZZ_OPS
-from fxfuzz.strategies.ops import INPLACE_OPS, OPS
+from fxfuzz.strategies.ops import DRAWN_TARGETS, INPLACE_OPS, OPS
 from hypothesis import HealthCheck, given, seed, settings
 
 # Cases drawn per domain: the aten domain lowers each case (about a second), the others are
 # cheap; enough that a second sample of a few hundred finds no target missing.
-SAMPLE = {"export": 600, "adversarial": 600, "functional": 600, "aten": 250}
+SAMPLE = {"export": 600, "adversarial": 600, "functional": 600, "aten": 250, "inductor": 60, "inductor_joint": 60, "inductor_frozen": 60}
 SEED = 48
 OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "core", "drawn_targets.py")
 
@@ -62,10 +62,24 @@ def core_aten_targets() -> set[str]:
     return found
 
 
+def prims_targets() -> set[str]:
+    """Every overload of torch's primitives (``prims``): Inductor's decompositions lower to
+    them beside the core ATen opset, and which a case of the Inductor forms holds depends on
+    its ops' dtypes and shapes."""
+    found = set()
+    for name in dir(torch.ops.prims):
+        packet = getattr(torch.ops.prims, name, None)
+        if isinstance(packet, torch._ops.OpOverloadPacket):
+            found.update(target_name(getattr(packet, overload)) for overload in packet.overloads())
+    return found
+
+
 def drawn_targets() -> set[str]:
-    """The op tables, the sample of every domain, the corpus captures and the core ATen opset,
-    less the memory-unsafe operators among them (``as_strided``, ``resize_``)."""
-    found = {target_name(spec.target) for spec in (*OPS, *INPLACE_OPS, *FXFUZZ_OPS)} | core_aten_targets()
+    """The op tables (the motifs' overloads included), the sample of every domain, the corpus
+    captures, the core ATen opset and the primitives, less the memory-unsafe operators among
+    them (``as_strided``, ``resize_``)."""
+    found = {target_name(spec.target) for spec in (*OPS, *INPLACE_OPS, *FXFUZZ_OPS)} | {target_name(op) for op in DRAWN_TARGETS}
+    found |= core_aten_targets() | prims_targets()
     for domain in DOMAINS:
         found |= sampled_targets(domain, SAMPLE[domain], SEED)
         print(f"{domain}: {len(found)} targets so far", file=sys.stderr)
