@@ -31,6 +31,7 @@ from fxfuzz.core.passes import PIPE, REGISTRY, import_spec, load_pass
 from fxfuzz.core.program import CLASS_NAME, Program, module_source, pasted_source
 from fxfuzz.core.serialize import MAX_CASE_BYTES, case_from_dict, json_data, resolve_target, target_name
 from fxfuzz.oracles import program_runtime
+from fxfuzz.repro import program_check
 from fxfuzz.repro import standalone_check
 from fxfuzz.repro.judged import judged_contract
 from fxfuzz.repro.short import SHORT, short_program
@@ -463,7 +464,7 @@ def write_program_repro(directory: str, bucket: str, message: str, program: Prog
 def program_repro_source(p: Program, message: str = "") -> str:
     """A standalone script (needs only torch): the module source, then the export call and
     the end-to-end comparison under both grad modes. It exits 1 while they disagree."""
-    check = pasted_source(program_runtime)
+    check = pasted_source(program_runtime) + "\n\n\n" + pasted_source(program_check)
     header = f"fxfuzz program-level repro: {message}" if message else "fxfuzz program-level repro"
     about = f"""{header}
 
