@@ -375,10 +375,10 @@ def run_checks(ctx: Observed) -> list[Finding]:
         if not row.runs(ctx):
             continue
         with step(row.step.format(device=ctx.device)):
-            seen = judged(ctx.contract, row, guarded(ctx, row, lambda: row.check(ctx, ctx.traced)))
+            seen = judged(ctx.contract, row, guarded(ctx, row, partial(row.check, ctx, ctx.traced)))
             findings += seen
             known.update(f.kind for f in seen)
             if row.at_sizes:
                 for at in _sizes(ctx, row):
-                    findings += new_kinds(at.tagged(judged(ctx.contract, row, guarded(ctx, row, lambda: row.check(ctx, at)))), known)
+                    findings += new_kinds(at.tagged(judged(ctx.contract, row, guarded(ctx, row, partial(row.check, ctx, at)))), known)
     return findings

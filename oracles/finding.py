@@ -7,7 +7,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
-
 class Oracle(enum.StrEnum):
     """Every oracle a finding may name, in the order the checks run: the pass's own crash
     first, then the rows of the table of checks (``fxfuzz.oracles.checks.CHECKS``, which names

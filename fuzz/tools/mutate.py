@@ -81,7 +81,7 @@ def run_mutant(
     candidate.fxfuzz_contract = baseline.contract  # type: ignore[attr-defined]
 
     def killed(bucket: object) -> None:
-        kills.append(str(getattr(bucket, "finding")))
+        kills.append(str(bucket.finding))
         raise StopGate
 
     start = time.monotonic()
