@@ -13,18 +13,18 @@ from fxfuzz.core.contract import PassContract, on_form
 from fxfuzz.core.inductor import counting_patterns, pass_context
 from fxfuzz.core.internal import InternalError, call_out, raised_by_fxfuzz
 from fxfuzz.core.passes import PassFn, contract_of
-from fxfuzz.oracles.checks import ORACLES, Observed, input_labels, run_checks
+from fxfuzz.oracles.checks import Observed, input_labels, run_checks
 from fxfuzz.oracles.crash import crash_finding
 from fxfuzz.oracles.equivalence import state_leak
 from fxfuzz.oracles.execute import pass_isolated, release_frames
-from fxfuzz.oracles.finding import Finding
+from fxfuzz.oracles.finding import ORACLES, Finding, Oracle
 from fxfuzz.oracles.hop_checks import memoized_hop_checks
 from fxfuzz.oracles.structure import malformed, malformed_result
 from fxfuzz.oracles.timing import step
 from torch import fx
 from torch.export.graph_signature import ExportGraphSignature
 
-__all__ = ["DEVICES", "Finding", "ORACLES", "PassContract", "verify", "apply_pass", "input_labels"]
+__all__ = ["DEVICES", "Finding", "ORACLES", "Oracle", "PassContract", "verify", "apply_pass", "input_labels"]
 
 
 def apply_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, Any]:

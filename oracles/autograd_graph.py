@@ -21,7 +21,6 @@ import torch
 from fxfuzz.oracles.equivalence import raised_differently
 from fxfuzz.oracles.execute import effects_logged, release_frames, run_graph
 from fxfuzz.oracles.finding import Finding
-from fxfuzz.oracles.tolerance import Exact
 from fxfuzz.oracles.gradients import (
     Grads,
     compare_derivatives,
@@ -29,6 +28,7 @@ from fxfuzz.oracles.gradients import (
     input_grads,
     random_like,
 )
+from fxfuzz.oracles.tolerance import Exact
 from torch.autograd.graph import get_gradient_edge, save_on_cpu
 
 VALUE_KINDS = frozenset({"double_backward_value_mismatch"})

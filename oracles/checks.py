@@ -26,7 +26,7 @@ from fxfuzz.oracles.bounds import value_bound
 from fxfuzz.oracles.downstream import CleanedUp, check_downstream
 from fxfuzz.oracles.effects import check_effects
 from fxfuzz.oracles.exported import check_exported
-from fxfuzz.oracles.finding import Finding
+from fxfuzz.oracles.finding import Finding, Oracle
 from fxfuzz.oracles.idempotence import changes_meaning, second_application
 from fxfuzz.oracles.rng import check_rng
 from fxfuzz.oracles.semantics import Comparing, Reference, check_on_device, compare_graphs
@@ -38,7 +38,7 @@ from fxfuzz.oracles.timing import step
 from torch import fx
 
 # The oracle of the pass's own run (it raised, or returned something else), before any row.
-PASS_ORACLE = "crash"
+PASS_ORACLE = Oracle.CRASH
 
 
 class Needs(enum.Flag):
@@ -145,7 +145,7 @@ class Check:
 
     name: str
     step: str  # the timed step (``fxfuzz bench``) it counts under
-    oracles: tuple[str, ...]
+    oracles: tuple[Oracle, ...]
     check: CheckFn
     needs: Needs = Needs.NOTHING
     internals: bool = False
@@ -213,7 +213,7 @@ def _idempotence(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     return (list(findings) if at is ctx.traced else []) + changes_meaning(again, at.got.run, at.ref, True if bound is None else bound)
 
 
-def _behaviour(name: str, oracle: str, check: CheckFn) -> Check:
+def _behaviour(name: str, oracle: Oracle, check: CheckFn) -> Check:
     """A row comparing one more observable of both graphs' runs, at every size, its own step."""
     return Check(name, name, (oracle,), check, Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES, at_sizes=True)
 
@@ -221,7 +221,7 @@ def _behaviour(name: str, oracle: str, check: CheckFn) -> Check:
 SEMANTIC = Check(
     "equivalence and gradients",
     "transformed runs and comparison",
-    ("equivalence", "gradients"),
+    (Oracle.EQUIVALENCE, Oracle.GRADIENTS),
     _semantic,
     Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES,
     at_sizes=True,
@@ -232,42 +232,42 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "unused submodules",
         "structure and signature checks",
-        ("structure",),
+        (Oracle.STRUCTURE,),
         lambda ctx, at: check_unused_submodules(ctx.gm, ctx.case.gm),
         internals=True,
     ),
-    Check("graph invariants", "structure and signature checks", ("structure",), lambda ctx, at: check_structure(ctx.gm, ctx.contract)),
+    Check("graph invariants", "structure and signature checks", (Oracle.STRUCTURE,), lambda ctx, at: check_structure(ctx.gm, ctx.contract)),
     Check(
         "signature",
         "structure and signature checks",
-        ("signature",),
+        (Oracle.SIGNATURE,),
         lambda ctx, at: check_signature(ctx.gm, ctx.sig, ctx.case.signature, ctx.case.gm, getattr(ctx.pass_fn, "takes_signature", True)),
         internal_kinds=frozenset({"input_names_mismatch", "output_name_mismatch"}),
     ),
     Check(
         "export's verifier",
         "export checks (verifier on copies)",
-        ("signature",),
+        (Oracle.SIGNATURE,),
         lambda ctx, at: check_exported(ctx.gm, ctx.sig, ctx.case.gm, ctx.case.signature, ctx.case.inputs),
         internals=True,
     ),
     SEMANTIC,
     # Every contract: set_grad and autocast promise the meaning plus a form, and the sequence
     # of ordered effects is meaning (docs/oracles.md#effects).
-    _behaviour("ordered side effects", "effects", _effects),
+    _behaviour("ordered side effects", Oracle.EFFECTS, _effects),
     # Every contract: a random call deleted, merged or frozen changes what the caller draws next.
-    _behaviour("random generator state", "rng", _rng),
+    _behaviour("random generator state", Oracle.RNG, _rng),
     Check(
         "device and parity",
         "the same on {device}, and parity",
-        ("equivalence", "gradients", "effects"),
+        (Oracle.EQUIVALENCE, Oracle.GRADIENTS, Oracle.EFFECTS),
         _device,
         Needs.REFERENCE | Needs.RESULT | Needs.DEVICE,
     ),
     Check(
         "downstream clean-ups",
         "downstream clean-ups",
-        ("structure",),
+        (Oracle.STRUCTURE,),
         _downstream,
         Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES,
         both_ran=True,
@@ -276,7 +276,7 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "export stages",
         "export stages (module, decompositions, save/load, unflatten)",
-        ("downstream",),
+        (Oracle.DOWNSTREAM,),
         _stages,
         Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES | Needs.STAGES,
         both_ran=True,
@@ -286,7 +286,7 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "idempotence",
         "idempotence (second application)",
-        ("idempotence",),
+        (Oracle.IDEMPOTENCE,),
         _idempotence,
         Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES,
         both_ran=True,
@@ -295,8 +295,6 @@ CHECKS: tuple[Check, ...] = (
     ),
 )
 
-# Every oracle a finding may name, in the order the checks run.
-ORACLES = tuple(dict.fromkeys((PASS_ORACLE, *(o for row in CHECKS for o in row.oracles))))
 
 
 def original_raised(f: Finding) -> bool:
@@ -377,10 +375,10 @@ def run_checks(ctx: Observed) -> list[Finding]:
         if not row.runs(ctx):
             continue
         with step(row.step.format(device=ctx.device)):
-            seen = judged(ctx.contract, row, guarded(ctx, row, lambda: row.check(ctx, ctx.traced)))
+            seen = judged(ctx.contract, row, guarded(ctx, row, partial(row.check, ctx, ctx.traced)))
             findings += seen
             known.update(f.kind for f in seen)
             if row.at_sizes:
                 for at in _sizes(ctx, row):
-                    findings += new_kinds(at.tagged(judged(ctx.contract, row, guarded(ctx, row, lambda: row.check(ctx, at)))), known)
+                    findings += new_kinds(at.tagged(judged(ctx.contract, row, guarded(ctx, row, partial(row.check, ctx, at)))), known)
     return findings

@@ -11,6 +11,7 @@ import torch
 import torch.utils._pytree as pytree
 from fxfuzz.core.case import clone_input, copy_graph_module
 from fxfuzz.core.custom_ops import EFFECT_LOG
+
 # The RNG seed every run starts from, so seeded random ops (dropout, rand_like) draw the same
 # numbers in the original and the transformed graph as long as the pass keeps their order
 # (kept with the code pasted into program-level repros, which seeds its calls alike).

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import torch
 from fxfuzz.core import calls
 from fxfuzz.core.internal import first_line
 from fxfuzz.oracles.execute import release_frames

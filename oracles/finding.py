@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
+class Oracle(enum.StrEnum):
+    """Every oracle a finding may name, in the order the checks run: the pass's own crash
+    first, then the rows of the table of checks (``fxfuzz.oracles.checks.CHECKS``, which names
+    its oracles from here; tests/test_checks_table.py keeps the two in step)."""
 
-def oracles() -> tuple[str, ...]:
-    """Every oracle a finding may name: those of the table of checks, in the order they run.
-    Read when asked, not at import: the table's checks make findings, so import this module."""
-    from fxfuzz.oracles.checks import ORACLES
+    CRASH = "crash"
+    STRUCTURE = "structure"
+    SIGNATURE = "signature"
+    EQUIVALENCE = "equivalence"
+    GRADIENTS = "gradients"
+    EFFECTS = "effects"
+    RNG = "rng"
+    DOWNSTREAM = "downstream"
+    IDEMPOTENCE = "idempotence"
 
-    return ORACLES
 
-
-def __getattr__(name: str) -> object:
-    # ``ORACLES`` as a module attribute, for whoever reads it from here (PEP 562).
-    if name == "ORACLES":
-        return oracles()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+ORACLES: tuple[str, ...] = tuple(o.value for o in Oracle)
 
 
 @dataclass
 class Finding:
-    """What an oracle saw: ``oracle`` is one of ``oracles()``, ``kind`` a short stable code.
+    """What an oracle saw: ``oracle`` is one of ``Oracle``'s values, ``kind`` a short stable code.
 
     ``details["key"]``, where an oracle sets it, tells defects of one kind apart and joins the
     bucket id: which way a difference goes (a gradient lost or one that appeared) is two defects,
@@ -36,8 +40,8 @@ class Finding:
     details: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.oracle not in oracles():
-            raise ValueError(f"unknown oracle {self.oracle!r}; expected one of {oracles()}")
+        if self.oracle not in ORACLES:
+            raise ValueError(f"unknown oracle {self.oracle!r}; expected one of {ORACLES}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -11,8 +11,8 @@ import torch.autograd.forward_ad as fwAD
 from fxfuzz.oracles.equivalence import raised_differently
 from fxfuzz.oracles.execute import release_frames, run_graph
 from fxfuzz.oracles.finding import Finding
-from fxfuzz.oracles.tolerance import Exact
 from fxfuzz.oracles.gradients import compare_derivatives, random_like
+from fxfuzz.oracles.tolerance import Exact
 
 
 @dataclass

@@ -26,8 +26,8 @@ import torch
 from fxfuzz.oracles.autograd_graph import Probe, directed
 from fxfuzz.oracles.execute import run_graph
 from fxfuzz.oracles.finding import Finding
-from fxfuzz.oracles.tolerance import Exact
 from fxfuzz.oracles.gradients import Grads, compare_derivatives, input_grads
+from fxfuzz.oracles.tolerance import Exact
 from torch.autograd.graph import allow_mutation_on_saved_tensors
 
 VERSION_ERROR = "modified by an inplace operation"

@@ -20,8 +20,8 @@ from collections import Counter
 from typing import Any
 
 import torch
-from fxfuzz.core.case import GraphCase, clone_input, copy_graph_module
 from fxfuzz.core.calls import exported_program
+from fxfuzz.core.case import GraphCase, clone_input, copy_graph_module
 from fxfuzz.strategies.effects import EFFECTFUL
 from hypothesis import assume
 from hypothesis import strategies as st

@@ -38,7 +38,14 @@ from fxfuzz.strategies.builder import node_argument
 from hypothesis import assume
 from hypothesis import strategies as st
 from torch import fx
-from torch.export.graph_signature import ConstantArgument, ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec
+from torch.export.graph_signature import (
+    ConstantArgument,
+    ExportGraphSignature,
+    InputKind,
+    InputSpec,
+    OutputKind,
+    OutputSpec,
+)
 
 # Export's inputs that a module holds as its own state: under freezing, Dynamo makes them
 # attributes of the graph it hands compile_fx, and AOTAutograd then sees them as parameters.

@@ -31,7 +31,7 @@ def graph_copy(graph: fx.Graph) -> fx.Graph:
     return new
 
 
-def graph_in_place(graph: "fx.Graph") -> None:
+def graph_in_place(graph: fx.Graph) -> None:
     for node in graph.nodes:
         node.meta["visited"] = True
 
@@ -154,7 +154,7 @@ def eliminates_dead_code(gm):
     return gm
 
 
-def graph_eliminates_dead_code(graph: "fx.Graph") -> None:
+def graph_eliminates_dead_code(graph: fx.Graph) -> None:
     graph.eliminate_dead_code()
 
 

@@ -115,9 +115,8 @@ def test_cse_buckets_that_follow_from_its_two_merges_go_once_both_are_fixed(path
     the dead-code clean-up): the real CSEPass draws each on its saved case, CSEPass's algorithm
     with both defects above fixed draws nothing. Their known lines say so."""
     from fxfuzz.core.contract import REFINES
-    from fxfuzz.repro.files import load_repro
-
     from fxfuzz.oracles.stages import stages_forced
+    from fxfuzz.repro.files import load_repro
 
     case, name = load_repro(path).case, os.path.basename(path)[:-5]
     # A stage's bucket shows where the stages run, which the campaign drew by chance.

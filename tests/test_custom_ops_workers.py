@@ -12,9 +12,9 @@ import pytest
 import torch
 import user_ops
 from fxfuzz.campaign.supervisor import ParallelCampaign, Supervisor, run_parallel
-from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.cli.main import main
 from fxfuzz.core.errors import UsageError
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.strategies import register_op
 from fxfuzz.strategies.custom import op_specs, unregister_op
 

@@ -18,10 +18,15 @@ import zipfile
 
 import pytest
 from fxfuzz.campaign import database as database_mod
-from fxfuzz.campaign.database import ArtifactDatabase, CheckedDirectoryDatabase, check_reachable, open_database, parse_databases
-from fxfuzz.campaign.engine import SavedFailures, GRAPH_CASES
+from fxfuzz.campaign.database import (
+    ArtifactDatabase,
+    CheckedDirectoryDatabase,
+    check_reachable,
+    open_database,
+    parse_databases,
+)
+from fxfuzz.campaign.engine import GRAPH_CASES, SavedFailures
 from fxfuzz.core import fileio
-from fxfuzz.core.errors import UsageError
 from fxfuzz.core.fileio import RefusedFile, read_bounded, write_atomic
 from fxfuzz.core.settings import DatabaseSpec
 from fxfuzz.repro.files import load_repro, repro_document, write_repro
@@ -139,8 +144,8 @@ def test_write_atomic_on_a_full_disk_leaves_the_old_file_or_none_and_names_it(tm
 
 
 def _repro_doc():
-    from handmade import pytree_case
     from fxfuzz.core.serialize import case_to_dict
+    from handmade import pytree_case
 
     finding = {"oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}}
     return repro_document("equivalence-value_mismatch-1", finding, case_to_dict(pytree_case()), "set_grad")

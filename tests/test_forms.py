@@ -139,9 +139,8 @@ def test_effect_token_removal_does_its_job(token_case):
 def stale_signature(gm, graph_signature):
     """Effect-token removal that hands back the signature it was given: the graph loses its
     token input and output, the signature still names them."""
-    from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
-
     from fxfuzz.core.calls import on_program
+    from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
 
     gm, _ = on_program(_remove_effect_tokens, gm, graph_signature)
     return gm, graph_signature

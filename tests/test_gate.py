@@ -11,7 +11,15 @@ import xml.etree.ElementTree as ET
 import broken_passes as bp
 import pytest
 from fxfuzz.campaign.engine import StopReason
-from fxfuzz.campaign.gate import _final_regression, fresh_cases, gate_corpus, regressions, regressions_both_modes, run_gate, run_gate_parallel
+from fxfuzz.campaign.gate import (
+    _final_regression,
+    fresh_cases,
+    gate_corpus,
+    regressions,
+    regressions_both_modes,
+    run_gate,
+    run_gate_parallel,
+)
 from fxfuzz.campaign.protocol import Task, WorkerStart
 from fxfuzz.campaign.supervisor import BucketRecord, ParallelCampaign, ParallelResult, run_parallel
 from fxfuzz.campaign.worker import judgement
@@ -346,7 +354,7 @@ def test_cli_gate_whose_worker_cannot_start_fails_loudly(tmp_path, cli):
     (tmp_path / "dies.py").write_text(DIES_IN_WORKERS)
     r = cli("gate", "--candidate", f"{tmp_path / 'dies.py'}:fine", "--budget", "30", "--report-dir", str(tmp_path / "r"))
     assert r.returncode == 3, r.stdout + r.stderr
-    (line,) = [l for l in r.stderr.splitlines() if l.startswith("fxfuzz: error:")]
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("fxfuzz: error:")]
     assert "did not judge all its cases" in line and "exited with 7" in line
     assert (tmp_path / "r" / "report.json").is_file()
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import contextlib
 
+import fxfuzz.oracles as oracles
 import pytest
 import torch
-import fxfuzz.oracles as oracles
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles.hop_checks import memoized_hop_checks
 from fxfuzz.strategies import graph_cases
@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from torch import fx
 from torch._higher_order_ops.cond import cond_op
 from torch._higher_order_ops.map import map_impl
+
 
 class Sin(torch.nn.Module):
     def forward(self, x, y):

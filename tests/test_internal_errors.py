@@ -12,12 +12,20 @@ import subprocess
 import sys
 
 import broken_passes as bp
-import fxfuzz.core.internal
 import handmade as hm
 import pytest
 import torch
 from fxfuzz.cli.main import main
-from fxfuzz.core.internal import EXIT_INTERNAL, InternalError, call_out, foreign, first_line, own_file, package_part, raised_by_fxfuzz
+from fxfuzz.core.internal import (
+    EXIT_INTERNAL,
+    InternalError,
+    call_out,
+    first_line,
+    foreign,
+    own_file,
+    package_part,
+    raised_by_fxfuzz,
+)
 from fxfuzz.core.passes import Pass, Sequential, identity_pass, load_pass
 from fxfuzz.oracles import checks, verify
 

@@ -119,19 +119,13 @@ def test_no_import_circles():
                 component.append(w)
                 if w == v:
                     break
-            # A package's __init__ re-exporting its own modules is not a circle of logic.
-            if len(component) > 1 and not all(_package_and_member(component, m) for m in component):
+            if len(component) > 1:
                 circles.append(sorted(component))
 
     for v in GRAPH:
         if v not in index:
             visit(v)
     assert not circles, circles
-
-
-def _package_and_member(component: list[str], m: str) -> bool:
-    packages = [c for c in component if Path(MODULES[c]).name == "__init__.py"]
-    return len(packages) == 1 and (m == packages[0] or m.startswith(packages[0] + "."))
 
 
 @pytest.mark.processes

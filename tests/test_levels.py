@@ -10,8 +10,8 @@ from fxfuzz.campaign.engine import Bucket, CampaignResult
 from fxfuzz.campaign.levels import budget_plan, merge_results, run_levels
 from fxfuzz.cli.main import main
 from fxfuzz.core.known import for_level, known_reason, load_known
-from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.core.program import Program
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding
 from fxfuzz.report.folder import Extras, report_dict
 

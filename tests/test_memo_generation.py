@@ -4,8 +4,8 @@ draws must be what they were with it, node for node and meta for meta."""
 
 from __future__ import annotations
 
-import torch
 import fxfuzz.strategies.symbolic as symbolic
+import torch
 from fxfuzz.oracles.execute import graph_modules
 from fxfuzz.strategies import graph_cases
 from hypothesis import HealthCheck, given, seed, settings

@@ -7,7 +7,14 @@ import argparse
 
 from fxfuzz import pytest_plugin
 from fxfuzz.cli.main import build_parser
-from fxfuzz.core.choices import CONTRACT_MEANINGS, CONTRACT_NAMES, DOMAIN_CHOICES, DOMAIN_MEANINGS, OP_HELP, PASS_SPEC_HELP
+from fxfuzz.core.choices import (
+    CONTRACT_MEANINGS,
+    CONTRACT_NAMES,
+    DOMAIN_CHOICES,
+    DOMAIN_MEANINGS,
+    OP_HELP,
+    PASS_SPEC_HELP,
+)
 from fxfuzz.core.contract import CONTRACTS
 from fxfuzz.core.settings import CampaignSettings
 

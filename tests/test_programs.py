@@ -10,9 +10,9 @@ import sys
 import broken_passes as bp
 import pytest
 import torch
+from fxfuzz.campaign.engine import bucket_id
 from fxfuzz.core import capture
 from fxfuzz.core.capture import from_module
-from fxfuzz.campaign.engine import bucket_id
 from fxfuzz.core.known import at_level, known_reason, load_known
 from fxfuzz.core.passes import identity_pass, load_pass
 from fxfuzz.core.program import (

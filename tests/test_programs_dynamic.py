@@ -19,8 +19,8 @@ from fxfuzz.core.symbols import valid_sizes
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.program import check_program, pass_in_export, shrinks_with_shared_checks
 from fxfuzz.oracles.stages import stages_forced
-from fxfuzz.oracles.program_runtime import main
 from fxfuzz.repro.files import program_repro_source
+from fxfuzz.repro.program_check import main
 from fxfuzz.strategies import module_programs
 from hypothesis import HealthCheck, given, seed, settings
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import handmade as hm
 import pytest
 import torch
+from functorch.experimental import control_flow
 from fxfuzz.campaign.engine import bucket_id
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.known import load_known
@@ -21,7 +22,6 @@ from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import from_module
 from fxfuzz.strategies.builder import GraphBuilder
-from functorch.experimental import control_flow
 from torch.export.graph_signature import InputKind
 
 KNOWN_DIR = Path(__file__).resolve().parent.parent / "docs" / "known"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import os
 import re
 import subprocess
 import sys

@@ -9,12 +9,11 @@ import inspect
 import json
 import os
 import stat
-import subprocess
 
 import broken_passes as bp
+import fxfuzz
 import handmade as hm
 import pytest
-import fxfuzz
 from fxfuzz.campaign import supervisor
 from fxfuzz.campaign.engine import StopReason, Subject, run_campaign
 from fxfuzz.campaign.protocol import Task, WorkerStart

@@ -65,7 +65,7 @@ def test_user_callables_are_told_apart_by_annotation_and_name():
     def named_graph(graph):
         graph.lint()
 
-    def annotated(gm: fx.GraphModule, graph_signature: "torch.export.graph_signature.ExportGraphSignature"):
+    def annotated(gm: fx.GraphModule, graph_signature: torch.export.graph_signature.ExportGraphSignature):
         return gm, graph_signature
 
     def by_name(gm, sig):

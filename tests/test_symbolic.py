@@ -15,8 +15,8 @@ from fxfuzz.core.capture import from_module
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.rebuild import inputs_at
-from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import downstream, verify
 from fxfuzz.oracles.stages import stages_forced
 from fxfuzz.strategies import graph_cases

@@ -110,7 +110,7 @@ def _incomplete_run(tmp_path, cli, source: str, fn: str, words: str) -> dict:
     report_dir = tmp_path / "r"
     proc = cli("run", "--pass", f"{pass_file}:{fn}", "--workers", "1", "--budget", "120", "--no-db", "--report-dir", str(report_dir))
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    (line,) = [l for l in proc.stderr.splitlines() if l.startswith("fxfuzz: error:")]
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("fxfuzz: error:")]
     report = json.loads((report_dir / "report.json").read_text())
     reason = report["incomplete"]
     assert words in line and "exited with 7" in line and reason in line
@@ -173,8 +173,8 @@ def test_the_supervisor_keeps_the_smallest_example_a_worker_died_on(tmp_path):
     """Deaths of one bucket come in any order; the database keeps the smallest example."""
     from fxfuzz.campaign.database import DatabaseSpec
     from fxfuzz.campaign.supervisor import ParallelCampaign, Supervisor
-    from fxfuzz.core.settings import CampaignSettings
     from fxfuzz.core.serialize import case_to_dict
+    from fxfuzz.core.settings import CampaignSettings
     from fxfuzz.oracles import Finding
     from handmade import no_grad_region_case, view_output_case
 
@@ -380,7 +380,7 @@ def test_the_warm_interpreter_only_imports_what_worker_main_does():
     body = ast.parse(inspect.getsource(worker.worker_main))
     imported = {node.module for node in ast.walk(body) if isinstance(node, ast.ImportFrom)}
     assert imported and imported <= set(worker.PRELOAD), imported - set(worker.PRELOAD)
-    script = """
+    script = f"""
 import importlib, json, torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -389,14 +389,14 @@ ops = []
 class Record(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         ops.append(str(func))
-        return func(*args, **(kwargs or {}))
+        return func(*args, **(kwargs or {{}}))
 
 with Record():
-    for name in %r:
+    for name in {worker.PRELOAD!r}:
         importlib.import_module(name)
     torch.zeros(1) + 1  # the recorder records
 print(json.dumps(ops))
-""" % (worker.PRELOAD,)
+"""
     r = subprocess.run([sys.executable, "-P", "-c", script], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.splitlines()[-1]) == ["aten.zeros.default", "aten.add.Tensor"]

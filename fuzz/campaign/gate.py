@@ -234,7 +234,9 @@ def judge_corpus(
 ) -> GateResult:
     """Judge ``candidate`` against ``baseline`` on every corpus case, in this process, until
     ``stop()`` turns true."""
-    check: Check = lambda case, cand: regressions(case, cand, baseline, stage_share=stage_share)
+    def check(case: GraphCase, cand: PassFn) -> list[Finding]:
+        return regressions(case, cand, baseline, stage_share=stage_share)
+
     judged = run_examples(candidate, corpus, check, Hooks(stop=stop, on_bucket=on_regression))
     return GateResult(judged.examples, judged.duration_s, CampaignResult(buckets=judged.buckets))
 

@@ -24,13 +24,13 @@ from fxfuzz.campaign.protocol import Task
 from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, run_parallel, to_campaign_result
 from fxfuzz.campaign.worker import example_form
 from fxfuzz.core.choices import LEVELS
-from fxfuzz.core.known import at_level, for_level
 from fxfuzz.core.errors import SerializeError, UntrustedError
+from fxfuzz.core.known import at_level, for_level
 from fxfuzz.core.program import _TYPES, PROGRAM_OPS, SIZE_OPS, Program, from_data, module_source, to_data
 from fxfuzz.core.serialize import MAX_ELEMENTS, check_json_bounds, json_data
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles.program import check_program
 from fxfuzz.strategies import module_programs
-from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.strategies.programs import UPDATE_METHODS
 from hypothesis import strategies as st
 

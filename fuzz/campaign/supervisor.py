@@ -50,7 +50,17 @@ from typing import Any
 
 from fxfuzz.campaign import warm, worker
 from fxfuzz.campaign.database import open_database
-from fxfuzz.campaign.engine import GRAPH_FORM, Bucket, CampaignResult, Codec, ExampleForm, SavedFailures, StopReason, bucket_id, database_key
+from fxfuzz.campaign.engine import (
+    GRAPH_FORM,
+    Bucket,
+    CampaignResult,
+    Codec,
+    ExampleForm,
+    SavedFailures,
+    StopReason,
+    bucket_id,
+    database_key,
+)
 from fxfuzz.campaign.protocol import (
     Blame,
     BucketFound,

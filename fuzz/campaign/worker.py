@@ -27,7 +27,21 @@ from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from fxfuzz.campaign.protocol import Blame, BucketFound, Counts, Done, Finished, Minimized, Note, Raised, Source, Started, Task, WorkerMessage, WorkerStart
+from fxfuzz.campaign.protocol import (
+    Blame,
+    BucketFound,
+    Counts,
+    Done,
+    Finished,
+    Minimized,
+    Note,
+    Raised,
+    Source,
+    Started,
+    Task,
+    WorkerMessage,
+    WorkerStart,
+)
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.internal import first_line
 

@@ -20,7 +20,16 @@ from collections.abc import Sequence
 from fxfuzz.campaign import warm
 from fxfuzz.cli.args import device, fraction, integer, positive_float, positive_int, seconds_or_zero, shard, workers
 from fxfuzz.cli.interrupt import Abandoned, exit_status
-from fxfuzz.core.choices import CONTRACT_NAMES, DEFAULT_DB, DOMAIN_CHOICES, LEVELS, OP_HELP, PASS_SPEC_HELP, contract_help, domain_help
+from fxfuzz.core.choices import (
+    CONTRACT_NAMES,
+    DEFAULT_DB,
+    DOMAIN_CHOICES,
+    LEVELS,
+    OP_HELP,
+    PASS_SPEC_HELP,
+    contract_help,
+    domain_help,
+)
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, UsageError
 from fxfuzz.core.internal import EXIT_INTERNAL, InternalError, internal_line

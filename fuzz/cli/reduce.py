@@ -6,7 +6,6 @@ none, 2 on bad input."""
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 from fxfuzz.core.contract import contract_option

@@ -13,8 +13,8 @@ import copy
 from typing import Any
 
 import torch
-from torch import fx
 from fxfuzz.core.calls import example_inputs, lifted, module_form, on_program
+from torch import fx
 from torch.export.graph_signature import ExportGraphSignature, InputKind, OutputKind
 
 

@@ -262,13 +262,13 @@ def counting_patterns() -> Iterator[None]:
 
     pm.PatternMatcherPass.apply = pass_apply
     for c in classes:
-        setattr(c, "apply", counted(reals[c]))
+        c.apply = counted(reals[c])
     try:
         yield
     finally:
         pm.PatternMatcherPass.apply = real_pass_apply
         for c in classes:
-            setattr(c, "apply", reals[c])
+            c.apply = reals[c]
 
 
 def _count(key: str) -> None:

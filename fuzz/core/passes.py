@@ -17,7 +17,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from fxfuzz.core.contract import AUTOCAST, FUNCTIONAL, MEANING, POST_GRAD, QUANTIZES, REFINES, SET_GRAD, PassContract, union
+from fxfuzz.core.contract import (
+    AUTOCAST,
+    FUNCTIONAL,
+    MEANING,
+    POST_GRAD,
+    QUANTIZES,
+    REFINES,
+    SET_GRAD,
+    PassContract,
+    union,
+)
 from fxfuzz.core.errors import PassSpecError
 from fxfuzz.core.internal import call_out, calls_out
 from fxfuzz.core.shapes import Blind, NoShape, adapt, shape_of

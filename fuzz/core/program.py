@@ -12,7 +12,7 @@ import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, Union
+from typing import Any
 
 import torch
 from fxfuzz.core import custom_ops
@@ -123,7 +123,7 @@ class Cond:
     args: tuple[str, ...]
 
 
-Stmt = Union[Op, Size, GradBlock, Autocast, SetGrad, StateUpdate, Call, Cond]
+Stmt = Op | Size | GradBlock | Autocast | SetGrad | StateUpdate | Call | Cond
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,21 @@ from typing import Any
 import sympy
 import torch
 from fxfuzz.core.case import GraphCase
-from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.drawn_targets import DRAWN_TARGETS
+from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.op_sources import define, op_sources, user_op
-from fxfuzz.core.rebuild import MAX_ELEMENTS, MAX_SIZE_VALUE, SizeExpressionError, enum, fake_mode, meta_val, rebuild_graph_module, set_attr, size_at, tensor
+from fxfuzz.core.rebuild import (
+    MAX_ELEMENTS,
+    MAX_SIZE_VALUE,
+    SizeExpressionError,
+    enum,
+    fake_mode,
+    meta_val,
+    rebuild_graph_module,
+    set_attr,
+    size_at,
+    tensor,
+)
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export import graph_signature as gs

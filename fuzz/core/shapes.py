@@ -14,6 +14,7 @@ import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+
 # Not ``import enum``: a repro pastes this module after fxfuzz.core.rebuild, whose ``enum()`` it would shadow.
 from enum import Enum
 from typing import Any

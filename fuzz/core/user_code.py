@@ -18,7 +18,6 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 
-
 # Ctrl-Cs that reached ``_record`` so far: a KeyboardInterrupt while their count grew was one.
 _sigints = 0
 

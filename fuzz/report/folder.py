@@ -12,7 +12,7 @@ import platform
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import torch
@@ -33,13 +33,13 @@ REPORT_SCHEMA_VERSION = 2
 
 def default_report_dir(root: str = "reports") -> str:
     """A fresh folder under ``root`` named by the UTC time."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     return os.path.join(root, stamp)
 
 
 def utc_now() -> str:
     """The current UTC time, ISO 8601 to the second, as reports stamp it."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass

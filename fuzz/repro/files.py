@@ -21,17 +21,16 @@ from typing import Any
 
 from fxfuzz.core import custom_ops, rebuild, shapes
 from fxfuzz.core.case import GraphCase
-from fxfuzz.core.choices import CONTRACT_NAMES
+from fxfuzz.core.choices import CONTRACT_NAMES, DEVICES
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.deadline import load_within
-from fxfuzz.core.choices import DEVICES
 from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.fileio import read_bounded, write_atomic
 from fxfuzz.core.passes import PIPE, REGISTRY, import_spec, load_pass
 from fxfuzz.core.program import CLASS_NAME, Program, module_source, pasted_source
 from fxfuzz.core.serialize import MAX_CASE_BYTES, case_from_dict, json_data, resolve_target, target_name
 from fxfuzz.oracles import program_runtime
-from fxfuzz.repro import standalone_check
+from fxfuzz.repro import program_check, standalone_check
 from fxfuzz.repro.judged import judged_contract
 from fxfuzz.repro.short import SHORT, short_program
 
@@ -463,7 +462,7 @@ def write_program_repro(directory: str, bucket: str, message: str, program: Prog
 def program_repro_source(p: Program, message: str = "") -> str:
     """A standalone script (needs only torch): the module source, then the export call and
     the end-to-end comparison under both grad modes. It exits 1 while they disagree."""
-    check = pasted_source(program_runtime)
+    check = pasted_source(program_runtime) + "\n\n\n" + pasted_source(program_check)
     header = f"fxfuzz program-level repro: {message}" if message else "fxfuzz program-level repro"
     about = f"""{header}
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from fxfuzz.campaign.engine import Bucket
 from fxfuzz.campaign.gate import StopGate, run_gate
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.deadline import Overdue, alarm
@@ -80,8 +81,8 @@ def run_mutant(
     # fxfuzz does not know (meaning), which no leftover toggle breaks.
     candidate.fxfuzz_contract = baseline.contract  # type: ignore[attr-defined]
 
-    def killed(bucket: object) -> None:
-        kills.append(str(getattr(bucket, "finding")))
+    def killed(bucket: Bucket) -> None:
+        kills.append(str(bucket.finding))
         raise StopGate
 
     start = time.monotonic()
