@@ -30,7 +30,9 @@ from hypothesis import HealthCheck, settings
 # too_slow health check; "ci" replays the same examples on every run, "nightly" explores.
 _SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large]
 # "ci" extends Hypothesis's own built-in "ci" profile (which it loads by itself on CI).
-settings.register_profile("ci", settings.get_profile("ci"), deadline=None, derandomize=True, suppress_health_check=_SLOW)
+settings.register_profile(
+    "ci", settings.get_profile("ci"), deadline=None, derandomize=True, suppress_health_check=_SLOW
+)
 settings.register_profile("nightly", deadline=None, max_examples=2000, suppress_health_check=_SLOW)
 
 _OPTION = "--fxfuzz-pass"

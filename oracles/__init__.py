@@ -97,12 +97,20 @@ def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: st
             raise InternalError("the pass's run", e) from None
         return [crash_finding(release_frames(e))]
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], fx.GraphModule)):
-        return [Finding("crash", "bad_return", f"the pass returned {type(result).__name__}, not (GraphModule, signature)")]
+        return [
+            Finding("crash", "bad_return", f"the pass returned {type(result).__name__}, not (GraphModule, signature)")
+        ]
     gm, sig = result
     if sig is not None and not isinstance(sig, ExportGraphSignature):
         # Checked here, not by each check: what the checks are handed is theirs to trust, and
         # an error on it inside fxfuzz's code would read as fxfuzz's bug.
-        return [Finding("crash", "bad_return", f"the pass returned a {type(sig).__name__} as its signature, not an ExportGraphSignature")]
+        return [
+            Finding(
+                "crash",
+                "bad_return",
+                f"the pass returned a {type(sig).__name__} as its signature, not an ExportGraphSignature",
+            )
+        ]
     why = malformed(gm)
     if why is not None:
         return [malformed_result(why)]

@@ -137,7 +137,9 @@ def probe(gm: Any, inputs: tuple[Any, ...], ambient_grad: bool, device: str = "c
         result.second = _second_order(result.first, leaves, seed)
     unpacked = {recorder.storages[i] for i in recorder.unpacked} - {None}
     result.hit = frozenset(
-        i for i, t in enumerate(run.inputs) if isinstance(t, torch.Tensor) and t.is_floating_point() and _storage(t) in unpacked
+        i
+        for i, t in enumerate(run.inputs)
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and _storage(t) in unpacked
     )
     return result
 
@@ -169,7 +171,9 @@ def check_autograd_graph(ref: Probe, got: Probe, labels: Sequence[str], exact: E
                 )
             )
     assert ref.first is not None and got.first is not None
-    return findings + check_double_backward(ref.first, got.first, ref.second, got.second, [labels[i] for i in ref.first.leaves], exact)
+    return findings + check_double_backward(
+        ref.first, got.first, ref.second, got.second, [labels[i] for i in ref.first.leaves], exact
+    )
 
 
 def _saved_tensors_finding(ref: Sequence[Meta], got: Sequence[Meta]) -> Finding:
@@ -190,13 +194,19 @@ def check_double_backward(
     under ``save_on_cpu`` too), then presence and values per input."""
     kind = "double_backward_raises_differently"
     if ref_first.error is not None or got_first.error is not None:
-        return directed(raised_differently("gradients", kind, "the first-order backward with create_graph", ref_first.error, got_first.error))
+        return directed(
+            raised_differently(
+                "gradients", kind, "the first-order backward with create_graph", ref_first.error, got_first.error
+            )
+        )
     if ref is None or got is None:
         return []
     if ref.error is not None or got.error is not None:
         return directed(raised_differently("gradients", kind, "double backward", ref.error, got.error))
     assert ref.values is not None and got.values is not None
-    return compare_derivatives("double_backward", "second-order gradient", labels, ref.values, got.values, exact, keyed=True)
+    return compare_derivatives(
+        "double_backward", "second-order gradient", labels, ref.values, got.values, exact, keyed=True
+    )
 
 
 def directed(findings: list[Finding]) -> list[Finding]:

@@ -67,7 +67,11 @@ def quantization_steps(gm: fx.GraphModule) -> float:
 def _magnitude(run: Run) -> float:
     """The largest finite magnitude among a run's floating inputs and outputs."""
     leaves = [*run.inputs, *(run.outputs or ())]
-    finite = [t.detach().abs().nan_to_num(0.0, 0.0, 0.0).max() for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()]
+    finite = [
+        t.detach().abs().nan_to_num(0.0, 0.0, 0.0).max()
+        for t in leaves
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()
+    ]
     return float(max(finite, default=torch.tensor(0.0)))
 
 

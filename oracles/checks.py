@@ -67,7 +67,14 @@ class Observed:
         device: str,
         stage_share: float,
     ) -> None:
-        self.case, self.pass_fn, self.gm, self.sig, self.contract, self.device = case, pass_fn, gm, sig, contract, device
+        self.case, self.pass_fn, self.gm, self.sig, self.contract, self.device = (
+            case,
+            pass_fn,
+            gm,
+            sig,
+            contract,
+            device,
+        )
         self.stage_share = stage_share
         self.labels = input_labels(case)
         self.ref: Reference | None = None
@@ -116,7 +123,11 @@ class Observed:
         # Only where the result means what the original does: a change of meaning is the
         # equivalence oracle's, and every stage would only repeat it.
         assert self.traced is not None
-        return stages_selected(self.case.code(), self.case.ambient_grad, self.stage_share) if not self.traced.findings else ()
+        return (
+            stages_selected(self.case.code(), self.case.ambient_grad, self.stage_share)
+            if not self.traced.findings
+            else ()
+        )
 
     @cached_property
     def cleaned(self) -> CleanedUp:
@@ -197,7 +208,15 @@ def _downstream(ctx: Observed, at: AtSizes | None) -> list[Finding]:
 def _stages(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     assert at is not None
     return check_stages(
-        ctx.gm, ctx.sig, ctx.case.gm, ctx.case.signature, at.ref.inputs, ctx.case.ambient_grad, ctx.stages, ctx.grads_exact, ctx.comparing.values
+        ctx.gm,
+        ctx.sig,
+        ctx.case.gm,
+        ctx.case.signature,
+        at.ref.inputs,
+        ctx.case.ambient_grad,
+        ctx.stages,
+        ctx.grads_exact,
+        ctx.comparing.values,
     )
 
 
@@ -210,7 +229,9 @@ def _idempotence(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     findings, again = ctx.second
     # A pass that rounds rounds again: held to the second result's own bound.
     bound = value_bound(ctx.contract, ctx.case.gm, again, at.ref.run) if again is not None else None
-    return (list(findings) if at is ctx.traced else []) + changes_meaning(again, at.got.run, at.ref, True if bound is None else bound)
+    return (list(findings) if at is ctx.traced else []) + changes_meaning(
+        again, at.got.run, at.ref, True if bound is None else bound
+    )
 
 
 def _behaviour(name: str, oracle: Oracle, check: CheckFn) -> Check:
@@ -236,12 +257,19 @@ CHECKS: tuple[Check, ...] = (
         lambda ctx, at: check_unused_submodules(ctx.gm, ctx.case.gm),
         internals=True,
     ),
-    Check("graph invariants", "structure and signature checks", (Oracle.STRUCTURE,), lambda ctx, at: check_structure(ctx.gm, ctx.contract)),
+    Check(
+        "graph invariants",
+        "structure and signature checks",
+        (Oracle.STRUCTURE,),
+        lambda ctx, at: check_structure(ctx.gm, ctx.contract),
+    ),
     Check(
         "signature",
         "structure and signature checks",
         (Oracle.SIGNATURE,),
-        lambda ctx, at: check_signature(ctx.gm, ctx.sig, ctx.case.signature, ctx.case.gm, getattr(ctx.pass_fn, "takes_signature", True)),
+        lambda ctx, at: check_signature(
+            ctx.gm, ctx.sig, ctx.case.signature, ctx.case.gm, getattr(ctx.pass_fn, "takes_signature", True)
+        ),
         internal_kinds=frozenset({"input_names_mismatch", "output_name_mismatch"}),
     ),
     Check(
@@ -294,7 +322,6 @@ CHECKS: tuple[Check, ...] = (
         internal_kinds=frozenset({"adds_hop"}),
     ),
 )
-
 
 
 def original_raised(f: Finding) -> bool:
@@ -380,5 +407,7 @@ def run_checks(ctx: Observed) -> list[Finding]:
             known.update(f.kind for f in seen)
             if row.at_sizes:
                 for at in _sizes(ctx, row):
-                    findings += new_kinds(at.tagged(judged(ctx.contract, row, guarded(ctx, row, partial(row.check, ctx, at)))), known)
+                    findings += new_kinds(
+                        at.tagged(judged(ctx.contract, row, guarded(ctx, row, partial(row.check, ctx, at)))), known
+                    )
     return findings

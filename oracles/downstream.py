@@ -73,7 +73,9 @@ class CleanedUp:
         return code_of(result) == code_of(self.transformed)
 
 
-def check_downstream(transformed: fx.GraphModule, first: Run, ref: Reference, cleaned: CleanedUp | None = None) -> list[Finding]:
+def check_downstream(
+    transformed: fx.GraphModule, first: Run, ref: Reference, cleaned: CleanedUp | None = None
+) -> list[Finding]:
     """Rerun the result; deep-copy it, eliminate dead code and recompile, then run that; each
     must behave as the result's ``first`` run did (differences from the original are the
     equivalence oracle's). The original goes through the same clean-up only when the result

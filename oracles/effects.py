@@ -38,12 +38,22 @@ EXECUTIONS: tuple[tuple[str, bool, Callable[[Observation], Log | None]], ...] = 
         True,
         lambda o: o.probe.first.effects if o.probe.first is not None and o.probe.first.error is None else None,
     ),
-    ("double backward", True, lambda o: o.probe.second.effects if o.probe.second is not None and o.probe.second.error is None else None),
+    (
+        "double backward",
+        True,
+        lambda o: o.probe.second.effects if o.probe.second is not None and o.probe.second.error is None else None,
+    ),
 )
 
 
 def _describe(log: Log) -> str:
-    return "[" + ", ".join(f"{tuple(t.shape)}:{str(t.dtype).removeprefix('torch.')} sum {float(t.double().sum()):.4g}" for t in log) + "]"
+    return (
+        "["
+        + ", ".join(
+            f"{tuple(t.shape)}:{str(t.dtype).removeprefix('torch.')} sum {float(t.double().sum()):.4g}" for t in log
+        )
+        + "]"
+    )
 
 
 def _permutation(ref: Log, got: Log, exact: Exact) -> bool:
@@ -77,7 +87,14 @@ def compare_logs(execution: str, ref: Log, got: Log, exact: Exact) -> list[Findi
     if first is None:
         return []
     if _permutation(ref, got, exact):
-        return [Finding("effects", "effects_reordered", f"{execution}: ordered effects {_describe(ref)} ran as {_describe(got)}", details)]
+        return [
+            Finding(
+                "effects",
+                "effects_reordered",
+                f"{execution}: ordered effects {_describe(ref)} ran as {_describe(got)}",
+                details,
+            )
+        ]
     return [
         Finding(
             "effects",

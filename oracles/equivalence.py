@@ -65,7 +65,12 @@ def compare_value(where: str, ref: Any, got: Any, exact: Exact = True, same_devi
         # Equal values that differ all the same differ in a sign of zero.
         how = f"max abs diff {diff:g}" if diff else "only in the sign of a zero"
         findings.append(
-            Finding("equivalence", "value_mismatch", f"{where}: values differ ({how})", {"where": where, "max_abs_diff": diff})
+            Finding(
+                "equivalence",
+                "value_mismatch",
+                f"{where}: values differ ({how})",
+                {"where": where, "max_abs_diff": diff},
+            )
         )
     if ref.requires_grad != got.requires_grad:
         findings.append(
@@ -109,7 +114,14 @@ def _compare_views(ref: Run, got: Run) -> list[Finding]:
     for i, (ra, ga, r, g) in enumerate(zip(aliases(ref), aliases(got), ref.outputs, got.outputs)):
         if ra == ga and ra is not None and ra[0] == "input" and not _flags_differ(r, g):
             if (was := _itself(ref, r)) != (now := _itself(got, g)):
-                findings.append(Finding("equivalence", "identity_mismatch", f"output {i}: {was} became {now}", {"expected": was, "got": now}))
+                findings.append(
+                    Finding(
+                        "equivalence",
+                        "identity_mismatch",
+                        f"output {i}: {was} became {now}",
+                        {"expected": was, "got": now},
+                    )
+                )
         if ra != ga:
             findings.append(
                 Finding(
@@ -132,7 +144,9 @@ def _compare_views(ref: Run, got: Run) -> list[Finding]:
     return findings
 
 
-def raised_differently(oracle: str, kind: str, what: str, ref: BaseException | None, got: BaseException | None) -> list[Finding]:
+def raised_differently(
+    oracle: str, kind: str, what: str, ref: BaseException | None, got: BaseException | None
+) -> list[Finding]:
     """A finding when exactly one side raised, or both raised different exception types."""
     if type(ref) is type(got):
         return []
@@ -148,7 +162,9 @@ def raised_differently(oracle: str, kind: str, what: str, ref: BaseException | N
     ]
 
 
-def check_equivalence(ref: Run, got: Run, exact: Exact = True, same_device: bool = True, views: bool = True) -> list[Finding]:
+def check_equivalence(
+    ref: Run, got: Run, exact: Exact = True, same_device: bool = True, views: bool = True
+) -> list[Finding]:
     """Outputs (structure, constants, metadata, values, autograd flags, views), inputs' state
     after the call (in-place effects), and the grad mode and autocast state left behind.
     ``same_device`` is off when the two runs live on different devices (CPU-vs-CUDA parity);
@@ -171,7 +187,11 @@ def check_equivalence(ref: Run, got: Run, exact: Exact = True, same_device: bool
     if same_device and views:
         findings += _compare_views(ref, got)
     for i, (r, g) in enumerate(zip(ref.inputs, got.inputs)):
-        findings += [f for f in compare_value(f"input {i} after the call", r, g, exact, same_device) if f.kind != "grad_fn_mismatch"]
+        findings += [
+            f
+            for f in compare_value(f"input {i} after the call", r, g, exact, same_device)
+            if f.kind != "grad_fn_mismatch"
+        ]
     if ref.state_after != got.state_after:
         findings.append(
             Finding(

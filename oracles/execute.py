@@ -23,7 +23,10 @@ AUTOCAST_DEVICES = ("cpu", "cuda")
 
 def _dispatch_keys() -> tuple[int, int]:
     """The thread's local dispatch-key include and exclude sets (raw bits)."""
-    return (torch._C._dispatch_tls_local_include_set().raw_repr(), torch._C._dispatch_tls_local_exclude_set().raw_repr())
+    return (
+        torch._C._dispatch_tls_local_include_set().raw_repr(),
+        torch._C._dispatch_tls_local_exclude_set().raw_repr(),
+    )
 
 
 def _key_sets(keys: tuple[int, int]) -> tuple[torch._C.DispatchKeySet, torch._C.DispatchKeySet]:
@@ -74,7 +77,9 @@ class GlobalState:
             _set_dispatch_keys(self.dispatch_keys)
 
     def __str__(self) -> str:
-        autocast = ", ".join(f"{d} {'on' if on else 'off'} {str(dt).removeprefix('torch.')}" for d, on, dt in self.autocast)
+        autocast = ", ".join(
+            f"{d} {'on' if on else 'off'} {str(dt).removeprefix('torch.')}" for d, on, dt in self.autocast
+        )
         include, exclude = _key_sets(self.dispatch_keys)
         return (
             f"grad {'on' if self.grad else 'off'}; autocast {autocast}, cache {'on' if self.autocast_cache else 'off'}; "
@@ -85,6 +90,7 @@ class GlobalState:
         """What differs from ``expected``, and only that: ``grad mode after the call: on,
         expected off``; the dispatch-key sets only where nothing a user can see differs (the
         autocast flags live in them too)."""
+
         def on(flag: bool) -> str:
             return "on" if flag else "off"
 
@@ -93,13 +99,19 @@ class GlobalState:
             parts.append(f"grad mode after the call: {on(self.grad)}, expected {on(expected.grad)}")
         for (device, enabled, dtype), (_, want, want_dtype) in zip(self.autocast, expected.autocast):
             if (enabled, dtype) != (want, want_dtype):
-                got_text, want_text = (f"{on(e)} {str(d).removeprefix('torch.')}" for e, d in ((enabled, dtype), (want, want_dtype)))
+                got_text, want_text = (
+                    f"{on(e)} {str(d).removeprefix('torch.')}" for e, d in ((enabled, dtype), (want, want_dtype))
+                )
                 parts.append(f"autocast on {device} after the call: {got_text}, expected {want_text}")
         if self.autocast_cache != expected.autocast_cache:
-            parts.append(f"autocast cache after the call: {on(self.autocast_cache)}, expected {on(expected.autocast_cache)}")
+            parts.append(
+                f"autocast cache after the call: {on(self.autocast_cache)}, expected {on(expected.autocast_cache)}"
+            )
         if not parts and self.dispatch_keys != expected.dispatch_keys:
             (inc, exc), (want_inc, want_exc) = _key_sets(self.dispatch_keys), _key_sets(expected.dispatch_keys)
-            parts.append(f"dispatch keys after the call: included {inc}, excluded {exc}; expected included {want_inc}, excluded {want_exc}")
+            parts.append(
+                f"dispatch keys after the call: included {inc}, excluded {exc}; expected included {want_inc}, excluded {want_exc}"
+            )
         return "; ".join(parts)
 
     def leak_kind(self, expected: GlobalState) -> str:
@@ -248,7 +260,10 @@ class PassState:
             ("thread count", self.threads != before.threads),
             ("anomaly mode", self.anomaly != before.anomaly),
             ("random generator state", not torch.equal(self.rng, before.rng)),
-            ("CUDA random generator state", len(self.cuda_rng) != len(before.cuda_rng) or not all(map(torch.equal, self.cuda_rng, before.cuda_rng))),
+            (
+                "CUDA random generator state",
+                len(self.cuda_rng) != len(before.cuda_rng) or not all(map(torch.equal, self.cuda_rng, before.cuda_rng)),
+            ),
         ]
         return [name for name, differs in named if differs]
 
@@ -306,7 +321,9 @@ _AUTOCAST_ENTER = torch.amp.autocast_mode._enter_autocast
 def _retargeted(node: fx.Node, target: torch.device) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``node``'s arguments with every recorded device naming ``target``: ``torch.device``
     values anywhere in them, and the device type an autocast region was entered for."""
-    args, kwargs = fx.node.map_aggregate((node.args, node.kwargs), lambda a: target if isinstance(a, torch.device) else a)
+    args, kwargs = fx.node.map_aggregate(
+        (node.args, node.kwargs), lambda a: target if isinstance(a, torch.device) else a
+    )
     if node.target is _AUTOCAST_ENTER and args and isinstance(args[0], str):
         args = (target.type, *args[1:])
     return args, kwargs

@@ -80,7 +80,9 @@ def export_checks() -> dict[str, Check]:
     }
 
 
-def export_rejection(name: str, gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[Any]) -> BaseException | None:
+def export_rejection(
+    name: str, gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[Any]
+) -> BaseException | None:
     """What export's check ``name`` says about ``gm``: the exception it raises, or None."""
     try:
         export_checks()[name](gm, sig, inputs)

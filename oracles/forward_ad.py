@@ -38,9 +38,7 @@ def tangents(gm: Any, inputs: tuple[Any, ...], ambient_grad: bool, device: str =
     """Run ``gm`` on dual tensors: every floating input gets a tangent seeded by its position."""
 
     def make_duals(clones: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(
-            fwAD.make_dual(c, random_like(c, seed + i)) if _floating(c) else c for i, c in enumerate(clones)
-        )
+        return tuple(fwAD.make_dual(c, random_like(c, seed + i)) if _floating(c) else c for i, c in enumerate(clones))
 
     duals: list[tuple[Any, ...]] = []
 
@@ -69,4 +67,6 @@ def check_forward_ad(ref: Tangents, got: Tangents, labels: Sequence[str], exact:
         return []  # equivalence reports the structure change
     out_labels = [f"output {i}" for i in range(len(ref.outputs))]
     in_labels = [f"{label} after the call" for label in labels]
-    return compare_derivatives("tangent", "tangent", out_labels + in_labels, ref.outputs + ref.inputs, got.outputs + got.inputs, exact)
+    return compare_derivatives(
+        "tangent", "tangent", out_labels + in_labels, ref.outputs + ref.inputs, got.outputs + got.inputs, exact
+    )

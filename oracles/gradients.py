@@ -52,7 +52,9 @@ def input_grads(run: Run, seed: int = 0, create_graph: bool = False) -> Grads:
     cots = [random_like(run.outputs[i], seed + i) for i in positions]
     with effects_logged() as effects:
         try:
-            grads = torch.autograd.grad(outs, [run.inputs[i] for i in leaves], cots, allow_unused=True, create_graph=create_graph)
+            grads = torch.autograd.grad(
+                outs, [run.inputs[i] for i in leaves], cots, allow_unused=True, create_graph=create_graph
+            )
             result = Grads(leaves, list(grads))
         except Exception as e:
             result = Grads(leaves, None, release_frames(e))
@@ -102,4 +104,3 @@ def compare_grads(ref: Grads, got: Grads, labels: Sequence[str], exact: Exact = 
         return raised_differently("gradients", "backward_raises_differently", "backward", ref.error, got.error)
     assert ref.values is not None and got.values is not None
     return compare_derivatives("grad", "gradient", [labels[i] for i in ref.leaves], ref.values, got.values, exact)
-

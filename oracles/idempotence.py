@@ -47,7 +47,9 @@ def second_application(
         )
         return [finding], None
     if not isinstance(gm2, fx.GraphModule):
-        bad = Finding("idempotence", "second_application_bad_return", f"the pass returned {type(gm2).__name__} on its own output")
+        bad = Finding(
+            "idempotence", "second_application_bad_return", f"the pass returned {type(gm2).__name__} on its own output"
+        )
         return [bad], None
     findings = state_leak(leaked)
     after = hop_count(gm2)

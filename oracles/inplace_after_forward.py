@@ -31,7 +31,9 @@ from fxfuzz.oracles.tolerance import Exact
 from torch.autograd.graph import allow_mutation_on_saved_tensors
 
 VERSION_ERROR = "modified by an inplace operation"
-VALUE_KINDS = frozenset({"inplace_after_forward_grad_value_mismatch", "inplace_after_forward_allow_mutation_grad_value_mismatch"})
+VALUE_KINDS = frozenset(
+    {"inplace_after_forward_grad_value_mismatch", "inplace_after_forward_allow_mutation_grad_value_mismatch"}
+)
 
 
 @dataclass
@@ -86,7 +88,15 @@ def _compare(kind: str, what: str, ref: Grads, got: Grads, labels: Sequence[str]
         )
     if ref.values is None or got.values is None:
         return []
-    return compare_derivatives(f"{kind}_grad", "gradient", [f"{labels[i]} ({what})" for i in ref.leaves], ref.values, got.values, exact, keyed=True)
+    return compare_derivatives(
+        f"{kind}_grad",
+        "gradient",
+        [f"{labels[i]} ({what})" for i in ref.leaves],
+        ref.values,
+        got.values,
+        exact,
+        keyed=True,
+    )
 
 
 def check_inplace_after_forward(
@@ -99,7 +109,9 @@ def check_inplace_after_forward(
     findings = []
     for i in sorted(ref_probe.hit ^ got_probe.hit):
         what = f"updating {labels[i]} in place"
-        findings += _compare("inplace_after_forward", what, after_update(ref, i, False), after_update(got, i, False), labels, exact)
+        findings += _compare(
+            "inplace_after_forward", what, after_update(ref, i, False), after_update(got, i, False), labels, exact
+        )
     for i in sorted(ref_probe.hit | got_probe.hit):
         what = f"updating {labels[i]} in place under allow_mutation_on_saved_tensors"
         kind = "inplace_after_forward_allow_mutation"

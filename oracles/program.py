@@ -86,6 +86,8 @@ def _export_crash(e: BaseException) -> Finding:
 # The export stages whose module the end-to-end check compares with eager: kind prefix, stage.
 E2E_STAGES = (("e2e_", "module"), ("e2e_decomposed_", "run_decompositions"), ("e2e_saved_", "save_load"))
 _AUTOGRAD_KINDS = ("requires_grad_mismatch", "grad_fn_mismatch")
+
+
 def _shared_checks_on(program: Program, grad_mode: bool, share: float) -> bool:
     """Does this program, under this grad mode, go through the shared checks? A hash of its
     code against the share, so a replay decides alike; always while they are forced (a bucket
@@ -102,10 +104,16 @@ def shrinks_with_shared_checks(f: Finding) -> bool:
     program's other sizes? While its bucket shrinks every such check runs, so the shrinker
     judges each attempt alike."""
     later = tuple(prefix for prefix, _ in E2E_STAGES[1:])
-    return f.oracle == "downstream" or f.kind.startswith(later) or (f.details.get("level") == "program" and "sizes" in f.details)
+    return (
+        f.oracle == "downstream"
+        or f.kind.startswith(later)
+        or (f.details.get("level") == "program" and "sizes" in f.details)
+    )
 
 
-def _end_to_end(eager: dict[str, Any], exported: dict[str, Any], prefix: str = "e2e_", exact: bool = True) -> list[Finding]:
+def _end_to_end(
+    eager: dict[str, Any], exported: dict[str, Any], prefix: str = "e2e_", exact: bool = True
+) -> list[Finding]:
     """Findings (kinds prefixed ``prefix``) where a stage's module and eager disagree: values
     exactly and autograd; or, where the stage lowers to inference IR (``exact`` False:
     decompositions, other ops and no autograd), values within the tolerances only."""
@@ -137,20 +145,38 @@ def _end_to_end(eager: dict[str, Any], exported: dict[str, Any], prefix: str = "
             )
         )
     if not exact:
-        return [Finding(f.oracle, prefix + f.kind, f.message, f.details) for f in found if f.kind not in _AUTOGRAD_KINDS]
+        return [
+            Finding(f.oracle, prefix + f.kind, f.message, f.details) for f in found if f.kind not in _AUTOGRAD_KINDS
+        ]
     found = [Finding(f.oracle, prefix + f.kind, f.message, f.details) for f in found]
     if eager["backward_error"] is not None or exported["backward_error"] is not None:
         return found + raised_differently(
-            "gradients", f"{prefix}backward_raises_differently", "backward", eager["backward_error"], exported["backward_error"]
+            "gradients",
+            f"{prefix}backward_raises_differently",
+            "backward",
+            eager["backward_error"],
+            exported["backward_error"],
         )
     labels = list(eager["grads"])
     return found + compare_derivatives(
-        f"{prefix}grad", "gradient", labels, [eager["grads"][k] for k in labels], [exported["grads"].get(k) for k in labels], exact
+        f"{prefix}grad",
+        "gradient",
+        labels,
+        [eager["grads"][k] for k in labels],
+        [exported["grads"].get(k) for k in labels],
+        exact,
     )
 
 
 def _at_other_sizes(
-    program_class: Any, example_inputs: Any, module: Any, sizes: tuple[int, ...], grad_mode: bool, prefix: str, exact: bool, known: set[str]
+    program_class: Any,
+    example_inputs: Any,
+    module: Any,
+    sizes: tuple[int, ...],
+    grad_mode: bool,
+    prefix: str,
+    exact: bool,
+    known: set[str],
 ) -> list[Finding]:
     """A stage's module against eager at each of ``sizes`` (inputs rebuilt at that size; a
     fresh copy of the module each, as a call updates its buffers): executions only. A
@@ -169,7 +195,13 @@ def _at_other_sizes(
 
 
 def _check_mode(
-    program_class: Any, example_inputs: Any, dynamic_shapes: Any, sizes: tuple[int, ...], pass_fn: PassFn, grad_mode: bool, shared: bool
+    program_class: Any,
+    example_inputs: Any,
+    dynamic_shapes: Any,
+    sizes: tuple[int, ...],
+    pass_fn: PassFn,
+    grad_mode: bool,
+    shared: bool,
 ) -> list[Finding]:
     eager = observe_module(program_class(), example_inputs(), grad_mode)
     if eager["error"] is not None:
@@ -181,7 +213,9 @@ def _check_mode(
         try:
             torch.set_grad_enabled(grad_mode)
             # One export serves both checks: its captured case and its ExportedProgram.
-            captured = capture_module(program_class(), example_inputs(), stage=stages[0].name, dynamic_shapes=dynamic_shapes)
+            captured = capture_module(
+                program_class(), example_inputs(), stage=stages[0].name, dynamic_shapes=dynamic_shapes
+            )
         except ExportFailed as e:
             return [_export_crash(e.__cause__ or e)]  # export failed before it reached the pass
         finally:
@@ -214,7 +248,9 @@ def _check_mode(
         traced = _end_to_end(eager, observe_module(copy.deepcopy(module), example_inputs(), grad_mode), prefix, exact)
         findings += traced
         known = {f.kind for f in traced}
-        findings += _at_other_sizes(program_class, example_inputs, module, sizes if shared else (), grad_mode, prefix, exact, known)
+        findings += _at_other_sizes(
+            program_class, example_inputs, module, sizes if shared else (), grad_mode, prefix, exact, known
+        )
     return findings
 
 
@@ -250,7 +286,9 @@ def check_program(program: Program, pass_fn: PassFn, share: float = 1.0) -> list
     try:
         for grad_mode in (program.ambient_grad, not program.ambient_grad):
             shared = _shared_checks_on(program, grad_mode, share)
-            for f in _check_mode(program_class, example_inputs, dynamic_shapes, program.other_sizes(), pass_fn, grad_mode, shared):
+            for f in _check_mode(
+                program_class, example_inputs, dynamic_shapes, program.other_sizes(), pass_fn, grad_mode, shared
+            ):
                 f.details = {**f.details, "level": "program", "ambient_grad": grad_mode}
                 f.message = f"[ambient grad {grad_mode}] {f.message}"
                 findings.append(f)

@@ -20,11 +20,19 @@ from fxfuzz.oracles.inplace_after_forward import Graph, check_inplace_after_forw
 from fxfuzz.oracles.tolerance import Bound, Exact
 from torch import fx
 
-VALUE_KINDS = equivalence.VALUE_KINDS | gradients.VALUE_KINDS | autograd_graph.VALUE_KINDS | inplace_after_forward.VALUE_KINDS
+VALUE_KINDS = (
+    equivalence.VALUE_KINDS | gradients.VALUE_KINDS | autograd_graph.VALUE_KINDS | inplace_after_forward.VALUE_KINDS
+)
 # First-order differences in what requires grad or in gradients: where these show, what autograd
 # records differs as a consequence, and the autograd-graph checks would report the same defect again.
 FIRST_ORDER_KINDS = frozenset(
-    {"requires_grad_mismatch", "grad_fn_mismatch", "grad_presence_mismatch", "grad_value_mismatch", "backward_raises_differently"}
+    {
+        "requires_grad_mismatch",
+        "grad_fn_mismatch",
+        "grad_presence_mismatch",
+        "grad_value_mismatch",
+        "backward_raises_differently",
+    }
 )
 
 
@@ -87,7 +95,9 @@ class Reference:
     nondeterministic (found lazily, by running the original once more, only when a value
     differs)."""
 
-    def __init__(self, gm: fx.GraphModule, inputs: tuple[Any, ...], ambient_grad: bool, labels: Sequence[str], device: str) -> None:
+    def __init__(
+        self, gm: fx.GraphModule, inputs: tuple[Any, ...], ambient_grad: bool, labels: Sequence[str], device: str
+    ) -> None:
         self.gm, self.inputs, self.ambient_grad, self.labels, self.device = gm, inputs, ambient_grad, labels, device
         self.exact = device == "cpu"
         self.obs = observe(gm, inputs, ambient_grad, device)
@@ -106,7 +116,9 @@ class Reference:
         """(kind, where) of every value that differs between two runs of the original."""
         if self._noisy is None:
             self._noisy = {
-                (f.kind, f.details.get("where")) for f in compare(self.obs, self.again, self.labels, self.exact) if f.kind in VALUE_KINDS
+                (f.kind, f.details.get("where"))
+                for f in compare(self.obs, self.again, self.labels, self.exact)
+                if f.kind in VALUE_KINDS
             }
         return self._noisy
 
@@ -131,7 +143,9 @@ class Comparing:
     views: bool = True
 
 
-def compare_graphs(transformed: fx.GraphModule, ref: Reference, how: Comparing = Comparing()) -> tuple[list[Finding], Observation]:
+def compare_graphs(
+    transformed: fx.GraphModule, ref: Reference, how: Comparing = Comparing()
+) -> tuple[list[Finding], Observation]:
     """Original against transformed on the reference's device (bitwise on CPU, within
     tolerance on CUDA, within ``how.values`` where given); a value difference counts only
     where the original is deterministic."""

@@ -39,7 +39,9 @@ class AtSizes:
         ]
 
 
-def observe_sizes(case: GraphCase, transformed: fx.GraphModule, labels: Sequence[str], how: Comparing = Comparing()) -> list[AtSizes]:
+def observe_sizes(
+    case: GraphCase, transformed: fx.GraphModule, labels: Sequence[str], how: Comparing = Comparing()
+) -> list[AtSizes]:
     """Original against transformed at each of ``case.sizes`` (executions only: the pass has
     already run), with the comparison's findings (``compare_graphs``)."""
     out = []

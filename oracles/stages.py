@@ -100,7 +100,9 @@ def _exported(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[An
         return None
 
 
-def _observe(stage: str, ep: ExportedProgram, users: Sequence[Any], ambient: bool) -> tuple[dict[str, Any] | None, BaseException | None]:
+def _observe(
+    stage: str, ep: ExportedProgram, users: Sequence[Any], ambient: bool
+) -> tuple[dict[str, Any] | None, BaseException | None]:
     """The stage's module of ``ep`` called on the user inputs (``observe_module``), or what
     the stage or the call raised."""
     make, _ = STAGES[stage]
@@ -113,7 +115,9 @@ def _observe(stage: str, ep: ExportedProgram, users: Sequence[Any], ambient: boo
     return seen, None
 
 
-def _differences(stage: str, ref: dict[str, Any], got: dict[str, Any], grads_exact: bool = True, values: Bound | None = None) -> list[str]:
+def _differences(
+    stage: str, ref: dict[str, Any], got: dict[str, Any], grads_exact: bool = True, values: Bound | None = None
+) -> list[str]:
     """How ``got`` (the result's module) differs from ``ref`` (the original's), as messages;
     gradients within tolerance unless ``grads_exact`` (``fxfuzz.oracles.semantics.compare``);
     values and gradients within ``values`` where the contract excuses rounding."""
@@ -126,16 +130,26 @@ def _differences(stage: str, ref: dict[str, Any], got: dict[str, Any], grads_exa
         found += compare_value(f"output {i}", a, b, exact)
     for k, a in ref["state"].items():
         found += compare_value(f"buffer or parameter {k} after the call", a, got["state"].get(k), exact)
-    messages = [f.message for f in found if kept or f.kind != "requires_grad_mismatch" and not f.kind.startswith("grad_fn")]
+    messages = [
+        f.message for f in found if kept or f.kind != "requires_grad_mismatch" and not f.kind.startswith("grad_fn")
+    ]
     if kept:
         if (ref["backward_error"] is None) != (got["backward_error"] is None):
-            messages.append(f"backward raised {got['backward_error']!r} where the original's raised {ref['backward_error']!r}")
+            messages.append(
+                f"backward raised {got['backward_error']!r} where the original's raised {ref['backward_error']!r}"
+            )
         for k, a in ref["grads"].items():
             b = got["grads"].get(k)
             if (a is None) != (b is None):
-                messages.append(f"gradient of {k}: {'none' if a is None else 'one'} became {'none' if b is None else 'one'}")
+                messages.append(
+                    f"gradient of {k}: {'none' if a is None else 'one'} became {'none' if b is None else 'one'}"
+                )
             elif a is not None:
-                messages += [f"gradient of {f.message}" for f in compare_value(k, a, b, grads_exact if values is None else values) if f.kind != "requires_grad_mismatch"]
+                messages += [
+                    f"gradient of {f.message}"
+                    for f in compare_value(k, a, b, grads_exact if values is None else values)
+                    if f.kind != "requires_grad_mismatch"
+                ]
     return messages
 
 

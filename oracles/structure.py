@@ -32,7 +32,14 @@ def _def_use(name: str, graph: fx.Graph) -> list[Finding]:
             problems.append(f"{node.name}.users has {extra} that do not read it and lacks {missing}")
     if not problems:
         return []
-    return [Finding("structure", "def_use_inconsistent", f"graph {name}: {problems[0]}", {"graph": name, "problems": problems[:5]})]
+    return [
+        Finding(
+            "structure",
+            "def_use_inconsistent",
+            f"graph {name}: {problems[0]}",
+            {"graph": name, "problems": problems[:5]},
+        )
+    ]
 
 
 def _subgraph_of(mod: fx.GraphModule, node: fx.Node) -> tuple[int, fx.GraphModule] | None:
@@ -70,14 +77,18 @@ def _hop_problems(mod: fx.GraphModule, node: fx.Node) -> list[str]:
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
     problems = []
     if len(placeholders) != len(operands):
-        problems.append(f"{node.name} passes {len(operands)} operands to a subgraph with {len(placeholders)} placeholders")
+        problems.append(
+            f"{node.name} passes {len(operands)} operands to a subgraph with {len(placeholders)} placeholders"
+        )
     for ph, arg in zip(placeholders, operands):
         if "val" not in ph.meta:
             problems.append(f"subgraph placeholder {ph.name} of {node.name} has no meta['val']")
         elif (isinstance(arg, fx.Node) or isinstance(ph.meta["val"], torch.SymInt)) and not _same_meta(
             ph.meta["val"], _meta_of_operand(arg)
         ):
-            problems.append(f"subgraph placeholder {ph.name} of {node.name} ({ph.meta['val']}) disagrees with operand {arg}")
+            problems.append(
+                f"subgraph placeholder {ph.name} of {node.name} ({ph.meta['val']}) disagrees with operand {arg}"
+            )
     for n in sub.graph.nodes:
         if n.op == "call_function" and "val" not in n.meta:
             problems.append(f"{n.name} inside {node.name}'s subgraph has no meta['val']")
@@ -152,7 +163,12 @@ def check_structure(gm: fx.GraphModule, contract: PassContract) -> list[Finding]
             problems = [p for n in calls if n.target in contract.hops for p in _hop_problems(mod, n)]
             if problems:
                 findings.append(
-                    Finding("structure", "malformed_hop", f"graph {name}: {problems[0]}", {"graph": name, "problems": problems[:5]})
+                    Finding(
+                        "structure",
+                        "malformed_hop",
+                        f"graph {name}: {problems[0]}",
+                        {"graph": name, "problems": problems[:5]},
+                    )
                 )
     return findings
 
@@ -180,4 +196,6 @@ def malformed(gm: fx.GraphModule, lint: bool = False) -> str | None:
 
 def malformed_result(why: str) -> Finding:
     """The finding for a result fxfuzz cannot read (``malformed``'s ``why``)."""
-    return Finding("structure", "malformed_result", f"the pass returned a graph fxfuzz cannot check: {why}", {"why": why})
+    return Finding(
+        "structure", "malformed_result", f"the pass returned a graph fxfuzz cannot check: {why}", {"why": why}
+    )

@@ -157,7 +157,9 @@ class GraphBuilder:
             args, kwargs = self._sym_args(tuple(args)), self._sym_args(kwargs)
         return self.emit(target, args, kwargs, self._propagate(target, args, kwargs), name)
 
-    def emit(self, target: Callable[..., Any], args: Sequence[Any], kwargs: dict, val: Any, name: str | None = None) -> fx.Node:
+    def emit(
+        self, target: Callable[..., Any], args: Sequence[Any], kwargs: dict, val: Any, name: str | None = None
+    ) -> fx.Node:
         """Emit a call node whose ``meta['val']`` is ``val``, already known (``call`` computes it)."""
         # Export names a node after its op (``add_``, ``sum_1``, ``cond``), not its overload.
         name = name or getattr(target, "_opname", None) or getattr(target, "__name__", None)

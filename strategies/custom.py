@@ -195,7 +195,9 @@ def loading_ends(passes: Sequence[tuple[str, str]], ops: Sequence[str], option: 
     signal), which no handler could catch; None when none does. Each is loaded first in a
     throwaway fork (``fxfuzz.core.user_code.first_exit``), so that no command ends with the
     status the user's code chose. A registered pass runs none of the user's code: not tried."""
-    steps: list[tuple[str, Callable[[], object]]] = [(f"{o} {spec}", functools.partial(load_pass, spec)) for o, spec in passes if spec not in REGISTRY]
+    steps: list[tuple[str, Callable[[], object]]] = [
+        (f"{o} {spec}", functools.partial(load_pass, spec)) for o, spec in passes if spec not in REGISTRY
+    ]
     steps += [(f"{option} {op}", functools.partial(register_ops, [op], option)) for op in ops]
     return first_exit(steps)
 

@@ -106,7 +106,10 @@ def draw_repeat(draw: st.DrawFn, s: State, values: list[Value]) -> bool:
             n.op == "call_function"
             and isinstance(n.target, torch._ops.OpOverload)
             and not n.target._schema.is_mutable
-            and all(a in current or a.op == "get_attr" or not isinstance(a.meta.get("val"), torch.Tensor) for a in n.all_input_nodes)
+            and all(
+                a in current or a.op == "get_attr" or not isinstance(a.meta.get("val"), torch.Tensor)
+                for a in n.all_input_nodes
+            )
         )
 
     candidates = [v for v in values if repeatable(v)]

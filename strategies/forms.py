@@ -79,7 +79,9 @@ def lower(case: GraphCase) -> GraphCase | None:
         torch.set_grad_enabled(case.ambient_grad)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            program = exported_program(copy_graph_module(case.gm), copy.deepcopy(case.signature), case.inputs).run_decompositions()
+            program = exported_program(
+                copy_graph_module(case.gm), copy.deepcopy(case.signature), case.inputs
+            ).run_decompositions()
     except Exception:  # noqa: BLE001 - whatever export fails on is export's, not the pass's
         return None
     finally:
@@ -101,7 +103,14 @@ def lower(case: GraphCase) -> GraphCase | None:
     tokens = sum(s.kind == InputKind.TOKEN for s in program.graph_signature.input_specs)
     if tokens:
         features["aten:token_inputs"] = tokens
-    return GraphCase(gm=gm, signature=program.graph_signature, inputs=tuple(inputs), ambient_grad=case.ambient_grad, domain="aten", features=features)
+    return GraphCase(
+        gm=gm,
+        signature=program.graph_signature,
+        inputs=tuple(inputs),
+        ambient_grad=case.ambient_grad,
+        domain="aten",
+        features=features,
+    )
 
 
 @st.composite

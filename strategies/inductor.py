@@ -60,7 +60,9 @@ def compile_input(case: GraphCase, form: str) -> tuple[fx.GraphModule, list[Any]
     parameters and buffers the module's own (``STATE_PREFIX`` and the input's position), read
     by ``get_attr``, and only the others arguments."""
     gm = copy_graph_module(case.gm)
-    values = [_trained(s.kind, v) if form == JOINT else _plain(v) for s, v in zip(case.signature.input_specs, case.inputs)]
+    values = [
+        _trained(s.kind, v) if form == JOINT else _plain(v) for s, v in zip(case.signature.input_specs, case.inputs)
+    ]
     if form != FROZEN:
         return gm, values
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -156,7 +158,9 @@ def lower_inductor(case: GraphCase, form: str, seed: int = 0) -> GraphCase | Non
         features["inductor_joint:forward_outputs"] = out_spec.children()[0].num_leaves
         lowered.graph._codegen = fx.graph.CodeGen()
         lowered.recompile()
-    return GraphCase(gm=lowered, signature=signature, inputs=tuple(inputs), ambient_grad=False, domain=form, features=features)
+    return GraphCase(
+        gm=lowered, signature=signature, inputs=tuple(inputs), ambient_grad=False, domain=form, features=features
+    )
 
 
 def _inputs(gm: fx.GraphModule, flat: list[Any], seed: int) -> list[Any] | None:
@@ -173,7 +177,11 @@ def _inputs(gm: fx.GraphModule, flat: list[Any], seed: int) -> list[Any] | None:
             values.append(_plain(flat[i]))
             continue
         meta = ph.meta["val"]
-        tangent = torch.randn(tuple(meta.shape), generator=generator) if meta.dtype.is_floating_point or meta.dtype.is_complex else torch.zeros(tuple(meta.shape))
+        tangent = (
+            torch.randn(tuple(meta.shape), generator=generator)
+            if meta.dtype.is_floating_point or meta.dtype.is_complex
+            else torch.zeros(tuple(meta.shape))
+        )
         values.append(tangent.to(meta.dtype))
     return values
 

@@ -87,7 +87,9 @@ def draw_inputs(
     out = Inputs([], [])
     name = iter(names)
 
-    def add(kind: InputKind, dtype: torch.dtype, grad: bool, target: str | None, persistent: bool | None = None) -> fx.Node:
+    def add(
+        kind: InputKind, dtype: torch.dtype, grad: bool, target: str | None, persistent: bool | None = None
+    ) -> fx.Node:
         shape = _shape(draw, base)
         if kind != InputKind.USER_INPUT:
             # Weights and buffers broadcast over the (batch-like) sizes chosen for symbols, as in

@@ -127,7 +127,9 @@ def attention(draw: st.DrawFn, s: State) -> None:
         return
     scores = _call(s, aten.matmul.default, [q.node, _call(s, aten.transpose.int, [k.node, -2, -1], alias=True)])
     factor = scale if scale is not None else 1 / math.sqrt(size_hint(qm.shape[-1]))
-    scores = _call(s, *((aten.mul.Tensor, [scores, factor]) if draw(st.booleans()) else (aten.div.Tensor, [scores, 1 / factor])))
+    scores = _call(
+        s, *((aten.mul.Tensor, [scores, factor]) if draw(st.booleans()) else (aten.div.Tensor, [scores, 1 / factor]))
+    )
     if attn_mask is not None and attn_mask.meta["val"].dtype == torch.bool:
         scores = _call(s, aten.masked_fill.Scalar, [scores, _call(s, aten.logical_not.default, [attn_mask]), -math.inf])
     elif attn_mask is not None:
@@ -156,7 +158,11 @@ def softmax_chain(draw: st.DrawFn, s: State) -> None:
 def conv_bn_relu(draw: st.DrawFn, s: State) -> None:
     """conv2d, batch_norm (training with batch statistics, or eval with running ones) and relu
     on a float32/float64 value viewed as an image, weights made by factories."""
-    x = _first(draw, s, lambda m: m.dtype in (torch.float32, torch.float64) and m.dim() >= 2 and m.is_contiguous() and _solid(m))
+    x = _first(
+        draw,
+        s,
+        lambda m: m.dtype in (torch.float32, torch.float64) and m.dim() >= 2 and m.is_contiguous() and _solid(m),
+    )
     m = _meta(x)
     w_ = m.shape[-1]
     h = m.numel() // w_
@@ -225,7 +231,9 @@ def view_round_trip(draw: st.DrawFn, s: State) -> None:
     elif how == "permute" or m.dim() < 2:
         order = draw(st.permutations(range(m.dim())))
         inverse = sorted(range(m.dim()), key=order.__getitem__)
-        _call(s, aten.permute.default, [_call(s, aten.permute.default, [x.node, order], alias=True), inverse], alias=True)
+        _call(
+            s, aten.permute.default, [_call(s, aten.permute.default, [x.node, order], alias=True), inverse], alias=True
+        )
     else:
         a, b = draw(st.sampled_from([(0, 1), (-2, -1), (0, -1)]))
         _call(s, aten.transpose.int, [_call(s, aten.transpose.int, [x.node, a, b], alias=True), a, b], alias=True)
@@ -257,7 +265,11 @@ def slice_assignment(draw: st.DrawFn, s: State) -> None:
         clone = s.builder.try_call(aten.clone.default, [x.node])
         if clone is None:
             raise _Unfit("clone")
-        view = _call(s, *((aten.select.int, [clone, d, start]) if select else (aten.slice.Tensor, [clone, d, start, end])), pooled=False)
+        view = _call(
+            s,
+            *((aten.select.int, [clone, d, start]) if select else (aten.slice.Tensor, [clone, d, start, end])),
+            pooled=False,
+        )
         sources = [v for v in s.pool if fits_into([_meta(view)], _meta(v)) and v.node is not x.node]
         if bool(sources) and draw(st.booleans()):  # bool(): as above
             s.builder.call(aten.copy_.default, [view, pick(draw, sources).node])
@@ -266,7 +278,11 @@ def slice_assignment(draw: st.DrawFn, s: State) -> None:
         s.pool.append(Value(clone))
         s.stats["motif:slice_assign_inplace"] += 1
         return
-    part = _call(s, *((aten.select.int, [x.node, d, start]) if select else (aten.slice.Tensor, [x.node, d, start, end])), alias=True)
+    part = _call(
+        s,
+        *((aten.select.int, [x.node, d, start]) if select else (aten.slice.Tensor, [x.node, d, start, end])),
+        alias=True,
+    )
     src = _call(s, aten.neg.default if m.dtype != torch.bool else aten.logical_not.default, [part], mutable=True)
     if select:
         _call(s, aten.select_scatter.default, [x.node, src, d, start], mutable=True)

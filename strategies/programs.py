@@ -193,7 +193,9 @@ def _function(
     if s.branch:
         # A branch must return a fresh full-shaped float32 tensor (never an alias of an input).
         base = _pick(g, [v for v in inner.vars if v.full])
-        op = g.draw(st.sampled_from([o for o, (_, n) in PROGRAM_OPS.items() if n == 1 and o not in REDUCTIONS + ALIASING]))
+        op = g.draw(
+            st.sampled_from([o for o, (_, n) in PROGRAM_OPS.items() if n == 1 and o not in REDUCTIONS + ALIASING])
+        )
         result = _Var(g.fresh(), True, False)
         body += (Op(result.expr, op, (base.expr,)),)
     else:

@@ -91,7 +91,9 @@ def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
     needs no such node shrinks to a case that still ends with one, empty; a pass that declares
     nothing draws no extra choice and keeps the mix of steps as it was."""
     s.max_depth = max(s.max_depth, depth)
-    kinds: tuple[str, ...] = _LEAF_STEPS if depth >= MAX_DEPTH else _ADVERSARIAL_STEPS if s.domain == "adversarial" else _STEPS
+    kinds: tuple[str, ...] = (
+        _LEAF_STEPS if depth >= MAX_DEPTH else _ADVERSARIAL_STEPS if s.domain == "adversarial" else _STEPS
+    )
     if ACROSS_TOGGLE in s.reacts_to and depth < MAX_DEPTH:
         kinds += _BAIT_STEPS
     if CONSTANT in s.reacts_to:
@@ -110,7 +112,10 @@ def draw_block(draw: st.DrawFn, s: State, depth: int) -> None:
     # A "one more step?" choice before each step, rather than a count up front: the shrinker
     # then deletes any single step, not only the last ones.
     steps = 0
-    while s.budget.left > (_OWED_STEPS if owed and not reacted(s, owable) else 0) and draw(st.integers(0, 12 if depth == 0 else 3)) != 0:
+    while (
+        s.budget.left > (_OWED_STEPS if owed and not reacted(s, owable) else 0)
+        and draw(st.integers(0, 12 if depth == 0 else 3)) != 0
+    ):
         steps += 1
         s.budget.left -= 1
         _step(draw, s, depth, draw(st.sampled_from(kinds)))

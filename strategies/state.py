@@ -94,7 +94,9 @@ def count_region_shapes(s: State) -> None:
         if any(a not in inside and a.op != "get_attr" for n in values for a in n.all_input_nodes):
             s.stats["region:value_in"] += 1
         # SymInts crossing the boundary: operands and outputs the split gives the region.
-        if any(a not in inside and isinstance(a.meta.get("val"), torch.SymInt) for n in values for a in n.all_input_nodes):
+        if any(
+            a not in inside and isinstance(a.meta.get("val"), torch.SymInt) for n in values for a in n.all_input_nodes
+        ):
             s.stats["region:symint_in"] += 1
         if any(isinstance(n.meta.get("val"), torch.SymInt) for n in outputs):
             s.stats["region:symint_out"] += 1

@@ -92,7 +92,11 @@ def _sibling(gm: fx.GraphModule) -> fx.GraphModule:
 
 
 def hop_outputs(
-    grad_modes: tuple[bool, bool], outputs: list[torch.Tensor], operands: list[torch.Tensor], fake_mode: Any, rows: Any = None
+    grad_modes: tuple[bool, bool],
+    outputs: list[torch.Tensor],
+    operands: list[torch.Tensor],
+    fake_mode: Any,
+    rows: Any = None,
 ) -> tuple:
     """The ``meta['val']`` torch's fake tracing gives a cond (``rows`` None) or a map_impl call
     (``rows``: the length of its mapped dim), derived from the metas of its subgraph's
@@ -135,7 +139,9 @@ def mode_left(gm: fx.GraphModule, mode: bool) -> bool:
     return mode
 
 
-def _hop_call(s: State, target: Any, args: list[Any], gm: fx.GraphModule, operands: list[torch.Tensor]) -> fx.Node | None:
+def _hop_call(
+    s: State, target: Any, args: list[Any], gm: fx.GraphModule, operands: list[torch.Tensor]
+) -> fx.Node | None:
     """The cond or map_impl call node, its metas from its subgraph's (``hop_outputs``), or None
     where torch would refuse the call: tracing every drawn subgraph again on fake tensors was
     30% of generation. A torch without the private merge traces as before. A toggle the
@@ -205,4 +211,3 @@ def draw_wrapped(draw: st.DrawFn, s: State, depth: int, body: Body) -> None:
     g = s.builder.get_attr(attr_name(draw, s.domain, "submod_0"), gm)
     node = s.builder.try_call(hop.wrap_with_set_grad_enabled, [mode, g, *(v.node for v in operands)])
     _results(s, node, count, "wrap_with_set_grad_enabled")
-

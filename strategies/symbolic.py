@@ -146,7 +146,9 @@ def use_size(draw: st.DrawFn, s: State, sizes: list[fx.Node] | None = None) -> N
     if how == "add" and tensors:
         node = b.try_call(aten.add.Tensor, [pick(draw, tensors).node, n])
     elif how == "new_zeros" and s.pool:
-        node = b.try_call(aten.new_zeros.default, [pick(draw, s.pool).node, [n, draw(st.integers(1, 2))]], {"pin_memory": False})
+        node = b.try_call(
+            aten.new_zeros.default, [pick(draw, s.pool).node, [n, draw(st.integers(1, 2))]], {"pin_memory": False}
+        )
     elif how == "arange":
         node = b.try_call(aten.arange.default, [n], {"device": CPU, "pin_memory": False})
     elif how in ("reshape", "expand"):

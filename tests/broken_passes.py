@@ -269,7 +269,9 @@ def casts_outputs(gm, sig):
     out = gm.graph.output_node()
     with gm.graph.inserting_before(out):
         new = [
-            gm.graph.call_function(aten._to_copy.default, (a,), {"dtype": torch.float64}) if isinstance(a, fx.Node) else a
+            gm.graph.call_function(aten._to_copy.default, (a,), {"dtype": torch.float64})
+            if isinstance(a, fx.Node)
+            else a
             for a in out.args[0]
         ]
     for a, n in zip(out.args[0], new):
@@ -301,7 +303,11 @@ def extra_output(gm, sig):
 def copies_views(gm, sig):
     """Clones every view before returning it: same values, but no longer aliasing the input."""
     gm, sig = real(gm, sig)
-    return _rewrite(gm, aten.transpose.int, lambda g, x, *a: g.call_function(aten.clone.default, (g.call_function(aten.transpose.int, (x, *a)),))), sig
+    return _rewrite(
+        gm,
+        aten.transpose.int,
+        lambda g, x, *a: g.call_function(aten.clone.default, (g.call_function(aten.transpose.int, (x, *a)),)),
+    ), sig
 
 
 def aliases_passthrough(gm, sig):
@@ -338,8 +344,6 @@ def leaks_grad_mode(gm, sig):
         gm.graph.call_function(torch._C._set_grad_enabled, (not torch.is_grad_enabled(),)).meta["val"] = None
     gm.recompile()
     return gm, sig
-
-
 
 
 def leaks_autocast(gm, sig):
@@ -655,7 +659,9 @@ def _old_inline_export() -> Any:
 
     mutant = next((m for m in enumerate_mutants("export") if m.id == _INLINE_MUTANT), None)
     if mutant is None:
-        raise LookupError(f"torch {torch.__version__} has no mutant {_INLINE_MUTANT} (its id names torch 2.13's source)")
+        raise LookupError(
+            f"torch {torch.__version__} has no mutant {_INLINE_MUTANT} (its id names torch 2.13's source)"
+        )
     return load_pass_variant("export", mutant)
 
 
@@ -740,7 +746,9 @@ LEAKS = {
     "grad mode": lambda: torch.set_grad_enabled(not torch.is_grad_enabled()),
     "autocast state": lambda: torch.set_autocast_enabled("cpu", not torch.is_autocast_enabled("cpu")),
     "default dtype": lambda: torch.set_default_dtype(torch.float64),
-    "deterministic algorithms": lambda: torch.use_deterministic_algorithms(not torch.are_deterministic_algorithms_enabled()),
+    "deterministic algorithms": lambda: torch.use_deterministic_algorithms(
+        not torch.are_deterministic_algorithms_enabled()
+    ),
     "thread count": lambda: torch.set_num_threads(torch.get_num_threads() + 1),
     "anomaly mode": lambda: torch.autograd.set_detect_anomaly(not torch.is_anomaly_enabled()),
     "random generator state": lambda: torch.rand(1),
@@ -810,7 +818,11 @@ def raises_slow_to_read(gm, sig):
 
 
 for _fn in list(globals().values()):
-    if inspect.isfunction(_fn) and _fn.__module__ == __name__ and list(inspect.signature(_fn).parameters)[:2] == ["gm", "sig"]:
+    if (
+        inspect.isfunction(_fn)
+        and _fn.__module__ == __name__
+        and list(inspect.signature(_fn).parameters)[:2] == ["gm", "sig"]
+    ):
         _fn.fxfuzz_contract = real.contract
 
 

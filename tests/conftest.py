@@ -124,5 +124,7 @@ def shard_campaigns(tmp_path_factory):
         for name, shard in (("a", "2/2"), ("b", "1/2"))
     ]  # fmt: skip
     # New findings in a (exit 1); in b only the known bucket (exit 0).
-    assert codes == [1, 0], [(root / name / "report.md").read_text() for name in "ab" if (root / name / "report.md").exists()]
+    assert codes == [1, 0], [
+        (root / name / "report.md").read_text() for name in "ab" if (root / name / "report.md").exists()
+    ]
     return root / "a", root / "b", known_id

@@ -37,7 +37,10 @@ def hooked_graph(case: GraphCase, form: str) -> fx.GraphModule | None:
 
     gm, args = compile_input(case, form)
     torch._dynamo.reset()
-    with config.patch(joint_custom_pre_pass=hook, post_grad_custom_pre_pass=stop), torch.set_grad_enabled(form == JOINT):
+    with (
+        config.patch(joint_custom_pre_pass=hook, post_grad_custom_pre_pass=stop),
+        torch.set_grad_enabled(form == JOINT),
+    ):
         try:
             torch.compile(gm, backend="inductor", fullgraph=True, dynamic=False)(*args)
         except Exception:  # noqa: BLE001 - the stop raises through Dynamo
@@ -48,7 +51,11 @@ def hooked_graph(case: GraphCase, form: str) -> fx.GraphModule | None:
 def _nodes(gm: fx.GraphModule) -> list[Any]:
     def meta(n: fx.Node) -> Any:
         val = n.meta.get("val")
-        return (tuple(val.shape), tuple(val.stride()), str(val.dtype)) if isinstance(val, torch.Tensor) else type(val).__name__
+        return (
+            (tuple(val.shape), tuple(val.stride()), str(val.dtype))
+            if isinstance(val, torch.Tensor)
+            else type(val).__name__
+        )
 
     return [(n.name, n.op, str(n.target), str(n.args), str(n.kwargs), meta(n)) for n in gm.graph.nodes]
 
@@ -65,7 +72,7 @@ def differences(case: GraphCase, form: str) -> tuple[bool, str | None]:
     ours, theirs = _nodes(lowered.gm), _nodes(hooked)
     if ours != theirs:
         at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
-        return True, f"node {at} differs:\nours   {ours[at:at + 2]}\ntheirs {theirs[at:at + 2]}"
+        return True, f"node {at} differs:\nours   {ours[at : at + 2]}\ntheirs {theirs[at : at + 2]}"
     return True, None
 
 

@@ -1,6 +1,7 @@
 """torch.fx CSEPass's algorithm with the two fixes docs/known-findings.md suggests: impure nodes
 (grad toggles) are kept, and a call is merged only with an equal one made under the same grad
 mode. A finding of the real CSEPass that this one does not draw follows from those two defects."""
+
 import torch
 from torch import fx
 from torch.fx.passes.dialect.common.cse_pass import get_CSE_banned_ops

@@ -22,8 +22,8 @@ EDITS: dict[str, SourceEdit] = {
     "pr123391_no_recursion_into_subgraphs": SourceEdit(
         _UTIL,
         "_replace_with_hop_pass_helper",
-        "    for node in new_gm.graph.nodes:\n        if node.op == \"get_attr\":",
-        "    for node in ():\n        if node.op == \"get_attr\":",
+        '    for node in new_gm.graph.nodes:\n        if node.op == "get_attr":',
+        '    for node in ():\n        if node.op == "get_attr":',
     ),
     # pytorch PR #126081 (the pass side of #123671): a region that returns nothing raised
     # instead of being erased. split_module then left such a region without an output node;
@@ -34,7 +34,7 @@ EDITS: dict[str, SourceEdit] = {
         "            if isinstance(output_args, (tuple, list)):\n                call_func_node",
         "            if isinstance(output_args, (tuple, list)) and not output_args:\n"
         "                raise NotImplementedError(\n"
-        "                    \"Cannot replace a call_module with a hop if it has no output.\"\n"
+        '                    "Cannot replace a call_module with a hop if it has no output."\n'
         "                )\n"
         "            if isinstance(output_args, (tuple, list)):\n                call_func_node",
     ),

@@ -29,7 +29,9 @@ def cse_merging_twins(gm: fx.GraphModule) -> fx.GraphModule:
             if n.target is torch._C._set_grad_enabled:
                 mode = n.args[0]
             continue
-        leaves, spec = tree_flatten((fx.node.map_arg(n.args, lambda x: env[x]), fx.node.map_arg(n.kwargs, lambda x: env[x])))
+        leaves, spec = tree_flatten(
+            (fx.node.map_arg(n.args, lambda x: env[x]), fx.node.map_arg(n.kwargs, lambda x: env[x]))
+        )
         try:
             key = (mode, n.target, tuple(leaves), str(spec))
             hash(key)

@@ -135,7 +135,16 @@ FAILING_MANAGER = PassManager([Unchanged(), Fails()])
 TENSOR = torch.ones(1)
 
 # The identity-like passes promise what the registered identity does (not the set-grad contract).
-for _identity in (module_identity, in_place, copies_module, graph_copy, graph_in_place, renames_nodes, Unchanged, InPlaceBase):
+for _identity in (
+    module_identity,
+    in_place,
+    copies_module,
+    graph_copy,
+    graph_in_place,
+    renames_nodes,
+    Unchanged,
+    InPlaceBase,
+):
     _identity.fxfuzz_contract = REGISTRY["identity"].contract
 
 

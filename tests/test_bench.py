@@ -14,7 +14,17 @@ from fxfuzz.oracles.timing import collecting, step
 from fxfuzz.tools.bench import harness_loop, population
 from torch import fx
 
-KEYS = ("pass_ms", "harness_ms", "ratio", "examples_per_s", "speedup_2_workers", "peak_rss_mb", "pass_cpu_ms", "harness_cpu_ms", "ratio_cpu")
+KEYS = (
+    "pass_ms",
+    "harness_ms",
+    "ratio",
+    "examples_per_s",
+    "speedup_2_workers",
+    "peak_rss_mb",
+    "pass_cpu_ms",
+    "harness_cpu_ms",
+    "ratio_cpu",
+)
 
 
 @pytest.mark.processes

@@ -23,7 +23,9 @@ real = load_pass("set_grad")
 def campaign(pass_fn, *, check=None, database=None, stop=None, on_bucket=None, **settings) -> CampaignResult:
     """``run_campaign`` with its settings given as keywords."""
     hooks = Hooks(stop=stop, on_bucket=on_bucket)
-    return run_campaign(pass_fn, CampaignSettings(**settings), database=database, hooks=hooks, subject=Subject(check=check))
+    return run_campaign(
+        pass_fn, CampaignSettings(**settings), database=database, hooks=hooks, subject=Subject(check=check)
+    )
 
 
 def big_graph_bug(gm, sig):
@@ -48,7 +50,12 @@ def test_a_failure_found_once_replays_first_next_campaign(tmp_path):
     db = DirectoryBasedExampleDatabase(str(tmp_path / "db"))
     sizes: list[int] = []
     first = campaign(
-        big_graph_bug, budget_s=120, max_examples=80, seed=1, database=db, check=crash_only,
+        big_graph_bug,
+        budget_s=120,
+        max_examples=80,
+        seed=1,
+        database=db,
+        check=crash_only,
         on_bucket=lambda b: sizes.append(b.graph_nodes),
     )
     assert len(first.buckets) == 1, first.buckets
@@ -75,8 +82,15 @@ def _campaign(db: DirectoryBasedExampleDatabase, seed: int, stop_when_found: boo
     parallel campaign's second worker does not)."""
     found: list[int] = []
     return campaign(
-        big_graph_bug, budget_s=120, max_examples=40, seed=seed, database=db, check=crash_only, max_shrink_s=1.0,
-        replay_saved=replay, stop=(lambda: bool(found)) if stop_when_found else None,
+        big_graph_bug,
+        budget_s=120,
+        max_examples=40,
+        seed=seed,
+        database=db,
+        check=crash_only,
+        max_shrink_s=1.0,
+        replay_saved=replay,
+        stop=(lambda: bool(found)) if stop_when_found else None,
         on_bucket=lambda b: found.append(b.graph_nodes),
     )
 
@@ -86,7 +100,13 @@ def test_the_database_never_gives_back_a_larger_example_than_it_was_given(tmp_pa
     bucket piles up several examples; each later run must still replay the smallest."""
     db = DirectoryBasedExampleDatabase(str(tmp_path / "db"))
     smallest = None
-    for seed, stop_when_found, replay in [(1, True, True), (2, False, False), (3, True, False), (4, False, True), (5, True, True)]:
+    for seed, stop_when_found, replay in [
+        (1, True, True),
+        (2, False, False),
+        (3, True, False),
+        (4, False, True),
+        (5, True, True),
+    ]:
         (bucket,) = _campaign(db, seed, stop_when_found, replay).buckets.values()
         smallest = min(bucket.graph_nodes, smallest or bucket.graph_nodes)
         assert min(_saved_sizes(db)) == smallest, (seed, _saved_sizes(db))
@@ -119,7 +139,14 @@ def test_buckets_deduplicate_and_hooks_see_each_bucket():
 
     # Held to set_grad, the plain callable keeps the mix, whose smallest case is the empty graph
     # (under meaning, fxfuzz's default, nine cases in ten owe a grad toggle).
-    result = campaign(always, budget_s=60, max_examples=15, check=crash_only, on_bucket=lambda b: seen.append(b.id), contract="set_grad")
+    result = campaign(
+        always,
+        budget_s=60,
+        max_examples=15,
+        check=crash_only,
+        on_bucket=lambda b: seen.append(b.id),
+        contract="set_grad",
+    )
     assert list(result.buckets) == [seen[0]] and set(seen) == {seen[0]}
     (bucket,) = result.buckets.values()
     assert bucket.count == result.examples == 15
@@ -136,7 +163,12 @@ def test_stop_request_ends_the_campaign():
 def test_shrinking_stops_at_its_time_limit_keeping_the_example():
     sizes: list[int] = []
     result = campaign(
-        big_graph_bug, budget_s=60, max_examples=80, seed=1, check=crash_only, max_shrink_s=0.0,
+        big_graph_bug,
+        budget_s=60,
+        max_examples=80,
+        seed=1,
+        check=crash_only,
+        max_shrink_s=0.0,
         on_bucket=lambda b: sizes.append(b.graph_nodes),
     )
     (bucket,) = result.buckets.values()
@@ -152,7 +184,10 @@ def test_known_buckets_are_counted_but_not_shrunk():
     (bid,) = campaign(bp.crashes, budget_s=120, max_examples=1).buckets
     seen: list[int] = []
     result = campaign(
-        bp.crashes, budget_s=120, max_examples=25, known=frozenset({bid}),
+        bp.crashes,
+        budget_s=120,
+        max_examples=25,
+        known=frozenset({bid}),
         on_bucket=lambda b: seen.append(b.graph_nodes),
     )
     assert result.examples == 25 and result.buckets[bid].count == 25
@@ -175,7 +210,15 @@ def test_a_default_campaign_finds_a_result_export_cannot_save():
         if b.finding.oracle == "downstream" and b not in found:
             found.append(b)
 
-    result = campaign(bp.unsaveable, budget_s=900, max_examples=500, seed=0, max_shrink_s=0, on_bucket=on_bucket, stop=lambda: bool(found))
+    result = campaign(
+        bp.unsaveable,
+        budget_s=900,
+        max_examples=500,
+        seed=0,
+        max_shrink_s=0,
+        on_bucket=on_bucket,
+        stop=lambda: bool(found),
+    )
     found = [b for b in result.buckets.values() if b.finding.oracle == "downstream"]
     assert [b.finding.kind for b in found] == ["save_load_raised"], [str(b.finding) for b in result.buckets.values()]
 

@@ -60,7 +60,9 @@ class Autocast(torch.nn.Module):
 
 
 def _toggles(gm):
-    return [n for m in gm.modules() if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes if n.target is SET_GRAD]
+    return [
+        n for m in gm.modules() if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes if n.target is SET_GRAD
+    ]
 
 
 def test_buffer_update_case_matches_the_signature_and_runs():
@@ -68,8 +70,14 @@ def test_buffer_update_case_matches_the_signature_and_runs():
     x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
     case = from_module(mod, (x,))
     kinds = [s.kind for s in case.signature.input_specs]
-    assert kinds == [InputKind.PARAMETER, InputKind.BUFFER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR,
-                     InputKind.CONSTANT_TENSOR, InputKind.USER_INPUT]
+    assert kinds == [
+        InputKind.PARAMETER,
+        InputKind.BUFFER,
+        InputKind.BUFFER,
+        InputKind.CONSTANT_TENSOR,
+        InputKind.CONSTANT_TENSOR,
+        InputKind.USER_INPUT,
+    ]
     assert [s.persistent for s in case.signature.input_specs[1:3]] == [True, False]
     assert [t.requires_grad for t in case.inputs] == [True, False, False, False, False, True]
     assert torch.equal(case.inputs[0], mod.w.detach()) and case.inputs[0] is not mod.w
@@ -77,7 +85,11 @@ def test_buffer_update_case_matches_the_signature_and_runs():
     assert case.ambient_grad is True
     placeholders = [n for n in case.gm.graph.nodes if n.op == "placeholder"]
     assert [p.name for p in placeholders] == [s.arg.name for s in case.signature.input_specs]
-    assert all(n.meta.get("val") is not None for n in case.gm.graph.nodes if n.op == "call_function" and n.target is not SET_GRAD)
+    assert all(
+        n.meta.get("val") is not None
+        for n in case.gm.graph.nodes
+        if n.op == "call_function" and n.target is not SET_GRAD
+    )
     run = run_graph(case.gm, case.inputs, case.ambient_grad)
     assert run.error is None
     expected = mod(x.detach().clone().requires_grad_())

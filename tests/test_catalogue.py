@@ -53,7 +53,9 @@ def test_each_row_loads_with_its_contract_domain_and_sources(name):
 
 @pytest.mark.parametrize("name", CATALOGUE)
 @pytest.mark.parametrize(
-    "make", [hm.no_grad_region_case, hm.view_output_case, hm.buffer_update_case, hm.pytree_case, redundant_case], ids=lambda f: f.__name__
+    "make",
+    [hm.no_grad_region_case, hm.view_output_case, hm.buffer_update_case, hm.pytree_case, redundant_case],
+    ids=lambda f: f.__name__,
 )
 def test_each_pass_runs_through_verify_without_a_harness_fault(name, make):
     findings = verify(make(), load_pass(name), CONTRACT)
@@ -97,7 +99,9 @@ def test_set_grad_then_each_pass_loads_as_a_pipeline(name):
 @pytest.mark.parametrize("name", [r.name for r in _TORCH_ROWS if any(s.mutate for s in r.sources)])
 def test_mutable_rows_load_their_fresh_copy_in_its_shape(name):
     assert enumerate_mutants(name)
-    assert verify(redundant_case(), load_pass_variant(name), CONTRACT) == verify(redundant_case(), load_pass(name), CONTRACT)
+    assert verify(redundant_case(), load_pass_variant(name), CONTRACT) == verify(
+        redundant_case(), load_pass(name), CONTRACT
+    )
 
 
 def test_passes_lists_every_row(capsys):
@@ -137,5 +141,10 @@ def test_a_run_draws_from_the_registered_passs_own_domain_unless_told(tmp_path, 
 def test_the_gate_and_mutate_draw_both_unless_the_baseline_lives_after_dispatch():
     from fxfuzz.core.passes import default_domain
 
-    assert [default_domain(load_pass(n), "both") for n in ("set_grad", "dce", "aot_cse", "remove_noop_ops")] == ["both", "both", "aten", "aten"]
+    assert [default_domain(load_pass(n), "both") for n in ("set_grad", "dce", "aot_cse", "remove_noop_ops")] == [
+        "both",
+        "both",
+        "aten",
+        "aten",
+    ]
     assert default_domain(load_pass("tests/shaped_passes.py:module_identity"), "both") == "both"

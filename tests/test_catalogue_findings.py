@@ -80,7 +80,9 @@ def test_cse_merges_equal_calls_across_a_grad_toggle_on_make_fx_graph():
     gm = make_fx(same_sum_in_two_grad_modes, pre_dispatch=True)(x)
     assert [t.requires_grad for t in gm(x)] == [True, False]
     a, b = CSEPass()(gm).graph_module(x)
-    assert ([a.requires_grad, b.requires_grad], a is b) == ([True, True], True), FIXED.format(known="docs/known/cse.txt")
+    assert ([a.requires_grad, b.requires_grad], a is b) == ([True, True], True), FIXED.format(
+        known="docs/known/cse.txt"
+    )
 
 
 class SameSumInTwoGradModes(torch.nn.Module):
@@ -93,7 +95,11 @@ def test_cse_merged_calls_across_a_toggle_found_by_the_oracles():
     now requires grad, adds to the input's gradient and is the other output's tensor."""
     x = torch.randn(3, requires_grad=True)
     found = {(f.oracle, f.kind) for f in verify(from_module(SameSumInTwoGradModes(), (x,)), load_pass("cse"))}
-    symptoms = {("equivalence", "requires_grad_mismatch"), ("gradients", "grad_value_mismatch"), ("equivalence", "aliasing_mismatch")}
+    symptoms = {
+        ("equivalence", "requires_grad_mismatch"),
+        ("gradients", "grad_value_mismatch"),
+        ("equivalence", "aliasing_mismatch"),
+    }
     assert symptoms <= found, (found, FIXED.format(known="docs/known/cse.txt"))
 
 
@@ -122,7 +128,10 @@ def test_cse_buckets_that_follow_from_its_two_merges_go_once_both_are_fixed(path
     # A stage's bucket shows where the stages run, which the campaign drew by chance.
     with stages_forced() if name.startswith("downstream-") else contextlib.nullcontext():
         assert name in {bucket_id(f) for f in verify(case, load_pass("cse"))}, FIXED.format(known="docs/known/cse.txt")
-        assert verify(case, load_pass(os.path.join(os.path.dirname(__file__), "fixed_cse.py") + ":fixed_cse", REFINES)) == []
+        assert (
+            verify(case, load_pass(os.path.join(os.path.dirname(__file__), "fixed_cse.py") + ":fixed_cse", REFINES))
+            == []
+        )
 
 
 def constant_after_no_grad(x):
@@ -198,7 +207,9 @@ def test_the_uncallable_copy_found_by_the_oracles():
     changed meaning)."""
     x = torch.randn(3, requires_grad=True)
     found = {(f.oracle, f.kind) for f in verify(from_module(DeadCode(), (x,)), load_pass("split_const_subgraphs"))}
-    assert ("structure", "dead_code_elimination_changes_meaning") in found, FIXED.format(known="docs/known/split_const_subgraphs.txt")
+    assert ("structure", "dead_code_elimination_changes_meaning") in found, FIXED.format(
+        known="docs/known/split_const_subgraphs.txt"
+    )
 
 
 class FoldableBuffer(torch.nn.Module):
@@ -257,9 +268,15 @@ def test_the_returned_input_found_by_the_oracles():
     from fxfuzz.core.contract import REFINES
 
     program = torch.export.export(ReturnsAlias(), (torch.randn(3),)).run_decompositions()
-    case = GraphCase(program.graph_module, program.graph_signature, (torch.randn(3, requires_grad=True),), domain="aten")
-    assert {f"{f.oracle}/{f.kind}" for f in verify(case, load_pass("remove_noop_ops"))} == {"equivalence/identity_mismatch"}
-    assert {f"{f.oracle}/{f.kind}" for f in verify(case, load_pass("remove_noop_ops"), REFINES)} == {"equivalence/grad_fn_mismatch"}
+    case = GraphCase(
+        program.graph_module, program.graph_signature, (torch.randn(3, requires_grad=True),), domain="aten"
+    )
+    assert {f"{f.oracle}/{f.kind}" for f in verify(case, load_pass("remove_noop_ops"))} == {
+        "equivalence/identity_mismatch"
+    }
+    assert {f"{f.oracle}/{f.kind}" for f in verify(case, load_pass("remove_noop_ops"), REFINES)} == {
+        "equivalence/grad_fn_mismatch"
+    }
 
 
 class DeadReadOfConstant(torch.nn.Module):
@@ -301,7 +318,9 @@ def test_the_unused_read_found_by_the_oracles():
         read.meta["val"] = b.fake_mode.from_tensor(c, static_shapes=True)
     gm, sig = b.finish([b.call(torch.ops.aten.add.Tensor, [x, reads[1]])])
     found = [f for f in verify(GraphCase(gm, sig, tuple(b.inputs)), load_pass("lift_constants")) if f.oracle == "crash"]
-    assert [f.kind for f in found] == ["pass_raised"] and "StopIteration" in found[0].message, FIXED.format(known="docs/known/lift_constants.txt")
+    assert [f.kind for f in found] == ["pass_raised"] and "StopIteration" in found[0].message, FIXED.format(
+        known="docs/known/lift_constants.txt"
+    )
     assert bucket_id(found[0]) in load_known(str(KNOWN_DIR / "lift_constants.txt"))
 
 
@@ -310,7 +329,18 @@ def test_each_pass_baseline_loads_and_every_line_has_its_entry():
     explained in docs/known-findings.md."""
     findings = (KNOWN_DIR.parent / "known-findings.md").read_text()
     files = sorted(KNOWN_DIR.glob("*.txt"))
-    assert [f.stem for f in files] == ["constant_folding", "cse", "inductor_constant_fold", "lift_constants", "pt2e_x86", "pt2e_x86_qat", "pt2e_xnnpack", "remove_noop_ops", "set_grad+dce", "split_const_subgraphs"]
+    assert [f.stem for f in files] == [
+        "constant_folding",
+        "cse",
+        "inductor_constant_fold",
+        "lift_constants",
+        "pt2e_x86",
+        "pt2e_x86_qat",
+        "pt2e_xnnpack",
+        "remove_noop_ops",
+        "set_grad+dce",
+        "split_const_subgraphs",
+    ]
     for path in files:
         known = load_known(str(path))
         assert known and all(reason for reason in known.values()), path

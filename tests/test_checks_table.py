@@ -21,4 +21,3 @@ def test_the_oracles_run_in_the_order_the_enum_lists_them():
 def test_every_oracle_has_a_row_or_is_the_passs_crash():
     named = {o for row in CHECKS for o in row.oracles} | {PASS_ORACLE}
     assert named == set(Oracle)
-

@@ -14,9 +14,7 @@ ROOT = os.path.dirname(HERE)
 
 
 def fxfuzz(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "fxfuzz", *args], capture_output=True, text=True, cwd=cwd, timeout=600
-    )
+    return subprocess.run([sys.executable, "-m", "fxfuzz", *args], capture_output=True, text=True, cwd=cwd, timeout=600)
 
 
 @pytest.mark.processes
@@ -24,14 +22,24 @@ def test_run_real_pass_writes_report(tmp_path, cli):
     """The real pass of torch 2.13.0 has known findings (fxfuzz-known.txt): the campaign
     counts them, marks them known and stays green; anything else it finds fails this test."""
     r = cli(
-        "run", "--budget", "300", "--max-examples", "30", "--no-db",
-        "--known", os.path.join(ROOT, "fxfuzz-known.txt"), "--report-dir", str(tmp_path),
+        "run",
+        "--budget",
+        "300",
+        "--max-examples",
+        "30",
+        "--no-db",
+        "--known",
+        os.path.join(ROOT, "fxfuzz-known.txt"),
+        "--report-dir",
+        str(tmp_path),
     )
     report = json.loads((tmp_path / "report.json").read_text())
     new = [f["id"] + ": " + f["message"] for f in report["findings"] if not f["known"]]
     assert r.returncode == 0 and not new, "\n".join(new) or r.stderr
     assert report["examples"] == 30
-    assert report["workers"] == min(len(os.sched_getaffinity(0)), 30)  # the default: --workers auto, one per example at most
+    assert report["workers"] == min(
+        len(os.sched_getaffinity(0)), 30
+    )  # the default: --workers auto, one per example at most
     assert report["pass"] == "set_grad" and report["shard"] == "1/1"
     assert report["torch_version"].startswith("2.")
 
@@ -42,8 +50,20 @@ def test_run_export_pipeline_goes_through_the_stages(tmp_path, cli):
     stages, its findings are the known ones (fxfuzz-known.txt) and the report names the
     pipeline and the share."""
     r = cli(
-        "run", "--pass", "export", "--max-examples", "12", "--workers", "1", "--no-db", "--stage-share", "1",
-        "--known", os.path.join(ROOT, "fxfuzz-known.txt"), "--report-dir", str(tmp_path),
+        "run",
+        "--pass",
+        "export",
+        "--max-examples",
+        "12",
+        "--workers",
+        "1",
+        "--no-db",
+        "--stage-share",
+        "1",
+        "--known",
+        os.path.join(ROOT, "fxfuzz-known.txt"),
+        "--report-dir",
+        str(tmp_path),
     )
     report = json.loads((tmp_path / "report.json").read_text())
     new = [f["id"] + ": " + f["message"] for f in report["findings"] if not f["known"]]
@@ -77,7 +97,10 @@ def test_broken_pass_is_reported_with_exit_1(tmp_path, cli):
         (["run", "--pass", "bogus"], "unknown pass"),
         (["run", "--pass", "export+"], "empty part"),
         (["run", "--stage-share", "1.5"], "--stage-share"),
-        (["run", "--pass", "set_grad+no_such_module:fn"], "in pass pipeline 'set_grad+no_such_module:fn': cannot import"),
+        (
+            ["run", "--pass", "set_grad+no_such_module:fn"],
+            "in pass pipeline 'set_grad+no_such_module:fn': cannot import",
+        ),
         (["bench", "--pass", "+autocast"], "empty part"),
         (["run", "--budget", "0"], "--budget"),
         (["run", "--budget", "soon"], "--budget"),
@@ -143,7 +166,11 @@ def test_mutate_out_naming_a_directory_is_refused_before_any_mutant(tmp_path, cl
     once the first mutant is judged."""
     one = "replace_set_grad_with_hop_pass._is_set_grad_enabled_node:22:remove:0"
     r = cli("mutate", "--only", one, "--budget-per-mutant", "1", "--out", str(tmp_path))
-    assert r.returncode == 2 and r.stderr.strip() == f"fxfuzz: error: --out: {tmp_path} is a directory; give the path of the JSON file to write"
+    assert (
+        r.returncode == 2
+        and r.stderr.strip()
+        == f"fxfuzz: error: --out: {tmp_path} is a directory; give the path of the JSON file to write"
+    )
     assert r.stdout == "" and os.listdir(tmp_path) == []
 
 
@@ -164,7 +191,11 @@ def test_a_pass_module_in_the_current_directory_loads_without_shadowing_anything
     workers, as under pytest; a module there named like an installed package shadows nothing."""
     (tmp_path / "mypass.py").write_text(MYPASS)
     (tmp_path / "hypothesis.py").write_text("raise ImportError('the current directory shadowed hypothesis')\n")
-    cmd = [os.path.join(os.path.dirname(sys.executable), "fxfuzz")] if launch == "console script" else [sys.executable, "-m", "fxfuzz"]
+    cmd = (
+        [os.path.join(os.path.dirname(sys.executable), "fxfuzz")]
+        if launch == "console script"
+        else [sys.executable, "-m", "fxfuzz"]
+    )
     r = subprocess.run(
         [*cmd, "run", "--pass", "mypass:p", "--max-examples", "2", "--no-db", "--report-dir", "r"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,

@@ -103,7 +103,10 @@ def constants_case() -> GraphCase:
 
     c0 = read("_tensor_constant0", torch.tensor([0.5, -1.0, 2.0]))
     c1 = read("_tensor_constant1", torch.tensor([3.0, 4.0, -5.0]))
-    literal = b.call(aten.detach_.default, [b.call(aten.lift_fresh_copy.default, [read("_tensor_constant2", torch.tensor([7.0, 8.0, 9.0]))])])
+    literal = b.call(
+        aten.detach_.default,
+        [b.call(aten.lift_fresh_copy.default, [read("_tensor_constant2", torch.tensor([7.0, 8.0, 9.0]))])],
+    )
     total = b.call(aten.add.Tensor, [b.call(aten.mul.Tensor, [x, c0]), b.call(aten.sin.default, [c1])])
     total = b.call(aten.add.Tensor, [b.call(aten.add.Tensor, [total, read("_tensor_constant1")]), literal])
     gm, sig = b.finish([total])
@@ -153,7 +156,14 @@ def test_a_functional_graph_reads_a_literal_without_detaching_it_in_place():
     """make_fx's functional trace of ``torch.tensor(...)`` has no ``detach_``: the functional
     domain, drawn for the constant kind, holds no node with a mutable schema."""
     cases = population(SAMPLE, 0, "functional", ("constant",))
-    literals = [n for c in cases for n in c.gm.graph.find_nodes(op="call_function", target=aten.lift_fresh_copy.default)]
+    literals = [
+        n for c in cases for n in c.gm.graph.find_nodes(op="call_function", target=aten.lift_fresh_copy.default)
+    ]
     assert literals, "the sample draws literals"
-    mutating = [n for c in cases for n in c.gm.graph.nodes if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable]
+    mutating = [
+        n
+        for c in cases
+        for n in c.gm.graph.nodes
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
+    ]
     assert mutating == []

@@ -52,7 +52,9 @@ def test_a_repro_records_its_contract_and_refuses_a_name_outside_the_table(tmp_p
     from fxfuzz.core.serialize import case_to_dict
 
     _, case = gate_corpus()[0]
-    doc = repro_document("b", {"message": "m"}, case_to_dict(case), f"{SHAPED}:module_identity", contract_name="refines")
+    doc = repro_document(
+        "b", {"message": "m"}, case_to_dict(case), f"{SHAPED}:module_identity", contract_name="refines"
+    )
     assert doc["contract"] == "refines"
     path = tmp_path / "r.json"
     path.write_text(json.dumps(doc))
@@ -73,11 +75,31 @@ def test_run_holds_the_pass_and_its_workers_to_the_contract_and_reports_it(tmp_p
 
     report_dir = tmp_path / "r"
     status = main(
-        ["run", "--pass", f"{SHAPED}:drops_toggles", "--contract", "refines", "--max-examples", "80", "--seed", "3",
-         "--workers", "1", "--no-db", "--max-shrink-s", "0", "--report-dir", str(report_dir)]
+        [
+            "run",
+            "--pass",
+            f"{SHAPED}:drops_toggles",
+            "--contract",
+            "refines",
+            "--max-examples",
+            "80",
+            "--seed",
+            "3",
+            "--workers",
+            "1",
+            "--no-db",
+            "--max-shrink-s",
+            "0",
+            "--report-dir",
+            str(report_dir),
+        ]
     )
     report = json.loads((report_dir / "report.json").read_text())
-    assert (report["contract"], report["contract_source"], report["settings"]["contract"]) == ("refines", "given", "refines")
+    assert (report["contract"], report["contract_source"], report["settings"]["contract"]) == (
+        "refines",
+        "given",
+        "refines",
+    )
     assert status == 1 and report["findings"], report["stats"]
     repro = report_dir / report["findings"][0]["repro"].replace(".py", ".json")
     assert json.loads(repro.read_text())["contract"] == "refines"

@@ -82,7 +82,9 @@ def drops_a_toggle(gm):
 def moves_an_op_across_a_toggle(gm):
     """The first computation after the first toggle, moved in front of it."""
     toggle = _calls(gm, TOGGLE)[0]
-    toggle.prepend(next(n for n in toggle.graph.nodes if n > toggle and n.op == "call_function" and n.target is not TOGGLE))
+    toggle.prepend(
+        next(n for n in toggle.graph.nodes if n > toggle and n.op == "call_function" and n.target is not TOGGLE)
+    )
     return gm
 
 
@@ -160,9 +162,21 @@ def kinds(findings):
 
 def test_contracts_are_found_by_name_and_an_unknown_name_is_a_usage_error():
     names = ("meaning", "refines", "post_grad", "approximates", "quantizes", "functional", "set_grad", "autocast")
-    assert [contract_by_name(n) for n in names] == [MEANING, REFINES, POST_GRAD, APPROXIMATES, QUANTIZES, FUNCTIONAL, SET_GRAD, AUTOCAST]
+    assert [contract_by_name(n) for n in names] == [
+        MEANING,
+        REFINES,
+        POST_GRAD,
+        APPROXIMATES,
+        QUANTIZES,
+        FUNCTIONAL,
+        SET_GRAD,
+        AUTOCAST,
+    ]
     assert tuple(CONTRACTS) == names
-    with pytest.raises(UsageError, match="unknown contract 'bogus': expected one of meaning, refines, post_grad, approximates, quantizes, functional, set_grad, autocast"):
+    with pytest.raises(
+        UsageError,
+        match="unknown contract 'bogus': expected one of meaning, refines, post_grad, approximates, quantizes, functional, set_grad, autocast",
+    ):
         contract_by_name("bogus")
 
 
@@ -192,7 +206,9 @@ BROKEN = [
 @pytest.mark.parametrize("broken, make", BROKEN, ids=lambda v: getattr(v, "__name__", ""))
 def test_a_pass_broken_across_a_grad_toggle_is_found(broken, make, contract):
     found = kinds(verify(make(), broken, contract))
-    assert found & {"requires_grad_mismatch", "grad_fn_mismatch", "grad_presence_mismatch", "grad_value_mismatch"}, found
+    assert found & {"requires_grad_mismatch", "grad_fn_mismatch", "grad_presence_mismatch", "grad_value_mismatch"}, (
+        found
+    )
 
 
 # --- and stay quiet on correct passes ---------------------------------------------------
@@ -219,10 +235,16 @@ def test_a_correct_pass_draws_nothing(correct, contract, make, ambient):
     assert verify(make(ambient), correct, contract) == []
 
 
-@pytest.mark.parametrize("correct, contract", [(identity, MEANING), (renames_nodes, MEANING), (dead_code_eliminated, REFINES)], ids=["identity", "renames", "dce"])
+@pytest.mark.parametrize(
+    "correct, contract",
+    [(identity, MEANING), (renames_nodes, MEANING), (dead_code_eliminated, REFINES)],
+    ids=["identity", "renames", "dce"],
+)
 def test_a_correct_pass_draws_nothing_on_drawn_graphs(correct, contract):
     @seed(35)
-    @settings(max_examples=25, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=25, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck)
+    )
     @given(graph_cases(domain="adversarial"))
     def check(case):
         assert verify(case, correct, contract) == []
@@ -369,7 +391,12 @@ def test_post_grad_is_quiet_on_the_remove_noop_ops_campaign_case():
     runs the pass after AOTAutograd; held to its own contract, post_grad, nothing fires."""
     from fxfuzz.repro.files import load_repro
 
-    path = os.path.join(os.path.dirname(__file__), "data", "post_grad", "gradients-inplace_after_forward_raises_differently-914eb3d1.json")
+    path = os.path.join(
+        os.path.dirname(__file__),
+        "data",
+        "post_grad",
+        "gradients-inplace_after_forward_raises_differently-914eb3d1.json",
+    )
     case = load_repro(path).case
     assert load_pass("remove_noop_ops").contract is POST_GRAD
     assert verify(case, load_pass("remove_noop_ops")) == []
@@ -415,7 +442,9 @@ def test_post_grad_judges_what_the_graph_computes(broken, make, kind):
 
 
 @pytest.mark.parametrize("make", CASES, ids=lambda f: f.__name__)
-@pytest.mark.parametrize("correct", [identity, renames_nodes, dead_code_eliminated, merges_within_regions], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "correct", [identity, renames_nodes, dead_code_eliminated, merges_within_regions], ids=lambda f: f.__name__
+)
 def test_post_grad_is_quiet_on_correct_passes(correct, make):
     assert verify(make(), correct, POST_GRAD) == []
 
@@ -429,7 +458,9 @@ def test_an_input_returned_for_its_view_is_found_once(contract):
     """Without autograd, an output that is the input itself where it was a view of it is the
     identity oracle's (a caller's ``t_()`` on the output now transposes the input); where the
     input requires grad, grad_fn presence differs too, and only that is said (one bucket)."""
-    assert kinds(verify(alias_output_case(requires_grad=False), returns_the_input_for_its_view, contract)) == {"identity_mismatch"}
+    assert kinds(verify(alias_output_case(requires_grad=False), returns_the_input_for_its_view, contract)) == {
+        "identity_mismatch"
+    }
     with_grad = kinds(verify(alias_output_case(), returns_the_input_for_its_view, contract))
     assert with_grad == ({"identity_mismatch"} if contract is POST_GRAD else {"grad_fn_mismatch"})
     assert verify(alias_output_case(requires_grad=False), identity, contract) == []

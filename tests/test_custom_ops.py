@@ -77,7 +77,9 @@ def test_each_fxfuzz_operator_has_its_autograd_fake_and_mutation_behaviour():
         real = op(*args)
         for r, f in zip(real if isinstance(real, tuple) else (real,), fake if isinstance(fake, tuple) else (fake,)):
             assert (r.shape, r.dtype, r.requires_grad) == (f.shape, f.dtype, f.requires_grad), op
-    assert {s.name for s in FXFUZZ_OPS} == {f"fxfuzz::{n}" for n in ("scaled_mul", "split_sign", "cube", "tanh_mask", "add_half_")}
+    assert {s.name for s in FXFUZZ_OPS} == {
+        f"fxfuzz::{n}" for n in ("scaled_mul", "split_sign", "cube", "tanh_mask", "add_half_")
+    }
 
 
 def test_each_fxfuzz_operator_runs_on_cuda_too():
@@ -85,7 +87,10 @@ def test_each_fxfuzz_operator_runs_on_cuda_too():
     both sides alike, so --device cuda checked nothing of those cases (the first GPU run showed
     it for tanh_mask). The dispatcher says so on a machine without CUDA too."""
     for spec in FXFUZZ_OPS:
-        assert any(torch._C._dispatch_has_kernel_for_dispatch_key(spec.name, key) for key in ("CUDA", "CompositeExplicitAutograd")), spec.name
+        assert any(
+            torch._C._dispatch_has_kernel_for_dispatch_key(spec.name, key)
+            for key in ("CUDA", "CompositeExplicitAutograd")
+        ), spec.name
 
 
 class EveryCustomOp(torch.nn.Module):
@@ -217,7 +222,9 @@ CUSTOM_PROGRAM = Program(
     submodules=(),
     body=(
         Op("v0", "custom_scaled_mul", ("x0", "x0")),
-        GradBlock("no_grad", None, (StateUpdate("b0", "fxfuzz.add_half_", "v0"), Op("v1", "custom_tanh_mask", ("v0",)))),
+        GradBlock(
+            "no_grad", None, (StateUpdate("b0", "fxfuzz.add_half_", "v0"), Op("v1", "custom_tanh_mask", ("v0",)))
+        ),
         Op("v2", "custom_split_sign", ("v1",)),
         Op("v3", "add", ("v2", "v0")),
     ),
@@ -237,7 +244,9 @@ def test_generated_programs_call_custom_operators():
     programs = []
 
     @seed(0)
-    @settings(max_examples=100, database=None, deadline=None, phases=["generate"], suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=100, database=None, deadline=None, phases=["generate"], suppress_health_check=list(HealthCheck)
+    )
     @given(module_programs())
     def collect(p):
         programs.append(p)
@@ -289,7 +298,16 @@ settings.register_profile("ops", max_examples=40, deadline=None, derandomize=Tru
 def test_plugin_option_adds_a_users_operator_to_the_generated_graphs(pytester):
     pytester.makeconftest(CONFTEST)
     source = os.path.join(TESTS, "user_ops.py")
-    args = ["--fxfuzz-pass", f"{source}:refuses_scale", "--hypothesis-profile", "ops", "-p", "no:cacheprovider", "-k", "generated"]
+    args = [
+        "--fxfuzz-pass",
+        f"{source}:refuses_scale",
+        "--hypothesis-profile",
+        "ops",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        "generated",
+    ]
     pytester.runpytest_inprocess(*args).assert_outcomes(passed=1)
     result = pytester.runpytest_inprocess(*args, "--fxfuzz-op", f"{source}:SCALE")
     result.assert_outcomes(failed=1)

@@ -84,7 +84,12 @@ def test_a_registration_no_worker_can_rebuild_is_refused_not_dropped():
 
 @pytest.mark.parametrize(
     "command",
-    [["run", "--max-examples", "1"], ["gate", "--candidate", "identity", "--max-examples", "1"], ["mutate", "--list"], ["bench"]],
+    [
+        ["run", "--max-examples", "1"],
+        ["gate", "--candidate", "identity", "--max-examples", "1"],
+        ["mutate", "--list"],
+        ["bench"],
+    ],
 )
 def test_a_bad_op_spec_is_one_line_and_exit_2(command, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)

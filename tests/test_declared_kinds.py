@@ -19,8 +19,13 @@ DECLARED = ("effect",)
 
 @pytest.mark.parametrize(
     "name",
-    ["drops_unread_calls", "graph_eliminates_dead_code", "EliminatesDeadCode", "DEAD_CODE_MANAGER",
-     "eliminates_dead_code+graph_eliminates_dead_code"],
+    [
+        "drops_unread_calls",
+        "graph_eliminates_dead_code",
+        "EliminatesDeadCode",
+        "DEAD_CODE_MANAGER",
+        "eliminates_dead_code+graph_eliminates_dead_code",
+    ],
 )
 def test_a_declared_kind_reaches_generation_whatever_the_shape(name):
     spec = "+".join(f"{SHAPED}:{part}" for part in name.split("+"))

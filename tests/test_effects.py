@@ -164,7 +164,10 @@ def test_fires_on_a_pass_broken_on_effects_and_nothing_else_sees_it(module, brok
     it, which idempotence now sees in the effects too."""
     case = lowered(module)
     effects, *also = kind.split()
-    assert found(case, load_pass(f"{BROKEN}:{broken.__name__}"), contract_by_name(contract)) == {f"effects/{effects}", *also}
+    assert found(case, load_pass(f"{BROKEN}:{broken.__name__}"), contract_by_name(contract)) == {
+        f"effects/{effects}",
+        *also,
+    }
 
 
 @pytest.mark.parametrize(
@@ -184,7 +187,9 @@ def test_later_runs_compare_effects_too(broken, kind):
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
-@pytest.mark.parametrize("grad", [(False, True), (True, True), (True, False)], ids=["plain", "requires_grad", "no_grad"])
+@pytest.mark.parametrize(
+    "grad", [(False, True), (True, True), (True, False)], ids=["plain", "requires_grad", "no_grad"]
+)
 @pytest.mark.parametrize("name", ["identity", "remove_effect_tokens", "aot_cse", "remove_noop_ops"])
 def test_quiet_on_the_catalogue_passes(module, grad, name):
     case = lowered(module, *grad)
@@ -243,7 +248,9 @@ def test_the_repro_of_an_effects_finding_runs_and_fails(tmp_path):
 
     case, spec = lowered(UnusedFirst), f"{BROKEN}:drops_unused_effect"
     (finding,) = verify(case, load_pass(spec))
-    path = write_repro(str(tmp_path), repro_document("effects-effects_lost-0", finding.to_dict(), case_to_dict(case), spec))
+    path = write_repro(
+        str(tmp_path), repro_document("effects-effects_lost-0", finding.to_dict(), case_to_dict(case), spec)
+    )
     done = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL equivalence: ordered effects: 2 calls of fxfuzz::logged became 1" in done.stdout, done.stdout

@@ -73,7 +73,9 @@ def test_an_effect_lost_on_both_devices_is_reported_once():
     assert not {k for k in _device_row(case, broken) if k[0] == "effects"}
 
 
-cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False)")
+cuda_only = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False)"
+)
 
 
 @cuda_only

@@ -42,7 +42,9 @@ def reads(monkeypatch):
     read at all."""
     files = []
     real = os.read
-    monkeypatch.setattr(fileio.os, "read", lambda fd, n: files.append(os.readlink(f"/proc/self/fd/{fd}")) or real(fd, n))
+    monkeypatch.setattr(
+        fileio.os, "read", lambda fd, n: files.append(os.readlink(f"/proc/self/fd/{fd}")) or real(fd, n)
+    )
     return files
 
 
@@ -74,7 +76,11 @@ def test_read_bounded_refuses_what_is_not_a_small_regular_file_unread(tmp_path, 
     with pytest.raises(RefusedFile) as e:
         read_bounded(path, 64 << 20)
     assert reads == [] and e.value.filename == path
-    assert e.value.strerror == ("larger than 64 MiB (1073741824 bytes)" if kind == "sparse" else f"not a regular file ({'a FIFO' if kind == 'fifo' else 'a character device' if kind == 'dev-zero' else 'a directory'})")
+    assert e.value.strerror == (
+        "larger than 64 MiB (1073741824 bytes)"
+        if kind == "sparse"
+        else f"not a regular file ({'a FIFO' if kind == 'fifo' else 'a character device' if kind == 'dev-zero' else 'a directory'})"
+    )
 
 
 def test_read_bounded_reads_a_regular_file_and_a_link_to_one_whole(tmp_path):
@@ -179,7 +185,9 @@ def test_a_gate_corpus_skips_hostile_files_with_a_note(tmp_path, kind, reads):
     assert corpus.cases == [] and reads == []
     if kind != "directory":  # os.walk lists a directory as one, not as a file
         (note,) = corpus.unloadable
-        assert note.startswith("skipped corpus file (kept): ") and ("not a regular file" in note or "larger than" in note)
+        assert note.startswith("skipped corpus file (kept): ") and (
+            "not a regular file" in note or "larger than" in note
+        )
 
 
 # ---------------------------------------------------------------------------- --known
@@ -207,7 +215,10 @@ def test_a_hostile_database_entry_is_left_unread_with_a_note(tmp_path, kind, rea
     folder = _entry_folder(db)
     path = _hostile(folder, kind)
     assert list(db.fetch(KEY)) == [b"good"] and set(reads) == {str(db._value_path(KEY, b"good"))}
-    assert notes == [f"left database entry {path} unread: " + ("larger than 64 MiB (1073741824 bytes)" if kind == "sparse" else notes[0].split("unread: ")[1])]
+    assert notes == [
+        f"left database entry {path} unread: "
+        + ("larger than 64 MiB (1073741824 bytes)" if kind == "sparse" else notes[0].split("unread: ")[1])
+    ]
     assert "not a regular file" in notes[0] or kind == "sparse"
     assert os.path.lexists(path)  # left where it is: fxfuzz did not write it
 
@@ -219,7 +230,9 @@ def test_a_database_entry_is_whole_or_absent_on_a_full_disk(tmp_path, monkeypatc
         db.save(KEY, b"x" * 1000)
     entry = db._value_path(KEY, b"x" * 1000)
     assert not os.listdir(entry.parent)  # no empty, truncated or temporary entry
-    assert notes == [f"could not save database entry {entry}: No space left on device (the finding is in the report all the same)"]
+    assert notes == [
+        f"could not save database entry {entry}: No space left on device (the finding is in the report all the same)"
+    ]
     # An entry an older write cut short is replaced whole by the next save of its value.
     entry.write_bytes(b"")
     db.save(KEY, b"x" * 1000)
@@ -278,15 +291,29 @@ def github(monkeypatch, artifact: bytes | None = None, status: int | None = None
         if status is not None:
             raise urllib.error.HTTPError(request.full_url, status, "refused", {}, None)  # type: ignore[arg-type]
         if request.full_url.endswith("/actions/artifacts"):
-            listed = [{"name": "fxfuzz-db", "created_at": "2026-11-27T00:00:00Z", "archive_download_url": "https://x/zip"}]
-            return contextlib.nullcontext(io.BytesIO(json.dumps({"artifacts": listed if artifact is not None else []}).encode()))
+            listed = [
+                {"name": "fxfuzz-db", "created_at": "2026-11-27T00:00:00Z", "archive_download_url": "https://x/zip"}
+            ]
+            return contextlib.nullcontext(
+                io.BytesIO(json.dumps({"artifacts": listed if artifact is not None else []}).encode())
+            )
         return contextlib.nullcontext(io.BytesIO(artifact or b""))
 
     monkeypatch.setattr(urllib.request, "urlopen", urlopen)
 
 
 def test_an_artifact_that_cannot_be_read_is_exit_2_at_start(tmp_path, monkeypatch, hypothesis_home, refused):
-    argv = ["run", "--pass", "identity", "--db-shared", "octo/repo", "--db", str(tmp_path / "db"), "--report-dir", str(tmp_path / "r")]
+    argv = [
+        "run",
+        "--pass",
+        "identity",
+        "--db-shared",
+        "octo/repo",
+        "--db",
+        str(tmp_path / "db"),
+        "--report-dir",
+        str(tmp_path / "r"),
+    ]
     github(monkeypatch, status=401)
     assert "--db github:octo/repo: cannot be read: Authorization failed" in refused(argv)
     github(monkeypatch, artifact=b"not a zip")
@@ -300,7 +327,9 @@ def test_a_repository_with_no_artifact_yet_is_a_note_not_an_error(monkeypatch, h
     notes: list[str] = []
     db = open_database(DatabaseSpec("local-db", spec.shared), notes.append)
     assert list(db.fetch(KEY)) == []
-    assert notes == ["the shared database github:octo/repo: Couldn't acquire a new or existing artifact. Disabling database.; the campaign went on without its saved failures"]
+    assert notes == [
+        "the shared database github:octo/repo: Couldn't acquire a new or existing artifact. Disabling database.; the campaign went on without its saved failures"
+    ]
 
 
 def test_artifact_entries_are_read_within_their_bound(monkeypatch, hypothesis_home):
@@ -310,7 +339,9 @@ def test_artifact_entries_are_read_within_their_bound(monkeypatch, hypothesis_ho
     db = ArtifactDatabase("github:octo/repo", notes.append)
     assert db.fetch(KEY) == [b"small"] and db.unreadable is None
     (note,) = notes
-    assert note.startswith(f"left entry {ArtifactDatabase._key_path(KEY)}") and note.endswith("of github:octo/repo unread: larger than 1000 bytes")
+    assert note.startswith(f"left entry {ArtifactDatabase._key_path(KEY)}") and note.endswith(
+        "of github:octo/repo unread: larger than 1000 bytes"
+    )
 
 
 def test_the_start_check_caches_the_artifact_for_the_workers(monkeypatch, hypothesis_home):
@@ -329,7 +360,11 @@ def test_a_saved_failure_of_the_artifact_replays(monkeypatch, hypothesis_home, t
     key = database_key(load_pass("identity"), "export") + b".fxfuzz-failures"
     raw = GRAPH_CASES.dumps(load_repro(write_repro(str(tmp_path), _repro_doc()).removesuffix(".py") + ".json").case)
     github(monkeypatch, artifact=_zip({key: [raw]}))
-    store = SavedFailures(open_database(DatabaseSpec(str(tmp_path / "db"), ("github:octo/repo",)), print), database_key(load_pass("identity"), "export"), GRAPH_CASES)
+    store = SavedFailures(
+        open_database(DatabaseSpec(str(tmp_path / "db"), ("github:octo/repo",)), print),
+        database_key(load_pass("identity"), "export"),
+        GRAPH_CASES,
+    )
     ((loaded, _),) = store.saved()
     assert loaded == raw
 
@@ -354,16 +389,33 @@ def test_a_report_states_the_workers_that_ran(tmp_path):
     from fxfuzz.cli.main import build_parser
     from fxfuzz.cli.setup import campaign_setup
 
-    args = build_parser().parse_args(["run", "--pass", "identity", "--workers", "2", "--max-examples", "1", "--no-db", "--report-dir", str(tmp_path / "r")])
+    args = build_parser().parse_args(
+        [
+            "run",
+            "--pass",
+            "identity",
+            "--workers",
+            "2",
+            "--max-examples",
+            "1",
+            "--no-db",
+            "--report-dir",
+            str(tmp_path / "r"),
+        ]
+    )
     assert campaign_setup(args, args.workers).settings.workers == 1  # one example: one worker gets a share
 
 
 def test_a_redis_database_that_goes_away_is_a_note_beside_a_checked_local_one(tmp_path):
     notes: list[str] = []
-    db = open_database(DatabaseSpec(str(tmp_path), ("redis://127.0.0.1:1/0",)), notes.append)  # nothing listens on port 1
+    db = open_database(
+        DatabaseSpec(str(tmp_path), ("redis://127.0.0.1:1/0",)), notes.append
+    )  # nothing listens on port 1
     db.save(KEY, b"kept")
     assert list(db.fetch(KEY)) == [b"kept"]  # the local directory holds it
-    assert notes == ["the shared database redis://127.0.0.1:1/0 became unreachable; went on with the local one, which holds all found"]
+    assert notes == [
+        "the shared database redis://127.0.0.1:1/0 became unreachable; went on with the local one, which holds all found"
+    ]
 
 
 def test_an_artifact_a_worker_cannot_read_is_a_note_not_a_log_line(monkeypatch, hypothesis_home, recwarn):
@@ -372,5 +424,7 @@ def test_an_artifact_a_worker_cannot_read_is_a_note_not_a_log_line(monkeypatch, 
     db = ArtifactDatabase("github:octo/repo", notes.append)
     assert db.fetch(KEY) == [] and db.unreadable
     (note,) = notes
-    assert note.startswith("the shared database github:octo/repo: Authorization failed") and note.endswith("the campaign went on without its saved failures")
+    assert note.startswith("the shared database github:octo/repo: Authorization failed") and note.endswith(
+        "the campaign went on without its saved failures"
+    )
     assert not [w for w in recwarn if "artifact" in str(w.message)]  # nothing left for a log only

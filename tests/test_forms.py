@@ -68,7 +68,11 @@ def test_drawn_cases_are_lowered_graphs_that_run(case):
 def test_effect_tokens_are_drawn_and_shrink():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        case = find(ATEN, lambda c: "with_effects" in c.code(), settings=settings(database=None, deadline=None, max_examples=200, derandomize=True))
+        case = find(
+            ATEN,
+            lambda c: "with_effects" in c.code(),
+            settings=settings(database=None, deadline=None, max_examples=200, derandomize=True),
+        )
     assert [s.kind for s in case.signature.input_specs].count(InputKind.TOKEN) == 1
     assert [s.kind for s in case.signature.output_specs].count(OutputKind.TOKEN) == 1
     # Shrunk: one effectful call, next to at most a couple of other ops.
@@ -80,8 +84,12 @@ def test_a_token_case_survives_the_serializer(token_case):
     back = case_from_dict(json.loads(json.dumps(case_to_dict(token_case))))
     assert back.code() == token_case.code()
     assert back.domain == "aten"
-    assert [(s.kind, s.arg) for s in back.signature.input_specs] == [(s.kind, s.arg) for s in token_case.signature.input_specs]
-    assert [(s.kind, s.arg) for s in back.signature.output_specs] == [(s.kind, s.arg) for s in token_case.signature.output_specs]
+    assert [(s.kind, s.arg) for s in back.signature.input_specs] == [
+        (s.kind, s.arg) for s in token_case.signature.input_specs
+    ]
+    assert [(s.kind, s.arg) for s in back.signature.output_specs] == [
+        (s.kind, s.arg) for s in token_case.signature.output_specs
+    ]
     for a, b in zip(back.inputs, token_case.inputs):
         assert torch.equal(a, b) and a.requires_grad == b.requires_grad
     assert verify(back, load_pass("identity")) == []

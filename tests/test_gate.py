@@ -130,7 +130,9 @@ def test_fresh_cases_are_judged_under_both_grad_modes():
 @pytest.mark.processes
 def test_cli_broken_candidate_exits_1_and_its_repros_replay(tmp_path, cli):
     spec = os.path.join(HERE, "broken_passes.py") + ":drops_toggles"
-    r = cli("gate", "--candidate", spec, "--max-examples", "3", "--max-shrink-s", "0", "--report-dir", str(tmp_path / "r"))
+    r = cli(
+        "gate", "--candidate", spec, "--max-examples", "3", "--max-shrink-s", "0", "--report-dir", str(tmp_path / "r")
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["candidate"] == spec and report["baseline"] == "set_grad" and report["findings"]
@@ -142,8 +144,17 @@ def test_cli_broken_candidate_exits_1_and_its_repros_replay(tmp_path, cli):
     for f in report["findings"]:
         assert "| baseline pass | `set_grad` |" in (tmp_path / "r" / f["issue"]).read_text()
     # The saved repros are a regression corpus: the broken pass still fails them, the real one not.
-    r2 = cli("gate", "--candidate", "set_grad", "--corpus", str(tmp_path / "r" / "repros"),
-                "--max-examples", "1", "--report-dir", str(tmp_path / "r2"))
+    r2 = cli(
+        "gate",
+        "--candidate",
+        "set_grad",
+        "--corpus",
+        str(tmp_path / "r" / "repros"),
+        "--max-examples",
+        "1",
+        "--report-dir",
+        str(tmp_path / "r2"),
+    )
     assert r2.returncode == 0, r2.stdout + r2.stderr
     report2 = json.loads((tmp_path / "r2" / "report.json").read_text())
     # the saved repros, every module under both grad modes, and the pytree-convention pair
@@ -186,7 +197,19 @@ def test_cli_parallel_gate_regresses_on_fresh_cases_and_passes_the_real_pass(tmp
     (its bucket counts the corpus cases and the fresh ones), with a repro; the real pass
     against itself has none."""
     spec = os.path.join(HERE, "broken_passes.py") + ":crashes"
-    r = cli("gate", "--candidate", spec, "--workers", "2", "--max-examples", "2", "--max-shrink-s", "0", "--report-dir", str(tmp_path / "r"))
+    r = cli(
+        "gate",
+        "--candidate",
+        spec,
+        "--workers",
+        "2",
+        "--max-examples",
+        "2",
+        "--max-shrink-s",
+        "0",
+        "--report-dir",
+        str(tmp_path / "r"),
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     # The first regression is final (nothing shrinks), so the gate stops there.
@@ -195,7 +218,9 @@ def test_cli_parallel_gate_regresses_on_fresh_cases_and_passes_the_real_pass(tmp
     [finding] = report["findings"]
     assert finding["oracle"] == "crash" and finding["count"] >= 1
     assert (tmp_path / "r" / finding["repro"]).is_file()
-    ok = cli("gate", "--candidate", "set_grad", "--workers", "2", "--max-examples", "2", "--report-dir", str(tmp_path / "ok"))
+    ok = cli(
+        "gate", "--candidate", "set_grad", "--workers", "2", "--max-examples", "2", "--report-dir", str(tmp_path / "ok")
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert json.loads((tmp_path / "ok" / "report.json").read_text())["examples"] == 2
     # The corpus's worker logs to worker0.log, the one drawing fresh cases beside it to its own.
@@ -305,7 +330,14 @@ def test_fresh_cases_draw_the_baselines_node_kinds_in_half_the_cases():
         cases = []
 
         @seed(0)
-        @settings(max_examples=60, derandomize=False, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=60,
+            derandomize=False,
+            database=None,
+            deadline=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
         @given(strategy)
         def collect(case):
             cases.append(case)
@@ -317,8 +349,14 @@ def test_fresh_cases_draw_the_baselines_node_kinds_in_half_the_cases():
     assert 0 < gate < mix, (gate, mix)
     # A baseline that declares no kinds, held to set_grad's contract (as this one declares, and
     # as mutants are), keeps the mix alone; held to meaning it draws meaning's kinds for half.
-    assert repr(fresh_cases("export", bp.crashes)) == repr(fresh_cases("export", bp.crashes, SET_GRAD)) == repr(graph_cases(domain="export"))
-    assert repr(fresh_cases("export", bp.crashes, MEANING)) == repr(st.one_of(graph_cases(domain="export"), graph_cases(domain="export", reacts_to=MEANING.reacts_to)))
+    assert (
+        repr(fresh_cases("export", bp.crashes))
+        == repr(fresh_cases("export", bp.crashes, SET_GRAD))
+        == repr(graph_cases(domain="export"))
+    )
+    assert repr(fresh_cases("export", bp.crashes, MEANING)) == repr(
+        st.one_of(graph_cases(domain="export"), graph_cases(domain="export", reacts_to=MEANING.reacts_to))
+    )
 
 
 @pytest.mark.processes
@@ -329,7 +367,10 @@ def test_the_corpus_goes_on_after_the_case_that_killed_its_worker(tmp_path, corp
     restart, no finding."""
     (tmp_path / "faulty.py").write_text(FAULTY)
     result = run_gate_parallel(
-        f"{tmp_path / 'faulty.py'}:{fault}", "set_grad", [], CampaignSettings(budget_s=1e9, max_examples=1, example_timeout_s=5)
+        f"{tmp_path / 'faulty.py'}:{fault}",
+        "set_grad",
+        [],
+        CampaignSettings(budget_s=1e9, max_examples=1, example_timeout_s=5),
     )
     assert result.corpus_cases == len(corpus) and result.restarts == 1 and result.campaign.examples == 1
     assert not result.buckets
@@ -352,7 +393,9 @@ def test_cli_gate_whose_worker_cannot_start_fails_loudly(tmp_path, cli):
     """A candidate whose import kills every worker (not the CLI process): the corpus was never
     judged, so no regression found is no pass."""
     (tmp_path / "dies.py").write_text(DIES_IN_WORKERS)
-    r = cli("gate", "--candidate", f"{tmp_path / 'dies.py'}:fine", "--budget", "30", "--report-dir", str(tmp_path / "r"))
+    r = cli(
+        "gate", "--candidate", f"{tmp_path / 'dies.py'}:fine", "--budget", "30", "--report-dir", str(tmp_path / "r")
+    )
     assert r.returncode == 3, r.stdout + r.stderr
     (line,) = [x for x in r.stderr.splitlines() if x.startswith("fxfuzz: error:")]
     assert "did not judge all its cases" in line and "exited with 7" in line
@@ -376,7 +419,10 @@ def test_judging_leaves_the_case_as_it_was():
         branch.call_function(operator.getitem, (top, 0))
 
     def snapshot():
-        graphs = [(name, [(n.name, n.target, n.args, sorted(n.meta)) for n in m.graph.nodes]) for name, m in graph_modules(case.gm)]
+        graphs = [
+            (name, [(n.name, n.target, n.args, sorted(n.meta)) for n in m.graph.nodes])
+            for name, m in graph_modules(case.gm)
+        ]
         return graphs, str(case.signature)
 
     before = snapshot()
@@ -406,9 +452,15 @@ def corpus_modules():
         (["gate", "--candidate", "set_grad", "--example-timeout", "0"], "--example-timeout"),
         (["mutate", "--domain", "nonsense"], "--domain"),
         (["mutate", "--only", "no_such_mutant"], "no mutant"),
-        (["mutate", "--pass", "identity"], "registered passes set_grad, autocast, export, aot_cse, remove_noop_ops, remove_assert_ops, reorder_for_locality, inductor_constant_fold, view_copy only"),
+        (
+            ["mutate", "--pass", "identity"],
+            "registered passes set_grad, autocast, export, aot_cse, remove_noop_ops, remove_assert_ops, reorder_for_locality, inductor_constant_fold, view_copy only",
+        ),
         (["gate", "--candidate", "set_grad+", "--baseline", "set_grad+autocast"], "empty part"),
-        (["gate", "--candidate", "set_grad", "--baseline", "set_grad+bogus"], "in pass pipeline 'set_grad+bogus': unknown pass"),
+        (
+            ["gate", "--candidate", "set_grad", "--baseline", "set_grad+bogus"],
+            "in pass pipeline 'set_grad+bogus': unknown pass",
+        ),
     ],
 )
 def test_bad_usage_is_one_line_and_exit_2(args, needle, refused):
@@ -430,8 +482,12 @@ def test_metadata_keys_and_signature_names_must_match_the_baseline():
 
     mutants = {m.id: m for m in enumerate_mutants("set_grad")}
     case = capture(next(e for e in MODULES if e.name == "two_outputs_from_no_grad"), True)
-    no_torch_fn = load_pass_variant("set_grad", mutants["replace_with_hop_pass_util._replace_with_hop_helper:38:remove:5"])
-    no_rename = load_pass_variant("set_grad", mutants["replace_with_hop_pass_util._replace_with_hop_helper:82:remove:27"])
+    no_torch_fn = load_pass_variant(
+        "set_grad", mutants["replace_with_hop_pass_util._replace_with_hop_helper:38:remove:5"]
+    )
+    no_rename = load_pass_variant(
+        "set_grad", mutants["replace_with_hop_pass_util._replace_with_hop_helper:82:remove:27"]
+    )
     assert {f.kind for f in regressions(case, no_torch_fn, REAL)} == {"vs_baseline_metadata_differs"}
     assert {f.kind for f in regressions(case, no_rename, REAL)} == {"vs_baseline_signature_differs"}
 
@@ -445,7 +501,19 @@ def test_gate_against_a_pipeline_rejects_the_old_node_inline_on_its_corpus(tmp_p
 
     assert not judge_corpus(bp.inline_overwrites_submod_set_grad_only, REAL, corpus).buckets
     spec = os.path.join(HERE, "broken_passes.py") + ":inline_overwrites_submod"
-    r = cli("gate", "--candidate", spec, "--baseline", "set_grad+autocast", "--max-examples", "1", "--max-shrink-s", "0", "--report-dir", str(tmp_path))
+    r = cli(
+        "gate",
+        "--candidate",
+        spec,
+        "--baseline",
+        "set_grad+autocast",
+        "--max-examples",
+        "1",
+        "--max-shrink-s",
+        "0",
+        "--report-dir",
+        str(tmp_path),
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["baseline"] == "set_grad+autocast"
@@ -460,7 +528,19 @@ def test_gate_stage_share_decides_which_cases_go_through_the_export_stages(tmp_p
     stages the gate finds that on its corpus; with none, no stage runs (the gate's interface
     check still sees the metadata this pass adds: only the downstream rows are compared)."""
     spec = os.path.join(HERE, "broken_passes.py") + ":unsaveable"
-    r = cli("gate", "--candidate", spec, "--max-examples", "1", "--max-shrink-s", "0", "--stage-share", share, "--report-dir", str(tmp_path))
+    r = cli(
+        "gate",
+        "--candidate",
+        spec,
+        "--max-examples",
+        "1",
+        "--max-shrink-s",
+        "0",
+        "--stage-share",
+        share,
+        "--report-dir",
+        str(tmp_path),
+    )
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["stage_share"] == float(share)
     downstream = [f for f in report["findings"] if f["oracle"] == "downstream" and not f["known"]]

@@ -23,4 +23,9 @@ def test_both_failing_effects_but_disagreeing_is_a_regression():
 
 def test_both_failing_effects_alike_is_no_regression():
     """A candidate that loses the very effects its baseline loses (the same pass loaded twice)."""
-    assert regressions(lowered(UnusedFirst, requires_grad=True), DROPS, load_pass(f"{BROKEN}:{ep.drops_unused_effect.__name__}")) == []
+    assert (
+        regressions(
+            lowered(UnusedFirst, requires_grad=True), DROPS, load_pass(f"{BROKEN}:{ep.drops_unused_effect.__name__}")
+        )
+        == []
+    )

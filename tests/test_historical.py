@@ -29,6 +29,11 @@ def test_default_gate_rejects_the_historical_defect(name, tmp_path, cli):
 
 
 def test_an_edit_that_does_not_match_the_installed_source_is_refused():
-    edit = SourceEdit(hp.EDITS["pr125133_output_names_not_synced"].module, "_sequential_split_and_maybe_inline_subgraphs_helper", "no such text", "")
+    edit = SourceEdit(
+        hp.EDITS["pr125133_output_names_not_synced"].module,
+        "_sequential_split_and_maybe_inline_subgraphs_helper",
+        "no such text",
+        "",
+    )
     with pytest.raises(ValueError, match="does not match the installed source"):
         load_pass_variant("set_grad", edit)

@@ -69,7 +69,9 @@ def test_a_repeated_call_traces_once_and_any_other_call_traces_again(traces):
         assert traces["n"] == 1 and len(memo) == 1
         _cond(Sin(), Cos(), _operands(n=4))  # other shapes
         _cond(Cos(), Sin(), _operands())  # other code
-        _cond(Sin(), Cos(), (torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)))  # other requires_grad
+        _cond(
+            Sin(), Cos(), (torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True))
+        )  # other requires_grad
         with torch.enable_grad(), torch.autograd.forward_ad.dual_level():
             _cond(Sin(), Cos(), _operands())  # same call again: memoized
         assert traces["n"] == 4
@@ -86,7 +88,11 @@ def test_bool_operands_are_keyed_by_value(traces):
     """torch clones a bool operand for the trace instead of faking it: its values are part of
     the key."""
     x = torch.randn(2, 2, requires_grad=True) * 1
-    masks = [torch.tensor([[True, False], [False, True]]), torch.tensor([[True, False], [False, True]]), torch.ones(2, 2, dtype=torch.bool)]
+    masks = [
+        torch.tensor([[True, False], [False, True]]),
+        torch.tensor([[True, False], [False, True]]),
+        torch.ones(2, 2, dtype=torch.bool),
+    ]
     with memoized_hop_checks():
         outs = [_cond(Where(), Where(), (x, m))[0] for m in masks]
     assert traces["n"] == 2

@@ -22,6 +22,7 @@ from torch import fx
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
+
 def _cases(form: str, count: int, at: int = 7) -> list:
     drawn: list = []
 
@@ -60,7 +61,9 @@ def test_the_inference_form_is_inductors_aten_prims_and_copy_epilogues():
     assert "aten.copy_.default" in targets, "a mutated input is a copy_ epilogue"
     assert not any("_set_grad_enabled" in t for t in targets)
     assert all(c.domain == INFERENCE and not c.ambient_grad for c in cases)
-    fake = next(n.meta["val"].fake_mode for c in cases for n in c.gm.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor))
+    fake = next(
+        n.meta["val"].fake_mode for c in cases for n in c.gm.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)
+    )
     assert fake.shape_env is not None
 
 
@@ -76,7 +79,9 @@ def test_the_joint_form_takes_primals_and_tangents_and_returns_gradients():
 
 def test_the_frozen_form_reads_weights_as_constants():
     cases = _cases(FROZEN, 30)
-    assert any(n.op == "get_attr" and str(n.target).startswith("_frozen_param") for c in cases for n in c.gm.graph.nodes)
+    assert any(
+        n.op == "get_attr" and str(n.target).startswith("_frozen_param") for c in cases for n in c.gm.graph.nodes
+    )
 
 
 @pytest.mark.parametrize("form", INDUCTOR_FORMS)
@@ -118,7 +123,9 @@ def break_a_gradient(gm: fx.GraphModule, graph_signature: Any) -> tuple[fx.Graph
 
 
 def test_a_dropped_copy_epilogue_is_found():
-    cases = [c for c in _cases(INFERENCE, 25) if any(n.target is torch.ops.aten.copy_.default for n in c.gm.graph.nodes)]
+    cases = [
+        c for c in _cases(INFERENCE, 25) if any(n.target is torch.ops.aten.copy_.default for n in c.gm.graph.nodes)
+    ]
     assert cases
     for case in cases:
         findings = verify(case, drop_copy_epilogue)
@@ -127,10 +134,16 @@ def test_a_dropped_copy_epilogue_is_found():
 
 
 def test_a_broken_gradient_of_the_joint_graph_is_a_wrong_output():
-    cases = [c for c in _cases(JOINT, 20) if c.features["inductor_joint:forward_outputs"] < len(c.signature.output_specs)]
+    cases = [
+        c for c in _cases(JOINT, 20) if c.features["inductor_joint:forward_outputs"] < len(c.signature.output_specs)
+    ]
     found = 0
     for case in cases:
-        grads = [n for n in case.gm.graph.output_node().args[0][case.features["inductor_joint:forward_outputs"] :] if isinstance(n, fx.Node)]
+        grads = [
+            n
+            for n in case.gm.graph.output_node().args[0][case.features["inductor_joint:forward_outputs"] :]
+            if isinstance(n, fx.Node)
+        ]
         if not any(n.meta["val"].dtype.is_floating_point for n in grads):
             continue
         findings = verify(case, break_a_gradient)
@@ -183,6 +196,9 @@ def test_a_campaign_reports_the_pattern_entries_its_pass_applied():
     from fxfuzz.campaign.engine import run_campaign
     from fxfuzz.core.settings import CampaignSettings
 
-    result = run_campaign(apply_joint_passes_aside, CampaignSettings(max_examples=3, seed=3, domain=INFERENCE, budget_s=600, max_shrink_s=0))
+    result = run_campaign(
+        apply_joint_passes_aside,
+        CampaignSettings(max_examples=3, seed=3, domain=INFERENCE, budget_s=600, max_shrink_s=0),
+    )
     key = "pattern:joint_graph.early_patterns:joint_graph.pointless_permute_pair:replaced"
     assert result.stats[key] == result.examples > 0, result.stats

@@ -111,7 +111,11 @@ def test_fxfuzz_code_is_known_by_its_package_not_by_the_repository_layout():
     import handmade
     import torch.fx.graph
 
-    assert [package_part(m.__file__) for m in (fxfuzz.oracles.checks, fxfuzz.strategies.ops, fxfuzz.core.internal)] == ["oracles", "strategies", "fuzz"]
+    assert [package_part(m.__file__) for m in (fxfuzz.oracles.checks, fxfuzz.strategies.ops, fxfuzz.core.internal)] == [
+        "oracles",
+        "strategies",
+        "fuzz",
+    ]
     assert own_file(fxfuzz.oracles.checks.__file__) and own_file(fxfuzz.strategies.ops.__file__)
     assert package_part(fxfuzz.core.custom_ops.__file__) == "fuzz" and not own_file(fxfuzz.core.custom_ops.__file__)
     assert not own_file(handmade.__file__) and not own_file(torch.fx.graph.__file__)
@@ -120,7 +124,9 @@ def test_fxfuzz_code_is_known_by_its_package_not_by_the_repository_layout():
     # fxfuzz bench's time split reads the same answer.
     from fxfuzz.tools.bench import _area
 
-    assert [_area(m.__file__) for m in (fxfuzz.oracles.checks, fxfuzz.strategies.ops, fxfuzz.core.internal, torch.fx.graph)] == ["oracles", "strategies", "fuzz", "torch.fx"]
+    assert [
+        _area(m.__file__) for m in (fxfuzz.oracles.checks, fxfuzz.strategies.ops, fxfuzz.core.internal, torch.fx.graph)
+    ] == ["oracles", "strategies", "fuzz", "torch.fx"]
 
 
 # --- what raised, and where: C callables, the pass's call, fxfuzz's adapters -----------------
@@ -167,7 +173,11 @@ def test_a_pipeline_part_returning_something_else_is_the_passs_bad_return():
     """A part of ``A+B`` that returns no (gm, signature) pair is reported as the pipeline's bad
     return, not raised from fxfuzz's pipeline code as its error."""
 
-    pipeline = Pass("returns_nothing+set_grad", Sequential((Pass("x", bp.returns_nothing, bp.real.contract), bp.real)), bp.real.contract)
+    pipeline = Pass(
+        "returns_nothing+set_grad",
+        Sequential((Pass("x", bp.returns_nothing, bp.real.contract), bp.real)),
+        bp.real.contract,
+    )
     assert [(f.oracle, f.kind) for f in verify(hm.no_grad_region_case(), pipeline)] == [("crash", "bad_return")]
 
 
@@ -190,7 +200,9 @@ def test_a_check_failing_in_fxfuzz_code_on_a_graph_that_fails_lint_is_malformed_
     except AttributeError as e:
         error = e
     for pass_fn, malformed in ((bp.breaks_lint, True), (bp.real, False)):
-        gm, sig = bp.real(case.copy().gm, case.signature) if pass_fn is bp.real else pass_fn(case.copy().gm, case.signature)
+        gm, sig = (
+            bp.real(case.copy().gm, case.signature) if pass_fn is bp.real else pass_fn(case.copy().gm, case.signature)
+        )
         ctx = checks.Observed(case, pass_fn, gm, sig, SET_GRAD, "cpu", 0.0)
         if malformed:
             [f] = checks.impossible(ctx, checks.CHECKS[1], error)
@@ -210,7 +222,9 @@ def test_a_keyboard_interrupt_from_the_pass_is_its_finding_where_no_ctrl_c_can_a
 
     with pytest.raises(KeyboardInterrupt):
         verify(hm.no_grad_region_case(), bp.raises_keyboard_interrupt)
-    monkeypatch.setattr(signal, "getsignal", lambda signum: signal.SIG_IGN if signum == signal.SIGINT else signal.SIG_DFL)
+    monkeypatch.setattr(
+        signal, "getsignal", lambda signum: signal.SIG_IGN if signum == signal.SIGINT else signal.SIG_DFL
+    )
     [f] = verify(hm.no_grad_region_case(), bp.raises_keyboard_interrupt)
     assert _pass_raised([f]) == [("crash", "pass_raised", "KeyboardInterrupt")]
     assert bucket_id(f).startswith("crash-pass_raised-") and "broken_passes.py" in f.details["frame"]
@@ -253,7 +267,19 @@ def _fxfuzz(*argv, cwd):
 
 @pytest.mark.processes
 def test_a_campaign_whose_worker_dies_of_fxfuzzs_error_exits_70_and_reports_no_finding(tmp_path):
-    r = _fxfuzz("run", "--pass", f"{PLANTED}:identity", "--max-examples", "2", "--workers", "1", "--no-db", "--report-dir", "r", cwd=tmp_path)
+    r = _fxfuzz(
+        "run",
+        "--pass",
+        f"{PLANTED}:identity",
+        "--max-examples",
+        "2",
+        "--workers",
+        "1",
+        "--no-db",
+        "--report-dir",
+        "r",
+        cwd=tmp_path,
+    )
     assert r.returncode == EXIT_INTERNAL, r.stdout + r.stderr
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     # The worker's first example met the error; its slot ends there (a bug would only repeat).
@@ -268,7 +294,20 @@ def test_a_campaign_whose_worker_dies_of_fxfuzzs_error_exits_70_and_reports_no_f
 @pytest.mark.processes
 def test_a_gate_whose_worker_dies_of_fxfuzzs_error_exits_70_with_no_regression(tmp_path):
     (tmp_path / "corpus").mkdir()
-    r = _fxfuzz("gate", "--candidate", f"{PLANTED}:identity", "--baseline", "identity", "--max-examples", "1", "--corpus", "corpus", "--report-dir", "r", cwd=tmp_path)
+    r = _fxfuzz(
+        "gate",
+        "--candidate",
+        f"{PLANTED}:identity",
+        "--baseline",
+        "identity",
+        "--max-examples",
+        "1",
+        "--corpus",
+        "corpus",
+        "--report-dir",
+        "r",
+        cwd=tmp_path,
+    )
     assert r.returncode == EXIT_INTERNAL, r.stdout + r.stderr
     assert "REGRESSION" not in r.stdout and "not a regression" in r.stdout
     report = json.loads((tmp_path / "r" / "report.json").read_text())
@@ -281,11 +320,15 @@ def test_a_repro_checked_into_fxfuzzs_error_exits_70_not_fail(tmp_path):
     from fxfuzz.repro.files import repro_document, write_repro
 
     finding = {"oracle": "crash", "kind": "pass_raised", "message": "m", "details": {}}
-    py = write_repro(str(tmp_path / "repros"), repro_document("planted", finding, case_to_dict(hm.no_grad_region_case()), "identity"))
+    py = write_repro(
+        str(tmp_path / "repros"), repro_document("planted", finding, case_to_dict(hm.no_grad_region_case()), "identity")
+    )
     r = _fxfuzz("repro", py, "--pass", f"{PLANTED}:identity", cwd=tmp_path)
     assert r.returncode == EXIT_INTERNAL, r.stdout + r.stderr
     assert "FAIL" not in r.stdout and "fixed" not in r.stdout
-    assert "KeyError" in r.stderr and r.stderr.strip().splitlines()[-1].endswith("(a bug of fxfuzz, not a finding against the pass)")
+    assert "KeyError" in r.stderr and r.stderr.strip().splitlines()[-1].endswith(
+        "(a bug of fxfuzz, not a finding against the pass)"
+    )
 
 
 def test_findings_take_precedence_over_an_internal_error_in_the_exit_status(capsys):

@@ -19,7 +19,9 @@ IDS = [f"equivalence-{'cuda:' if i % 7 == 0 else ''}value_mismatch-{i:016x}" for
 
 def test_a_baseline_of_100000_ids_loads_in_seconds(tmp_path):
     text = tmp_path / "known.txt"
-    text.write_text("# the nightly's baseline\n" + "".join(f"{bid} accepted upstream (issue {i})\n" for i, bid in enumerate(IDS)))
+    text.write_text(
+        "# the nightly's baseline\n" + "".join(f"{bid} accepted upstream (issue {i})\n" for i, bid in enumerate(IDS))
+    )
     as_json = tmp_path / "known.json"
     as_json.write_text(json.dumps({"known": [{"id": bid, "reason": "r"} for bid in IDS]}))
     for path in (text, as_json):
@@ -81,7 +83,11 @@ REAL_JSON = json.dumps({"findings": [{"id": bid, "count": 1} for bid in IDS[:20]
 def test_mutated_real_baselines_load_or_are_one_known_file_error(tmp_path, base, data):
     start = data.draw(st.integers(0, len(base)))
     end = data.draw(st.integers(start, min(len(base), start + 30)))
-    text = base[:start] + data.draw(st.binary(max_size=12) | st.sampled_from([b"\n", b"#", b"[", b"{", b'"', b"\t"])) + base[end:]
+    text = (
+        base[:start]
+        + data.draw(st.binary(max_size=12) | st.sampled_from([b"\n", b"#", b"[", b"{", b'"', b"\t"]))
+        + base[end:]
+    )
     (tmp_path / "known").write_bytes(text)
     try:
         loaded = load_known(str(tmp_path / "known"))

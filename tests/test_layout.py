@@ -79,7 +79,13 @@ def _layer(module: str) -> str | None:
 
 
 def test_the_whole_package_is_found():
-    assert {"fxfuzz.core.case", "fxfuzz.campaign.engine", "fxfuzz.cli.main", "fxfuzz.strategies.graphs", "fxfuzz.oracles.semantics"} <= MODULES.keys()
+    assert {
+        "fxfuzz.core.case",
+        "fxfuzz.campaign.engine",
+        "fxfuzz.cli.main",
+        "fxfuzz.strategies.graphs",
+        "fxfuzz.oracles.semantics",
+    } <= MODULES.keys()
     assert all(_layer(m) in LAYERS for m in MODULES if _layer(m) is not None)
 
 
@@ -143,5 +149,7 @@ def test_the_issue_names_import_and_help_imports_no_torch():
 @pytest.mark.parametrize("old", ["fuzz", "strategies", "oracles"])
 def test_no_bare_top_level_packages(old, tmp_path):
     """From a directory without the checkout, the old top-level names are gone."""
-    proc = subprocess.run([sys.executable, "-c", f"import {old}"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", f"import {old}"], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
     assert proc.returncode != 0 and "ModuleNotFoundError" in proc.stderr

@@ -34,7 +34,9 @@ def _result(examples: int, seconds: float, bucket: str | None = None) -> Campaig
 
 
 def test_merge_keeps_levels_apart_and_counts_each():
-    merged = merge_results([("graph", _result(30, 3.0, "equivalence-x")), ("program", _result(4, 2.0, "equivalence-x"))])
+    merged = merge_results(
+        [("graph", _result(30, 3.0, "equivalence-x")), ("program", _result(4, 2.0, "equivalence-x"))]
+    )
     assert merged.examples == 34 and merged.duration_s == 5.0 and merged.stopped_by == "budget"
     assert merged.stats["level:graph:examples"] == 30 and merged.stats["level:program:examples"] == 4
     assert merged.stats["level:graph:examples_per_s"] == 10.0 and merged.stats["level:program:examples_per_s"] == 2.0
@@ -60,7 +62,24 @@ def test_run_levels_mixed_runs_both_levels_in_workers(tmp_path):
 def test_program_level_reports_broken_pass_with_standalone_repro(tmp_path, capsys):
     spec = os.path.join(HERE, "broken_passes.py") + ":drops_toggles"
     # Seed 1: its worker draws programs the broken pass is found on in two examples (seed 0's two are not).
-    args = ["run", "--level", "program", "--pass", spec, "--budget", "120", "--max-examples", "2", "--no-db", "--max-shrink-s", "0", "--program-share", "0.5", "--seed", "1"]
+    args = [
+        "run",
+        "--level",
+        "program",
+        "--pass",
+        spec,
+        "--budget",
+        "120",
+        "--max-examples",
+        "2",
+        "--no-db",
+        "--max-shrink-s",
+        "0",
+        "--program-share",
+        "0.5",
+        "--seed",
+        "1",
+    ]
     assert main([*args, "--report-dir", str(tmp_path)]) == 1
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["max_shrink_s"] == 0 and "shrink_attempts" not in report["stats"] and report["program_share"] == 0.5
@@ -120,7 +139,9 @@ def test_a_level_that_ran_no_example_fails_loudly(tmp_path, capsys, level, empty
     assert main(["run", "--level", level, "--budget", "0.001", "--no-db", "--report-dir", str(out)]) == 3
     # Besides the progress lines, one line says why.
     (line,) = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("[")]
-    assert line.startswith("fxfuzz: error: the campaign tested nothing") and all(f"the {n} level" in line for n in empty)
+    assert line.startswith("fxfuzz: error: the campaign tested nothing") and all(
+        f"the {n} level" in line for n in empty
+    )
     report = json.loads((out / "report.json").read_text())
     assert report["examples"] == 0 and report["incomplete"] in line
     assert "❌" in (out / "report.md").read_text().splitlines()[0]

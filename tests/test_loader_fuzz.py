@@ -64,23 +64,66 @@ TOWER = "Pow(" * 5 + "Symbol('s0', integer=True, positive=True)" + ", Integer(64
 HOSTILE = st.one_of(
     st.sampled_from(
         [
-            None, True, -1, 0, 10**12, 2**70, -(2**63), 1e308, float("nan"), "", "x" * 100_000,
-            "os.system", "builtins.eval", "higher_order::inductor_compiled_code", "aten::from_file.default",
-            "__import__('os').system('true')", "Integer(10)**Integer(10)**Integer(10)",
-            {}, [], [10**6] * 64, [1.0] * 100_000, _nested(500), {"callable": "os.system"}, {"dtype": "load"},
-            {"sym": "Pow(Integer(10), Pow(Integer(10), Integer(10)))"}, {"sym": "Symbol('s0', integer=True, positive=True)"},
-            {"node": "nope"}, {"tuple": [10**12, 10**12]}, {"slice": [1]}, {"float": "1e999999"}, {"device": "cuda:99"},
+            None,
+            True,
+            -1,
+            0,
+            10**12,
+            2**70,
+            -(2**63),
+            1e308,
+            float("nan"),
+            "",
+            "x" * 100_000,
+            "os.system",
+            "builtins.eval",
+            "higher_order::inductor_compiled_code",
+            "aten::from_file.default",
+            "__import__('os').system('true')",
+            "Integer(10)**Integer(10)**Integer(10)",
+            {},
+            [],
+            [10**6] * 64,
+            [1.0] * 100_000,
+            _nested(500),
+            {"callable": "os.system"},
+            {"dtype": "load"},
+            {"sym": "Pow(Integer(10), Pow(Integer(10), Integer(10)))"},
+            {"sym": "Symbol('s0', integer=True, positive=True)"},
+            {"node": "nope"},
+            {"tuple": [10**12, 10**12]},
+            {"slice": [1]},
+            {"float": "1e999999"},
+            {"device": "cuda:99"},
             {"tensor": {"shape": [10**12], "stride": [1], "dtype": "float32", "device": "cpu", "requires_grad": False}},
-            {"evilns::op": "os"}, {"type": "Op", "out": "x", "op": "add", "args": ["eval", "x"]},
+            {"evilns::op": "os"},
+            {"type": "Op", "out": "x", "op": "add", "args": ["eval", "x"]},
             # bound methods and attributes every module has, as get_attr targets or submodule names
-            "apply", "forward", "true_graph_0.to_folder", "sub.graph.create_node", "true_graph_0.recompile", "training",
-            "higher_order::wrap", {"callable": "higher_order::wrap"}, {"callable": "aten::sin.default"},
+            "apply",
+            "forward",
+            "true_graph_0.to_folder",
+            "sub.graph.create_node",
+            "true_graph_0.recompile",
+            "training",
+            "higher_order::wrap",
+            {"callable": "higher_order::wrap"},
+            {"callable": "aten::sin.default"},
             # memory-unsafe operators
-            "aten::_reshape_alias.default", "aten::as_strided.default", "inductor::resize_storage_bytes_.default", "aten::set_.source_Tensor",
+            "aten::_reshape_alias.default",
+            "aten::as_strided.default",
+            "inductor::resize_storage_bytes_.default",
+            "aten::set_.source_Tensor",
             # towers of powers within the depth and exponent bounds
-            {"sym": TOWER}, {"sym": TOWER.replace("Pow(", "PowByNatural(")}, {"sym": TOWER.replace("Integer(64)", "Integer(-64)")},
+            {"sym": TOWER},
+            {"sym": TOWER.replace("Pow(", "PowByNatural(")},
+            {"sym": TOWER.replace("Integer(64)", "Integer(-64)")},
             # sizes written in arguments: each bounded alone, or making a huge value
-            4e8, [4096, 4096], [2**24, 1], [1, 2**24], [64, 2**18], {"tuple": [0, 2**30, 1]},
+            4e8,
+            [4096, 4096],
+            [2**24, 1],
+            [1, 2**24],
+            [64, 2**18],
+            {"tuple": [0, 2**30, 1]},
         ]
     ),  # fmt: skip
     st.text(max_size=30),
@@ -266,7 +309,13 @@ def test_every_kind_of_file_loads_or_is_refused_unread(kind, links, doc, loader)
     from fxfuzz.core.known import load_known
 
     with tempfile.TemporaryDirectory() as folder:
-        content = json.dumps(doc).encode() if loader == "repro" else b"a-b-1 reason\n" if loader == "known" else json.dumps(doc["case"]).encode()
+        content = (
+            json.dumps(doc).encode()
+            if loader == "repro"
+            else b"a-b-1 reason\n"
+            if loader == "known"
+            else json.dumps(doc["case"]).encode()
+        )
         if loader == "entry":  # the entry's own folder of a directory database
             notes: list[str] = []
             db = CheckedDirectoryDatabase(folder, notes.append)
@@ -280,13 +329,19 @@ def test_every_kind_of_file_loads_or_is_refused_unread(kind, links, doc, loader)
                 assert content in entries and GRAPH_CASES.loads(content).compute_nodes() > 0
             else:
                 # Each left unread with a one-line note, but a dangling link: an entry deleted meanwhile.
-                assert content not in entries and bool(notes) == (kind != "dangling") and all("\n" not in n for n in notes)
+                assert (
+                    content not in entries and bool(notes) == (kind != "dangling") and all("\n" not in n for n in notes)
+                )
             return
         path = _make(folder, kind, links, content)
         if not path.endswith(".json"):
             os.symlink(path, os.path.join(folder, "named.json"))
             path = os.path.join(folder, "named.json")
         if kind == "regular":
-            assert (load_repro(path).case.compute_nodes() > 0) if loader == "repro" else load_known(path) == {"a-b-1": "reason"}
+            assert (
+                (load_repro(path).case.compute_nodes() > 0)
+                if loader == "repro"
+                else load_known(path) == {"a-b-1": "reason"}
+            )
         else:
             _loads_or_refuses(load_repro if loader == "repro" else load_known, path)

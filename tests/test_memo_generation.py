@@ -16,7 +16,8 @@ def _fingerprint(case) -> tuple:
     (nested graphs included), each node's fake value, and the inputs' metadata and values."""
     vals = [repr(n.meta.get("val")) for _, mod in graph_modules(case.gm) for n in mod.graph.nodes]
     inputs = [
-        (tuple(x.shape), x.dtype, x.requires_grad, x.tolist()) if isinstance(x, torch.Tensor) else repr(x) for x in case.inputs
+        (tuple(x.shape), x.dtype, x.requires_grad, x.tolist()) if isinstance(x, torch.Tensor) else repr(x)
+        for x in case.inputs
     ]
     return (case.code(), case.ambient_grad, tuple(vals), repr(inputs))
 

@@ -127,7 +127,11 @@ def test_unreadable_report_folders_are_refused(tmp_path):
     (tmp_path / "report.json").write_text("{oops")
     with pytest.raises(ReportError, match="not readable as JSON"):
         read_report(str(tmp_path))
-    for broken, field in [({"findings": 3}, "findings"), ({"examples": True}, "examples"), ({"findings": [{**_row("x", 1), "count": "2"}]}, "count")]:
+    for broken, field in [
+        ({"findings": 3}, "findings"),
+        ({"examples": True}, "examples"),
+        ({"findings": [{**_row("x", 1), "count": "2"}]}, "count"),
+    ]:
         (tmp_path / "report.json").write_text(json.dumps({**_report([]), **broken}))
         with pytest.raises(ReportError, match=f"malformed field '{field}'"):
             read_report(str(tmp_path))
@@ -172,9 +176,15 @@ def test_issue_text_of_a_program_finding_without_a_repro():
     row = {**_row("program-x", 4, repro=False), "ambient_grad": True, "details": {"ambient_grad": False, "level": "program"},
            "message": "first line\nsecond line", "graph_code": "x = 1  # ```"}  # fmt: skip
     text = render_issue(_report([row]), row, None)
-    assert text.startswith("# p: equivalence/value_mismatch: first line\n") and "| ambient grad mode | disabled |" in text
+    assert (
+        text.startswith("# p: equivalence/value_mismatch: first line\n") and "| ambient grad mode | disabled |" in text
+    )
     # The fence outlasts the backticks inside the code, and with no .py the graph stands alone.
-    assert "````python\nx = 1  # ```\n````" in text and "No standalone repro script" in text and "## How to run" not in text
+    assert (
+        "````python\nx = 1  # ```\n````" in text
+        and "No standalone repro script" in text
+        and "## How to run" not in text
+    )
 
 
 # ------------------------------------------------------------------ real campaigns
@@ -202,13 +212,17 @@ def test_a_run_folder_holds_an_issue_text_per_new_bucket(shard_campaigns):
     assert report["max_shrink_s"] == 0 and "shrink_attempts" not in report["stats"]
     rows = {f["id"]: f for f in report["findings"]}
     assert rows[known_id]["known"] and any(not f["known"] for f in rows.values())
-    assert sorted(p.name for p in (a / "issues").iterdir()) == sorted(f"{b}.md" for b, f in rows.items() if not f["known"])
+    assert sorted(p.name for p in (a / "issues").iterdir()) == sorted(
+        f"{b}.md" for b, f in rows.items() if not f["known"]
+    )
     for f in rows.values():
         if f["known"]:
             assert f["issue"] is None
             continue
         text = (a / f["issue"]).read_text()
-        assert text.startswith(f"# {report['pass']}: {f['oracle']}/{f['kind']}: {f['message'][:40]}")  # long ones are cut
+        assert text.startswith(
+            f"# {report['pass']}: {f['oracle']}/{f['kind']}: {f['message'][:40]}"
+        )  # long ones are cut
         assert report["torch_version"] in text and f"| Python | {platform.python_version()} |" in text
         assert (a / f["repro"]).read_text().rstrip() in text and f"fxfuzz repro {f['repro']}" in text
         assert expected_behaviour(f["oracle"], f["kind"]) in text and f"`{f['id']}`" in text
@@ -262,7 +276,9 @@ def test_merge_refusals_are_one_line_and_exit_2(shard_campaigns, tmp_path, refus
         (other / "report.json").write_text(json.dumps({**_load(b), key: value}))
         assert f"different {key}" in refused(["merge", str(a), str(other), "--report-dir", str(tmp_path / "out")])
     (tmp_path / "empty").mkdir()
-    assert "no report.json" in refused(["merge", str(a), str(tmp_path / "empty"), "--report-dir", str(tmp_path / "out")])
+    assert "no report.json" in refused(
+        ["merge", str(a), str(tmp_path / "empty"), "--report-dir", str(tmp_path / "out")]
+    )
     assert "is one of the folders to merge" in refused(["merge", str(a), str(b), "--report-dir", str(a)])
     assert "given twice" in refused(["merge", str(a), str(a) + "/", "--report-dir", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()  # refused before anything was written
@@ -275,7 +291,11 @@ def test_merge_without_new_findings_exits_0(tmp_path, capsys):
         write_documents(_report([_row("x", 1, known=True, repro=False)]), str(tmp_path / name))
     assert main(["merge", str(tmp_path / "a"), str(tmp_path / "b"), "--report-dir", str(tmp_path / "out")]) == 0
     merged = _load(tmp_path / "out")
-    assert merged["new_findings"] == 0 and merged["findings"][0]["count"] == 2 and not (tmp_path / "out" / "issues").exists()
+    assert (
+        merged["new_findings"] == 0
+        and merged["findings"][0]["count"] == 2
+        and not (tmp_path / "out" / "issues").exists()
+    )
 
 
 def test_a_merge_with_an_incomplete_input_is_incomplete(tmp_path, capsys):

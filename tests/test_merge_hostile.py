@@ -33,10 +33,10 @@ from hypothesis import strategies as st
 # A message that would be markup everywhere it is quoted: a code span, a table pipe, an HTML
 # tag, a link, emphasis, an entity and a second line.
 HOSTILE = "`x` | <img src=x onerror=alert(1)> [link](http://evil.example) **bold** &amp; end"
-PASS = f'''
+PASS = f"""
 def crasher(gm, sig):
     raise ValueError({HOSTILE!r} + "\\n# heading on a second line")
-'''
+"""
 SECRET = "the secret contents of a file outside every input folder"
 
 
@@ -82,7 +82,9 @@ def _no_secret_in(folder):
 
 
 @pytest.mark.processes
-@pytest.mark.parametrize("repro", ["{secret}", "../outside/secret.py", "repros/../../outside/secret.py", "repros/other.py", ""])
+@pytest.mark.parametrize(
+    "repro", ["{secret}", "../outside/secret.py", "repros/../../outside/secret.py", "repros/other.py", ""]
+)
 def test_a_repro_field_naming_another_file_is_refused_with_a_note(tmp_path, real, repro, capsys):
     secret = _secret(tmp_path)
     (row,) = real[1]["findings"]
@@ -147,7 +149,9 @@ def test_a_report_json_that_links_out_of_its_folder_is_refused(tmp_path, real, r
     outside.write_text((folder / "report.json").read_text())
     (folder / "report.json").unlink()
     (folder / "report.json").symlink_to(outside)
-    assert "report.json is a link out of its folder" in refused(["merge", str(folder), "--report-dir", str(tmp_path / "out")])
+    assert "report.json is a link out of its folder" in refused(
+        ["merge", str(folder), "--report-dir", str(tmp_path / "out")]
+    )
 
 
 # ------------------------------------------------------------------ every field checked
@@ -235,7 +239,9 @@ def test_files_and_lists_are_bounded(tmp_path, real, refused, monkeypatch):
     (row,) = real[1]["findings"]
     (folder / row["repro"]).write_text("#" * (folder / "report.json").stat().st_size + "\n")
     assert main(["merge", str(folder), "--report-dir", str(tmp_path / "out")]) == 1
-    assert any("is larger than" in e for e in json.loads((tmp_path / "out" / "report.json").read_text())["repro_errors"])
+    assert any(
+        "is larger than" in e for e in json.loads((tmp_path / "out" / "report.json").read_text())["repro_errors"]
+    )
 
 
 @pytest.mark.processes
@@ -246,14 +252,18 @@ def test_a_shard_without_a_contract_is_one_line_and_exit_2(tmp_path, real, sourc
     report = {k: v for k, v in real[1].items() if k != "contract"}
     folder = _folder(tmp_path, real, contract_source=source)
     (folder / "report.json").write_text(json.dumps({**report, "contract_source": source}))
-    assert "missing or malformed field 'contract'" in refused(["merge", str(folder), "--report-dir", str(tmp_path / "out")])
+    assert "missing or malformed field 'contract'" in refused(
+        ["merge", str(folder), "--report-dir", str(tmp_path / "out")]
+    )
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.processes
 def test_shards_held_to_different_contracts_are_not_merged(tmp_path, real, refused):
     a, b = _folder(tmp_path, real, "a", shard="1/2"), _folder(tmp_path, real, "b", shard="2/2", contract="refines")
-    assert "different contract (meaning vs refines)" in refused(["merge", str(a), str(b), "--report-dir", str(tmp_path / "out")])
+    assert "different contract (meaning vs refines)" in refused(
+        ["merge", str(a), str(b), "--report-dir", str(tmp_path / "out")]
+    )
 
 
 @pytest.mark.processes
@@ -370,10 +380,16 @@ def test_the_documents_for_people_stay_bounded_however_many_findings(tmp_path, r
         merged = json.loads((out / "report.json").read_text())
         assert len(merged["findings"]) == merged["new_findings"] == shards * SHOWN
         assert len(os.listdir(out / "issues")) == SHOWN == sum(1 for f in merged["findings"] if f["issue"])
-        more = f"{(shards - 1) * SHOWN} more finding bucket(s) ({(shards - 1) * SHOWN} new) are listed only in report.json"
+        more = (
+            f"{(shards - 1) * SHOWN} more finding bucket(s) ({(shards - 1) * SHOWN} new) are listed only in report.json"
+        )
         assert more in (out / "report.md").read_text() and more in (out / "report.html").read_text()
         suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
-        assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == (str(SHOWN + 2), str(SHOWN + 1), "0")
+        assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == (
+            str(SHOWN + 2),
+            str(SHOWN + 1),
+            "0",
+        )
         sizes[shards] = [(out / name).stat().st_size for name in ("report.md", "report.html", "junit.xml")]
     assert all(abs(a - b) < 200 for a, b in zip(sizes[2], sizes[4])), sizes  # the note's digits and shard list differ
 
@@ -542,7 +558,9 @@ def _merge_in_process(folders, out):
     return status, err.getvalue()
 
 
-_FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+_FUZZ = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 @pytest.mark.processes

@@ -39,7 +39,9 @@ def drawn():
 
 
 def _calls(case) -> list[fx.Node]:
-    return [n for m in case.gm.modules() if isinstance(m, fx.GraphModule) for n in m.graph.nodes if n.op == "call_function"]
+    return [
+        n for m in case.gm.modules() if isinstance(m, fx.GraphModule) for n in m.graph.nodes if n.op == "call_function"
+    ]
 
 
 def test_generic_passes_declare_motifs_and_the_units_are_drawn(drawn):
@@ -54,7 +56,11 @@ def test_generic_passes_declare_motifs_and_the_units_are_drawn(drawn):
     assert len(missing) <= 1, (missing, sorted(seen))
     for name in missing:
         keys = {f"motif:{v}" for v in variants.get(name, {name})}
-        find(graph_cases(reacts_to=(MOTIF,)), lambda c, keys=keys: bool(keys & set(c.features)), settings=settings(max_examples=500, database=None, deadline=None, suppress_health_check=list(HealthCheck)))
+        find(
+            graph_cases(reacts_to=(MOTIF,)),
+            lambda c, keys=keys: bool(keys & set(c.features)),
+            settings=settings(max_examples=500, database=None, deadline=None, suppress_health_check=list(HealthCheck)),
+        )
     targets = {n.target for c in drawn for n in _calls(c)}
     wanted = {torch.ops.aten.scaled_dot_product_attention.default, torch.ops.aten.softmax.int, torch.ops.aten.conv2d.default,
               torch.ops.aten.batch_norm.default, torch.ops.aten.cat.default, torch.ops.aten.stack.default, torch.ops.aten.linear.default,
@@ -73,7 +79,9 @@ def test_every_overload_drawn_is_listed(drawn):
         n.target
         for c in drawn
         for n in _calls(c)
-        if isinstance(n.target, torch._ops.OpOverload) and n.target.namespace == "aten" and n.target not in DRAWN_TARGETS
+        if isinstance(n.target, torch._ops.OpOverload)
+        and n.target.namespace == "aten"
+        and n.target not in DRAWN_TARGETS
     }
     assert not stray - other_steps, stray - other_steps
 

@@ -17,7 +17,12 @@ MUTANTS = {m.id: m for m in enumerate_mutants("set_grad")}
 def test_mutant_ids_are_unique_and_cover_the_pass_and_its_helpers():
     assert len(MUTANTS) == len(enumerate_mutants("set_grad"))
     functions = {m.function for m in MUTANTS.values()}
-    assert {"replace_set_grad_with_hop_pass", "_replace_with_hop_helper", "sequential_split", "node_inline_"} <= functions
+    assert {
+        "replace_set_grad_with_hop_pass",
+        "_replace_with_hop_helper",
+        "sequential_split",
+        "node_inline_",
+    } <= functions
     assert {m.operator for m in MUTANTS.values()} == {"compare", "boolop", "negate", "constant", "swap_args", "remove"}
 
 
@@ -26,7 +31,11 @@ def test_loading_a_mutant_leaves_the_installed_torch_alone():
     mutant = next(m for m in MUTANTS.values() if m.function == "nodes_map")
     variant = load_pass_variant("set_grad", mutant)
     assert variant is not real_module.replace_set_grad_with_hop_pass
-    assert (real_module.replace_set_grad_with_hop_pass, real_utils.node_inline_, real_utils.nodes_map.__code__) == before
+    assert (
+        real_module.replace_set_grad_with_hop_pass,
+        real_utils.node_inline_,
+        real_utils.nodes_map.__code__,
+    ) == before
     assert "node_call_back(node)" in inspect.getsource(real_utils.nodes_map)
 
 
@@ -83,6 +92,8 @@ def test_summary_gives_the_distribution_of_kill_times():
     from fxfuzz.tools.mutate import MutantResult, summarize
 
     results = [MutantResult(f"m{i}", "killed", float(i), "", "") for i in range(1, 11)]
-    summary = summarize([*results, MutantResult("s", "survived", 30.0, "", ""), MutantResult("e", "equivalent", 0.0, "", "")])
+    summary = summarize(
+        [*results, MutantResult("s", "survived", 30.0, "", ""), MutantResult("e", "equivalent", 0.0, "", "")]
+    )
     assert (summary["kill_time_median_s"], summary["kill_time_p90_s"], summary["kill_time_max_s"]) == (6.0, 9.0, 10.0)
     assert summary["kill_rate"] == round(10 / 11, 4) and summary["survivors"] == ["s"]

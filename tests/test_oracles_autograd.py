@@ -66,7 +66,13 @@ def test_second_order_findings_say_second_order_gradients():
     ]
 
 
-@pytest.mark.parametrize("broken, kind", [(bp.saves_input_clone, "inplace_after_forward_raises_differently"), (bp.flat_second_order, "double_backward_presence_mismatch")])
+@pytest.mark.parametrize(
+    "broken, kind",
+    [
+        (bp.saves_input_clone, "inplace_after_forward_raises_differently"),
+        (bp.flat_second_order, "double_backward_presence_mismatch"),
+    ],
+)
 def test_a_planted_autograd_bug_and_torchs_known_one_of_its_kind_are_two_buckets(broken, kind):
     """torch's dropped no_grad region makes backward save more (an update it accepted now
     raises, a second-order gradient appears); these passes make it save less. One kind, two

@@ -26,7 +26,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 REAL = load_pass("set_grad")
 IDENTITY = load_pass("identity")
-cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False)")
+cuda_only = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False)"
+)
 CASES = [hm.no_grad_region_case, hm.view_output_case, hm.random_op_case, hm.pytree_case]
 aten = torch.ops.aten
 
@@ -78,7 +80,10 @@ def test_bug_on_both_devices_is_reported_once():
 @cuda_only
 @pytest.mark.parametrize(
     "broken, expected",
-    [(bp.wrong_sin_grad, ("gradients", "grad_value_mismatch")), (bp.drops_toggles, ("equivalence", "requires_grad_mismatch"))],
+    [
+        (bp.wrong_sin_grad, ("gradients", "grad_value_mismatch")),
+        (bp.drops_toggles, ("equivalence", "requires_grad_mismatch")),
+    ],
 )
 def test_cpu_findings_still_fire_with_cuda_on(broken, expected):
     assert expected in kinds(verify(hm.no_grad_region_case(True), broken, device="cuda"))
@@ -147,7 +152,9 @@ def _device_dependent_original(ambient: bool):
     return case
 
 
-@pytest.mark.parametrize("make", CASES + [hm.nondeterministic_case, _device_dependent_original], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "make", CASES + [hm.nondeterministic_case, _device_dependent_original], ids=lambda f: f.__name__
+)
 @pytest.mark.parametrize("ambient", [True, False])
 @pytest.mark.parametrize("pass_fn", [REAL, IDENTITY], ids=["set_grad", "identity"])
 def test_second_device_is_quiet_on_correct_passes(make, ambient, pass_fn):
@@ -159,7 +166,10 @@ def test_second_device_is_quiet_on_correct_passes(make, ambient, pass_fn):
 
 @pytest.mark.parametrize(
     "target, kind",
-    [(_sin_but_cos_on_second, ("equivalence", "value_mismatch")), (_sin_wrong_grad_on_second, ("gradients", "grad_value_mismatch"))],
+    [
+        (_sin_but_cos_on_second, ("equivalence", "value_mismatch")),
+        (_sin_wrong_grad_on_second, ("gradients", "grad_value_mismatch")),
+    ],
     ids=["values", "gradients"],
 )
 @pytest.mark.parametrize("ambient", [True, False])

@@ -127,7 +127,10 @@ def test_grad_mode_leak_is_an_equivalence_finding():
         # a Python function is no ATen op: export's verifier rejects it, nothing else changes
         (bp.wrong_sin_tangent, {("gradients", "tangent_value_mismatch"), ("signature", "export_verifier_rejects")}),
         (bp.calls_python_sin, {("signature", "export_verifier_rejects")}),
-        (bp.hides_mutation_from_dce, {("structure", "dead_code_elimination_changes_meaning"), ("signature", "export_verifier_rejects")}),
+        (
+            bp.hides_mutation_from_dce,
+            {("structure", "dead_code_elimination_changes_meaning"), ("signature", "export_verifier_rejects")},
+        ),
     ],
 )
 def test_planted_bug_shows_only_where_planted(broken, only):
@@ -289,7 +292,10 @@ def test_the_stage_share_is_a_deterministic_function_of_the_case():
 
     codes = [f"graph {i}" for i in range(2000)]
     picked = [c for c in codes if stages_selected(c, True)]
-    assert picked == [c for c in codes if stages_selected(c, True)] and DEFAULT_STAGE_SHARE * 1000 <= len(picked) <= DEFAULT_STAGE_SHARE * 3000
+    assert (
+        picked == [c for c in codes if stages_selected(c, True)]
+        and DEFAULT_STAGE_SHARE * 1000 <= len(picked) <= DEFAULT_STAGE_SHARE * 3000
+    )
     cheap = tuple(s for s in STAGES if s != "run_decompositions")
     assert all(stages_selected(c, True) in (tuple(STAGES), cheap) for c in picked)
     with stages_forced():

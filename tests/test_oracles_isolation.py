@@ -85,4 +85,6 @@ def test_what_the_pass_itself_leaves_changed_is_put_back():
     # clean state: the identity pass it really is passes the run-based checks, and only what
     # it left changed is reported (tests/test_state_leak.py).
     run_based = [f for f in findings if f.oracle in ("equivalence", "gradients", "idempotence")]
-    assert {(f.kind, tuple(f.details["state"])) for f in run_based} == {("state_leak", ("grad mode", "autocast state"))}, findings
+    assert {(f.kind, tuple(f.details["state"])) for f in run_based} == {
+        ("state_leak", ("grad mode", "autocast state"))
+    }, findings

@@ -226,7 +226,9 @@ def test_dropped_cond_region_changes_what_backward_saves():
     from fxfuzz.campaign.engine import bucket_id
 
     found = verify(from_module(CondInNoGradThenInPlace(), (torch.randn(2), torch.randn(2, requires_grad=True))), REAL)
-    new = [f for f in found if f.kind in ("inplace_after_forward_raises_differently", "double_backward_presence_mismatch")]
+    new = [
+        f for f in found if f.kind in ("inplace_after_forward_raises_differently", "double_backward_presence_mismatch")
+    ]
     assert len(new) == 2, found
     with open(KNOWN) as fh:
         known = fh.read()

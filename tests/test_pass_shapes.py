@@ -179,14 +179,14 @@ def test_run_takes_a_gm_to_gm_pass(tmp_path):
     assert main([*argv, "--report-dir", str(tmp_path)]) == 0
 
 
-GM_PASS = '''import torch
+GM_PASS = """import torch
 
 
 def drop_toggles(gm):
     for node in [n for n in gm.graph.nodes if n.target is torch._C._set_grad_enabled]:
         gm.graph.erase_node(node)
     return gm
-'''
+"""
 
 
 @pytest.mark.processes

@@ -45,7 +45,9 @@ def test_dead_code_removed_after_set_grad_may_let_a_mutated_backward_through():
     allow_mutation_on_saved_tensors, which raised in the original, goes through. A refinement;
     held to meaning (as pipelines were before) it was reported."""
     case = _case(f"gradients-{MUTATED_BACKWARD}-6bd34295.json")
-    assert MUTATED_BACKWARD not in {f.kind for f in verify(case, load_pass("set_grad"))}  # set_grad alone keeps the raise
+    assert MUTATED_BACKWARD not in {
+        f.kind for f in verify(case, load_pass("set_grad"))
+    }  # set_grad alone keeps the raise
     assert MUTATED_BACKWARD not in {f.kind for f in verify(case, SET_GRAD_DCE)}
     held_to_meaning = dataclasses.replace(contract_of(SET_GRAD_DCE), refines=False)
     assert MUTATED_BACKWARD in {f.kind for f in verify(case, SET_GRAD_DCE, held_to_meaning)}
@@ -53,7 +55,9 @@ def test_dead_code_removed_after_set_grad_may_let_a_mutated_backward_through():
 
 def _inconsistent(gm):
     """Nodes whose users map leaves out a node that reads them."""
-    return [(n.name, u.name) for n in gm.graph.nodes for u in gm.graph.nodes if n in u.all_input_nodes and u not in n.users]
+    return [
+        (n.name, u.name) for n in gm.graph.nodes for u in gm.graph.nodes if n in u.all_input_nodes and u not in n.users
+    ]
 
 
 def test_dce_after_set_grad_crashes_on_the_users_map_set_grad_corrupts():
@@ -66,7 +70,9 @@ def test_dce_after_set_grad_crashes_on_the_users_map_set_grad_corrupts():
     assert "def_use_inconsistent" in {f.kind for f in verify(case, load_pass("set_grad"))}
     crash = [f for f in verify(case, SET_GRAD_DCE) if f.oracle == "crash"]
     assert crash and "SystemError" in crash[0].message and "_update_args_kwargs" in crash[0].message
-    known = load_known_files([os.path.join(ROOT, "fxfuzz-known.txt"), os.path.join(ROOT, "docs", "known", "set_grad+dce.txt")])
+    known = load_known_files(
+        [os.path.join(ROOT, "fxfuzz-known.txt"), os.path.join(ROOT, "docs", "known", "set_grad+dce.txt")]
+    )
     from fxfuzz.campaign.engine import bucket_id
 
     assert bucket_id(crash[0]) in known
@@ -79,7 +85,10 @@ def test_known_is_repeatable_and_later_files_add_to_earlier_ones(tmp_path):
     first.write_text("crash-pass_raised-00000001 first\ncrash-pass_raised-00000002 first\n")
     second.write_text("crash-pass_raised-00000002 second\n")
     args = build_parser().parse_args(["run", "--known", str(first), "--known", str(second)])
-    assert load_known_files(args.known) == {"crash-pass_raised-00000001": "first", "crash-pass_raised-00000002": "second"}
+    assert load_known_files(args.known) == {
+        "crash-pass_raised-00000001": "first",
+        "crash-pass_raised-00000002": "second",
+    }
     gate = ["gate", "--candidate", "set_grad", "--known", str(first), "--known", str(second)]
     assert build_parser().parse_args(gate).known == [str(first), str(second)]
 
@@ -105,7 +114,10 @@ def test_dce_after_set_grad_erases_an_effect_the_hop_hides():
         raise AssertionError(FIXED.format(known="docs/known/set_grad+dce.txt"))
 
 
-@pytest.mark.parametrize(("name", "erased"), [("equivalence-raises_differently-bc45a4ea", "expand"), ("structure-lint_failed-5f2a1a94", "new_zeros")])
+@pytest.mark.parametrize(
+    ("name", "erased"),
+    [("equivalence-raises_differently-bc45a4ea", "expand"), ("structure-lint_failed-5f2a1a94", "new_zeros")],
+)
 def test_dce_after_set_grad_erases_a_value_an_effectful_call_still_reads(name, erased):
     """The second campaign's cases (effectful calls drawn): set_grad leaves ``erased.users``
     without the logged call that reads it, so DCE, which keeps that impure call, erases its
@@ -127,7 +139,13 @@ def test_dce_after_set_grad_deletes_a_wrapped_in_place_update():
     from fxfuzz.campaign.engine import bucket_id
 
     case = _case("equivalence-value_mismatch-6ac4edc4.json")
-    assert "structure-dead_code_elimination_changes_meaning-72cda7b9" in {bucket_id(f) for f in verify(case, load_pass("set_grad"))}
+    assert "structure-dead_code_elimination_changes_meaning-72cda7b9" in {
+        bucket_id(f) for f in verify(case, load_pass("set_grad"))
+    }
     found = {bucket_id(f) for f in verify(case, SET_GRAD_DCE)}
     assert "equivalence-value_mismatch-6ac4edc4" in found
-    assert found <= set(load_known_files([os.path.join(ROOT, "fxfuzz-known.txt"), os.path.join(ROOT, "docs", "known", "set_grad+dce.txt")]))
+    assert found <= set(
+        load_known_files(
+            [os.path.join(ROOT, "fxfuzz-known.txt"), os.path.join(ROOT, "docs", "known", "set_grad+dce.txt")]
+        )
+    )

@@ -68,14 +68,18 @@ def test_inert_without_the_option(user_suite):
 
 
 def test_broken_pass_fails_the_properties(user_suite):
-    result = user_suite.runpytest_inprocess("--fxfuzz-pass", BROKEN, "--hypothesis-profile", "tiny", "-p", "no:cacheprovider")
+    result = user_suite.runpytest_inprocess(
+        "--fxfuzz-pass", BROKEN, "--hypothesis-profile", "tiny", "-p", "no:cacheprovider"
+    )
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) >= 1 and outcomes.get("passed", 0) >= 1  # the user's own test passes
     result.stdout.fnmatch_lines(["*FAILED*fxfuzz::corpus?nested_grad_blocks?*"])
 
 
 def test_real_pass_passes_the_properties(user_suite):
-    result = user_suite.runpytest_inprocess("--fxfuzz-pass", "set_grad", "--hypothesis-profile", "tiny", "-p", "no:cacheprovider")
+    result = user_suite.runpytest_inprocess(
+        "--fxfuzz-pass", "set_grad", "--hypothesis-profile", "tiny", "-p", "no:cacheprovider"
+    )
     from fxfuzz.strategies.corpus import MODULES
 
     result.assert_outcomes(passed=1 + 1 + len(MODULES))  # the user's test, generated graphs, each module
@@ -116,13 +120,24 @@ def test_nightly_loaded():
     assert settings.default.max_examples == 2000 and settings.default.deadline is None
 """
     )
-    result = user_suite.runpytest_inprocess("--hypothesis-profile", "nightly", "-p", "no:cacheprovider", "test_profile.py")
+    result = user_suite.runpytest_inprocess(
+        "--hypothesis-profile", "nightly", "-p", "no:cacheprovider", "test_profile.py"
+    )
     result.assert_outcomes(passed=1)
 
 
 def test_without_baseline_every_finding_fails(user_suite):
     result = user_suite.runpytest_inprocess(
-        "--fxfuzz-pass", BROKEN, "--fxfuzz-baseline", "none", "--hypothesis-profile", "tiny", "-p", "no:cacheprovider", "-k", "nested"
+        "--fxfuzz-pass",
+        BROKEN,
+        "--fxfuzz-baseline",
+        "none",
+        "--hypothesis-profile",
+        "tiny",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        "nested",
     )
     result.assert_outcomes(failed=1)
 
@@ -136,7 +151,16 @@ def test_domain_option_reaches_the_generated_graphs(user_suite):
         CONFTEST + 'settings.register_profile("adv", max_examples=40, deadline=None, derandomize=True, database=None, '
         "phases=[Phase.generate])\n"
     )
-    args = ["--fxfuzz-pass", REFUSES_ADVERSARIAL, "--hypothesis-profile", "adv", "-p", "no:cacheprovider", "-k", "generated"]
+    args = [
+        "--fxfuzz-pass",
+        REFUSES_ADVERSARIAL,
+        "--hypothesis-profile",
+        "adv",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        "generated",
+    ]
     user_suite.runpytest_inprocess(*args).assert_outcomes(passed=1)
     user_suite.runpytest_inprocess(*args, "--fxfuzz-domain", "adversarial").assert_outcomes(failed=1)
     bad = user_suite.runpytest_inprocess(*args, "--fxfuzz-domain", "nonsense")

@@ -267,7 +267,9 @@ def test_known_export_crash_on_cond_then_autocast_then_no_grad():
     raised = [f for f in check_program(COND_AUTOCAST_NO_GRAD, REAL) if f.kind == "export_raised"]
     crashes = {(f.details["ambient_grad"], f.details["exception"], f.message.split(": ")[-1]) for f in raised}
     assert crashes == {(True, "AttributeError", "'GraphModule' object has no attribute 'submod_1'")}
-    assert {at_level("program", bucket_id(f)) for f in raised} <= set(load_known(os.path.join(ROOT, "fxfuzz-known.txt")))
+    assert {at_level("program", bucket_id(f)) for f in raised} <= set(
+        load_known(os.path.join(ROOT, "fxfuzz-known.txt"))
+    )
 
 
 def test_program_check_leaves_no_compiled_cond_branches_behind():
@@ -307,7 +309,9 @@ def test_capture_keeps_lifted_constants_when_export_fails_after_the_pass():
         case = from_module(program_class(), example_inputs())
     specs = case.signature.input_specs
     assert InputKind.CONSTANT_TENSOR in {s.kind for s in specs} and len(case.inputs) == len(specs)
-    crashes = {(f.details["ambient_grad"], f.details["exception"]) for f in check_program(program, REAL) if f.oracle == "crash"}
+    crashes = {
+        (f.details["ambient_grad"], f.details["exception"]) for f in check_program(program, REAL) if f.oracle == "crash"
+    }
     assert crashes == {(True, "AttributeError")}
 
 

@@ -36,7 +36,9 @@ SIZES_ACROSS_REGIONS = Program(
     helpers=(),
     submodules=(),
     body=(
-        GradBlock("no_grad", None, (Size("v0", "x0", 0, 2), Op("v1", "sin", ("x0",)), Op("v2", "add_size", ("v1", "v0", "2")))),
+        GradBlock(
+            "no_grad", None, (Size("v0", "x0", 0, 2), Op("v1", "sin", ("x0",)), Op("v2", "add_size", ("v1", "v0", "2")))
+        ),
         Op("v3", "view_size", ("v2", "v0", "2")),
     ),
     outputs=(("var", "v3"),),
@@ -86,7 +88,9 @@ def test_a_pass_dropping_symint_operands_is_found_only_at_other_sizes():
     found = check_program(SIZES_ACROSS_REGIONS, bp.drops_symint_operands)
     assert found and all("sizes" in f.details for f in found), found
     assert all(f.details["sizes"]["n"] in (2, 4, 8) for f in found if f.kind.startswith("e2e_"))
-    assert {"e2e_value_mismatch", "e2e_decomposed_value_mismatch", "e2e_saved_value_mismatch", "value_mismatch"} <= {f.kind for f in found}
+    assert {"e2e_value_mismatch", "e2e_decomposed_value_mismatch", "e2e_saved_value_mismatch", "value_mismatch"} <= {
+        f.kind for f in found
+    }
 
 
 def test_other_sizes_and_later_stages_run_for_the_share_and_always_while_forced():

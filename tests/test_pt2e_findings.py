@@ -112,9 +112,13 @@ def test_the_integer_mul_found_by_the_oracles(row):
     """Both X86 flows (the QAT one's fake-quantize raises otherwise); the XNNPACK-style
     quantizer leaves an integer mul alone."""
     found = verify(from_module(IntegerMul(), integer_args()), load_pass(row))
-    assert [f.kind for f in found] == ["pass_raised"] and "Long" in found[0].message, FIXED.format(known=f"docs/known/{row}.txt")
+    assert [f.kind for f in found] == ["pass_raised"] and "Long" in found[0].message, FIXED.format(
+        known=f"docs/known/{row}.txt"
+    )
     assert bucket_id(found[0]) in known(row)
-    assert hm.unknown(verify(from_module(IntegerMul(), integer_args()), load_pass("pt2e_xnnpack")), "pt2e_xnnpack") == []
+    assert (
+        hm.unknown(verify(from_module(IntegerMul(), integer_args()), load_pass("pt2e_xnnpack")), "pt2e_xnnpack") == []
+    )
 
 
 # --- convert_pt2e deletes the subgraphs of a HOP nested in a HOP's subgraph ------------------
@@ -184,6 +188,6 @@ def test_inductor_constant_fold_folds_a_value_the_graph_then_updates():
     gm = torch.export.export(LiteralUpdated(), (x,)).module()
     constant_fold(gm)
     first, second = gm(x).clone(), gm(x).clone()
-    assert torch.equal(first, torch.tensor([2.0, 4.0, 6.0])) and torch.equal(second, torch.tensor([4.0, 8.0, 12.0])), FIXED.format(
-        known="docs/known/inductor_constant_fold.txt"
+    assert torch.equal(first, torch.tensor([2.0, 4.0, 6.0])) and torch.equal(second, torch.tensor([4.0, 8.0, 12.0])), (
+        FIXED.format(known="docs/known/inductor_constant_fold.txt")
     )

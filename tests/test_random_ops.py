@@ -47,7 +47,9 @@ def test_generic_passes_draw_random_calls_in_the_top_level_graph_only(drawn):
     assert len(with_calls) >= SAMPLE // 3
     assert any(not n.users for c in with_calls for n in _random_calls(c.gm))  # a draw nothing reads
     for case in drawn:
-        assert not any(_random_calls(m) for name, m in case.gm.named_modules() if name and isinstance(m, fx.GraphModule))
+        assert not any(
+            _random_calls(m) for name, m in case.gm.named_modules() if name and isinstance(m, fx.GraphModule)
+        )
 
 
 def test_stand_ins_for_the_set_grad_pass_draw_none():
@@ -113,7 +115,9 @@ def _found(spec: str, kinds: set[str], max_examples: int, seed: int, domain: str
     found = []
     result = run_campaign(
         load_pass(spec),
-        CampaignSettings(budget_s=300, max_examples=max_examples, seed=seed, contract="refines", max_shrink_s=0, domain=domain),
+        CampaignSettings(
+            budget_s=300, max_examples=max_examples, seed=seed, contract="refines", max_shrink_s=0, domain=domain
+        ),
         hooks=Hooks(stop=lambda: bool(found), on_bucket=lambda b: found.append(b) if b.finding.kind in kinds else None),
     )
     return (result.examples if found else 0), set(result.buckets)

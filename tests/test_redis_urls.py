@@ -16,7 +16,9 @@ import redis
 from fxfuzz.campaign.database import check_reachable, parse_databases, redact
 from fxfuzz.core.errors import UsageError
 
-needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed (.ci/run installs it)")
+needs_redis = pytest.mark.skipif(
+    shutil.which("redis-server") is None, reason="redis-server is not installed (.ci/run installs it)"
+)
 PASSWORD = "s3cr:t@pw"  # a colon and an @ inside: percent-encoded in the URL
 QUOTED = "s3cr%3At%40pw"
 CRASHER = "def crasher(gm, sig):\n    raise ValueError('planted')\n"
@@ -51,10 +53,33 @@ def test_rediss_urls_are_taken_and_other_schemes_refused_without_their_password(
 
 def test_a_redis_url_with_an_unknown_parameter_is_one_line(tmp_path, refused):
     # redis-py takes it, and fails on it only when it connects: a traceback before this check.
-    line = refused(["run", "--pass", "identity", "--db", "redis://:hunter2@127.0.0.1:1/0?sockettimeout=1", "--report-dir", str(tmp_path / "r")])
-    assert line == "fxfuzz: error: --db redis://:***@127.0.0.1:1/0?sockettimeout=1: unknown query parameter 'sockettimeout'"
+    line = refused(
+        [
+            "run",
+            "--pass",
+            "identity",
+            "--db",
+            "redis://:hunter2@127.0.0.1:1/0?sockettimeout=1",
+            "--report-dir",
+            str(tmp_path / "r"),
+        ]
+    )
+    assert (
+        line
+        == "fxfuzz: error: --db redis://:***@127.0.0.1:1/0?sockettimeout=1: unknown query parameter 'sockettimeout'"
+    )
     # The parameters redis-py knows still pass the check (the server is then unreachable).
-    assert "unreachable" in refused(["run", "--pass", "identity", "--db", "redis://127.0.0.1:1/0?socket_timeout=1&health_check_interval=2", "--report-dir", str(tmp_path / "r")])
+    assert "unreachable" in refused(
+        [
+            "run",
+            "--pass",
+            "identity",
+            "--db",
+            "redis://127.0.0.1:1/0?socket_timeout=1&health_check_interval=2",
+            "--report-dir",
+            str(tmp_path / "r"),
+        ]
+    )
 
 
 def _free_port() -> int:

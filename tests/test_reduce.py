@@ -101,12 +101,14 @@ def test_a_campaign_reduces_each_buckets_example_when_its_shrinking_ends(max_shr
         minimized.setdefault(b.id, b)
 
     settings = CampaignSettings(max_examples=40, max_shrink_s=max_shrink_s, seed=2, domain="functional")
-    result = run_campaign(cse, settings, hooks=Hooks(on_bucket=on_bucket, on_minimized=on_minimized, stop=lambda: bool(minimized)))
+    result = run_campaign(
+        cse, settings, hooks=Hooks(on_bucket=on_bucket, on_minimized=on_minimized, stop=lambda: bool(minimized))
+    )
     if max_shrink_s == 0:
         assert result.stats["reduce_attempts"] == 0
         return
     assert minimized and result.stats["reduce_attempts"] > 0
-    (bid, b), = minimized.items()
+    ((bid, b),) = minimized.items()
     assert b.graph_nodes < sizes[bid][0] and b.graph_nodes <= 8, (sizes[bid], b.case.code())
     assert bid in {bucket_id(f) for f in verify(b.case, cse)}
 
@@ -150,7 +152,9 @@ def test_fxfuzz_reduce_says_so_when_the_graph_shows_no_finding(cli, deep_program
 
 
 def test_fxfuzz_reduce_refuses_a_bucket_the_graph_does_not_show(cli, deep_program, tmp_path):
-    r = cli("reduce", deep_program[0], "--pass", BROKEN, "--bucket", "crash-pass_raised-00000000", "--out", str(tmp_path))
+    r = cli(
+        "reduce", deep_program[0], "--pass", BROKEN, "--bucket", "crash-pass_raised-00000000", "--out", str(tmp_path)
+    )
     assert r.returncode == 2 and "does not show bucket crash-pass_raised-00000000" in r.stderr
 
 
@@ -186,7 +190,9 @@ def test_a_saved_program_whose_example_inputs_only_the_full_unpickler_reads_is_r
     assert not marker.exists()
 
 
-def test_a_saved_program_with_a_pickled_weight_is_loaded_only_if_the_restricted_unpickler_reads_it(deep_program, tmp_path):
+def test_a_saved_program_with_a_pickled_weight_is_loaded_only_if_the_restricted_unpickler_reads_it(
+    deep_program, tmp_path
+):
     marker = tmp_path / "ran"
     with zipfile.ZipFile(deep_program[0]) as z:
         (config_name,) = [n for n in z.namelist() if n.endswith("model_weights_config.json")]

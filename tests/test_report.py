@@ -16,8 +16,22 @@ from fxfuzz.report.markdown import render_markdown
 
 CRASHER = "def crasher(gm, sig):\n    raise ValueError('planted')\n"
 
-SCHEMA = {"tool", "version", "torch_version", "pass", "domain", "seed", "workers", "started", "duration_s",
-          "examples", "examples_per_s", "findings", "coverage", "stats"}
+SCHEMA = {
+    "tool",
+    "version",
+    "torch_version",
+    "pass",
+    "domain",
+    "seed",
+    "workers",
+    "started",
+    "duration_s",
+    "examples",
+    "examples_per_s",
+    "findings",
+    "coverage",
+    "stats",
+}
 FINDING = {"id", "oracle", "kind", "message", "count", "known", "repro", "graph_nodes"}
 
 
@@ -59,7 +73,18 @@ def test_every_bucket_id_fxfuzz_makes_can_be_listed_as_known(tmp_path):
 def test_known_findings_keep_the_campaign_green_but_are_reported(tmp_path, capsys):
     pass_file = tmp_path / "crasher.py"
     pass_file.write_text(CRASHER)
-    run = ["run", "--pass", f"{pass_file}:crasher", "--max-examples", "3", "--budget", "120", "--no-db", "--workers", "1"]
+    run = [
+        "run",
+        "--pass",
+        f"{pass_file}:crasher",
+        "--max-examples",
+        "3",
+        "--budget",
+        "120",
+        "--no-db",
+        "--workers",
+        "1",
+    ]
     assert main([*run, "--coverage", "--report-dir", str(tmp_path / "first")]) == 1
     first = json.loads((tmp_path / "first" / "report.json").read_text())
     assert SCHEMA <= first.keys() and first["workers"] == 1 and first["examples"] == 3
@@ -88,22 +113,54 @@ def test_unreadable_baseline_is_one_line_exit_2(tmp_path, capsys):
 
 def _report(findings):
     return {
-        "tool": "fxfuzz", "version": "0", "torch_version": "2.x", "pass": "p", "domain": "export", "seed": 0,
-        "workers": 2, "started": "t", "duration_s": 3.0, "examples": 30, "examples_per_s": 10.0,
-        "stopped_by": "budget", "new_findings": sum(not f["known"] for f in findings), "findings": findings,
-        "coverage": {"enabled": True, "files": [{"path": "a.py", "scope": "whole file", "missing_lines": [3, 4, 5, 9],
-                                                 "lines": {"covered": 6, "total": 10, "percent": 60.0},
-                                                 "branches": {"covered": 1, "total": 4, "percent": 25.0}}],
-                     "lines": {"covered": 6, "total": 10, "percent": 60.0},
-                     "branches": {"covered": 1, "total": 4, "percent": 25.0}},
-        "stats": {"op:sin": 4}, "timeline": [[0, 0], [1, 10], [2, 25], [3, 30]],
+        "tool": "fxfuzz",
+        "version": "0",
+        "torch_version": "2.x",
+        "pass": "p",
+        "domain": "export",
+        "seed": 0,
+        "workers": 2,
+        "started": "t",
+        "duration_s": 3.0,
+        "examples": 30,
+        "examples_per_s": 10.0,
+        "stopped_by": "budget",
+        "new_findings": sum(not f["known"] for f in findings),
+        "findings": findings,
+        "coverage": {
+            "enabled": True,
+            "files": [
+                {
+                    "path": "a.py",
+                    "scope": "whole file",
+                    "missing_lines": [3, 4, 5, 9],
+                    "lines": {"covered": 6, "total": 10, "percent": 60.0},
+                    "branches": {"covered": 1, "total": 4, "percent": 25.0},
+                }
+            ],
+            "lines": {"covered": 6, "total": 10, "percent": 60.0},
+            "branches": {"covered": 1, "total": 4, "percent": 25.0},
+        },
+        "stats": {"op:sin": 4},
+        "timeline": [[0, 0], [1, 10], [2, 25], [3, 30]],
     }
 
 
 def _finding(bid, known):
-    return {"id": bid, "oracle": "equivalence", "kind": "value_mismatch", "message": "output 0 <differs> | x",
-            "count": 2, "known": known, "known_reason": "r" if known else None, "repro": f"repros/{bid}.py",
-            "graph_nodes": 3, "graph_hash": "h", "ambient_grad": True, "graph_code": "def forward(self, x):\n    return (x,)"}
+    return {
+        "id": bid,
+        "oracle": "equivalence",
+        "kind": "value_mismatch",
+        "message": "output 0 <differs> | x",
+        "count": 2,
+        "known": known,
+        "known_reason": "r" if known else None,
+        "repro": f"repros/{bid}.py",
+        "graph_nodes": 3,
+        "graph_hash": "h",
+        "ambient_grad": True,
+        "graph_code": "def forward(self, x):\n    return (x,)",
+    }
 
 
 def test_renderers_show_new_and_known_findings():
@@ -170,14 +227,19 @@ def test_a_second_run_into_a_report_folder_refuses_and_leaves_the_first_report(t
     work, and nothing in the folder, the user's files included, is removed or changed."""
     out = tmp_path / "r"
     crashes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "broken_passes.py") + ":crashes"
-    assert main(["run", "--pass", crashes, "--max-examples", "2", "--workers", "2", "--no-db", "--report-dir", str(out)]) == 1
+    assert (
+        main(["run", "--pass", crashes, "--max-examples", "2", "--workers", "2", "--no-db", "--report-dir", str(out)])
+        == 1
+    )
     assert os.listdir(out / "repros") and os.listdir(out / "issues")  # the crash's .py, .json and issue text
     assert {"worker0.log", "worker1.log"} <= set(os.listdir(out / "logs"))
     (out / "notes.txt").write_text("the user's")
     before = _tree(tmp_path)
     capsys.readouterr()
 
-    line = refused(["run", "--pass", "identity", "--max-examples", "1", "--workers", "1", "--no-db", "--report-dir", str(out)])
+    line = refused(
+        ["run", "--pass", "identity", "--max-examples", "1", "--workers", "1", "--no-db", "--report-dir", str(out)]
+    )
     assert f"--report-dir: {out} is not empty" in line
     assert _tree(tmp_path) == before  # not even a work folder beside it is left
 
@@ -194,7 +256,11 @@ def test_a_report_is_written_beside_its_folder_and_moved_into_place(tmp_path):
     (tmp_path / "reports" / "x").mkdir()
     with open(os.path.join(folder.work, "report.json"), "w") as fh:
         fh.write("{}")
-    assert place(folder) is None and sorted(os.listdir(tmp_path / "reports")) == ["r", "x"] and os.listdir(target) == ["report.json"]
+    assert (
+        place(folder) is None
+        and sorted(os.listdir(tmp_path / "reports")) == ["r", "x"]
+        and os.listdir(target) == ["report.json"]
+    )
     # An existing empty folder (one CI made with mkdir -p) takes the report too.
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -232,7 +298,12 @@ def test_a_run_whose_folder_was_filled_meanwhile_exits_4_and_names_where_its_rep
         return write_all(result, meta, folder, extras)
 
     monkeypatch.setattr(run_cli, "write_all", other_run_first)
-    assert main(["run", "--pass", "identity", "--max-examples", "1", "--workers", "1", "--no-db", "--report-dir", str(out)]) == 4
+    assert (
+        main(
+            ["run", "--pass", "identity", "--max-examples", "1", "--workers", "1", "--no-db", "--report-dir", str(out)]
+        )
+        == 4
+    )
     captured = capsys.readouterr()
     (line,) = [x for x in captured.err.splitlines() if x.startswith("fxfuzz: error:")]
     (work,) = [p for p in tmp_path.iterdir() if p.name.startswith("r.fxfuzz-")]

@@ -29,7 +29,9 @@ def full_disk(root, only=None):
 
     def hit(path):
         name = os.path.basename(path).removeprefix(".").split(".tmp")[0]  # write_atomic's temporary names too
-        return path.startswith(os.path.abspath(root)) and (only is None or name in only or name.rsplit(".", 1)[0] in only)
+        return path.startswith(os.path.abspath(root)) and (
+            only is None or name in only or name.rsplit(".", 1)[0] in only
+        )
 
     def failing_open(file, mode="r", *args, **kwargs):
         path = os.path.abspath(os.fspath(file)) if isinstance(file, (str, os.PathLike)) else ""
@@ -98,7 +100,9 @@ def test_a_run_whose_disk_fills_up_prints_its_summary_and_exits_4(tmp_path, cras
     assert "crash-pass_raised-" in captured.out and "planted" in captured.out and "report written" not in captured.out
     # ... and one line says what is missing; no traceback.
     (line,) = [x for x in captured.err.splitlines() if x.startswith("fxfuzz: error:")]
-    assert f"the report in {out} is incomplete: could not write" in line and "report.json: No space left on device" in line
+    assert (
+        f"the report in {out} is incomplete: could not write" in line and "report.json: No space left on device" in line
+    )
     assert "Traceback" not in captured.err
     # The repro's .json is written first and fails first: the line names it, not its .py, and
     # neither is left cut short (nor any temporary file).
@@ -114,7 +118,9 @@ def test_a_disk_full_before_the_run_is_one_line_and_exit_2(tmp_path, crasher, re
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
 
     monkeypatch.setattr(os, "mkdir", no_space)  # not even the folder the report is written in
-    assert f"--report-dir: cannot create a folder in {tmp_path}: No space left on device" in refused([*crasher, "--report-dir", str(out)])
+    assert f"--report-dir: cannot create a folder in {tmp_path}: No space left on device" in refused(
+        [*crasher, "--report-dir", str(out)]
+    )
 
 
 def test_a_merge_whose_disk_fills_up_exits_4(tmp_path, capsys):
@@ -125,7 +131,10 @@ def test_a_merge_whose_disk_fills_up_exits_4(tmp_path, capsys):
         assert main(["merge", str(tmp_path / "a"), "--report-dir", str(out)]) == 4
     assert json.loads((out / "report.json").read_text())["new_findings"] == 1  # the rest was written
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == f"fxfuzz: error: the report in {out} is incomplete: could not write report.md: No space left on device"
+    assert (
+        err[-1]
+        == f"fxfuzz: error: the report in {out} is incomplete: could not write report.md: No space left on device"
+    )
 
 
 @pytest.mark.processes

@@ -24,7 +24,7 @@ real = load_pass("set_grad")
 
 # A planted bug that imports nothing but torch, so its repro runs where fxfuzz is absent:
 # it deletes the grad toggles instead of wrapping the regions they delimit.
-PLANTED = '''
+PLANTED = """
 import torch
 
 def drop_toggles(gm, sig):
@@ -35,7 +35,7 @@ def drop_toggles(gm, sig):
                     mod.graph.erase_node(n)
             mod.recompile()
     return gm, sig
-'''
+"""
 
 
 def _round_trip(case: GraphCase) -> GraphCase:
@@ -82,7 +82,9 @@ def _standalone(path: str) -> subprocess.CompletedProcess:
         "for name in ('fxfuzz', 'fuzz', 'oracles', 'strategies', 'tests'): sys.modules[name] = None\n"
         f"runpy.run_path({path!r}, run_name='__main__')\n"
     )
-    return subprocess.run([sys.executable, "-I", "-c", boot], capture_output=True, text=True, cwd=os.path.dirname(path), timeout=300)
+    return subprocess.run(
+        [sys.executable, "-I", "-c", boot], capture_output=True, text=True, cwd=os.path.dirname(path), timeout=300
+    )
 
 
 def test_repro_file_names_hold_no_character_artifact_stores_refuse(tmp_path):
@@ -95,7 +97,10 @@ def test_repro_file_names_hold_no_character_artifact_stores_refuse(tmp_path):
         "equivalence-cuda_value_mismatch-0123abcd.json",
         "equivalence-cuda_value_mismatch-0123abcd.py",
     ]
-    assert load_repro(py[:-3] + ".json").finding["kind"] == "cuda:value_mismatch" and load_repro(py).case.code() == case.code()
+    assert (
+        load_repro(py[:-3] + ".json").finding["kind"] == "cuda:value_mismatch"
+        and load_repro(py).case.code() == case.code()
+    )
 
 
 def _planted_repro(tmp_path, suffix: str = "") -> tuple[str, str, GraphCase]:
@@ -157,7 +162,10 @@ def test_a_repro_that_exits_on_its_own_is_never_read_as_fixed(tmp_path, capfd, e
     case = no_grad_region_case(ambient=True)
     finding = {"oracle": "structure", "kind": "leftover_call", "message": "m", "details": {}}
     (tmp_path / "planted.py").write_text(PLANTED)
-    py = write_repro(str(tmp_path / "repros"), repro_document("exits", finding, case_to_dict(case), f"{tmp_path}/planted.py:drop_toggles"))
+    py = write_repro(
+        str(tmp_path / "repros"),
+        repro_document("exits", finding, case_to_dict(case), f"{tmp_path}/planted.py:drop_toggles"),
+    )
     assert main(["repro", py]) == 1  # the planted bug, while the file is well-behaved
     with open(py, "a") as fh:
         fh.write(f"\nimport os, sys\n{exit_call}\n")
@@ -180,7 +188,12 @@ def test_a_repro_that_exits_on_its_own_is_never_read_as_fixed(tmp_path, capfd, e
 )
 def test_a_pass_that_kills_or_hangs_the_replay_fails_it(tmp_path, capfd, body, verdict):
     (tmp_path / "bad.py").write_text(f"import ctypes, sys, time\ndef bad(gm, sig):\n    {body}\n")
-    py = write_repro(str(tmp_path / "repros"), repro_document("b", {"oracle": "crash", "kind": "k", "message": "m"}, case_to_dict(no_grad_region_case()), "set_grad"))
+    py = write_repro(
+        str(tmp_path / "repros"),
+        repro_document(
+            "b", {"oracle": "crash", "kind": "k", "message": "m"}, case_to_dict(no_grad_region_case()), "set_grad"
+        ),
+    )
     assert main(["repro", py, "--pass", f"{tmp_path}/bad.py:bad", "--example-timeout", "3"]) == 1
     assert f"fxfuzz repro: {verdict}" in capfd.readouterr().out
 
@@ -190,7 +203,9 @@ def test_a_repro_is_judged_under_the_passs_own_contract_not_the_one_it_records(t
     """The recorded contract is the sender's word: a .json saying post_grad (never
     differentiated) cannot turn a wrong derivative into "fixed". --contract still asks for it."""
     finding = {"oracle": "gradients", "kind": "tangent_value_mismatch", "message": "m"}
-    doc = repro_document("b", finding, case_to_dict(independent_outputs_case(ambient=False)), "set_grad", contract_name="post_grad")
+    doc = repro_document(
+        "b", finding, case_to_dict(independent_outputs_case(ambient=False)), "set_grad", contract_name="post_grad"
+    )
     path = write_repro(str(tmp_path / "repros"), doc)[:-3] + ".json"
     wrong = f"{os.path.dirname(__file__)}/broken_passes.py:wrong_sin_grad"
     capfd.readouterr()

@@ -23,7 +23,9 @@ from fxfuzz.strategies import from_module
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Runs a repro .py where fxfuzz's oracles cannot be imported, so only its compact check judges
 # (the dce row's pass itself is an adapter of fxfuzz's catalogue, which stays importable).
-WITHOUT_ORACLES = "import runpy, sys; sys.modules['fxfuzz.oracles'] = None; runpy.run_path(sys.argv[1], run_name='__main__')"
+WITHOUT_ORACLES = (
+    "import runpy, sys; sys.modules['fxfuzz.oracles'] = None; runpy.run_path(sys.argv[1], run_name='__main__')"
+)
 
 
 class DeadIndexSelect(torch.nn.Module):
@@ -71,7 +73,10 @@ def test_the_standalone_repro_follows_the_contract(tmp_path, fxfuzz_there):
     own = run_py(dce_repro(tmp_path, None), *prefix)
     assert own.returncode == 0 and "FAIL" not in own.stdout, own.stdout + own.stderr
     meaning = run_py(dce_repro(tmp_path, "meaning"), *prefix)
-    assert meaning.returncode == 1 and "FAIL equivalence: running the graph of the original raised IndexError" in meaning.stdout, meaning.stdout + meaning.stderr
+    assert (
+        meaning.returncode == 1
+        and "FAIL equivalence: running the graph of the original raised IndexError" in meaning.stdout
+    ), meaning.stdout + meaning.stderr
     if not fxfuzz_there:
         assert "fxfuzz oracles" not in meaning.stdout  # only the compact check ran
 
@@ -98,7 +103,9 @@ def test_a_quiet_compact_check_says_fixed_only_for_a_check_it_reimplements(capsy
     """A correct pass passes the compact check; it is called fixed only where the finding's
     check is one the compact check re-implements, and otherwise sent to the .json's replay."""
     monkeypatch.setattr(standalone_check.faulthandler, "enable", lambda: None)  # captured output has no file descriptor
-    code = standalone_check.main(_case_builder(), f"{HERE}/reduce_passes.py:unchanged", [], "e", kind=kind, json_name="x.json")
+    code = standalone_check.main(
+        _case_builder(), f"{HERE}/reduce_passes.py:unchanged", [], "e", kind=kind, json_name="x.json"
+    )
     out = capsys.readouterr().out
     assert code == status and says in out
     assert ("fixed" in out) == (status == 0)

@@ -57,7 +57,9 @@ def test_a_docstring_reads_back_as_exactly_its_text(text):
     assert isinstance(statement, ast.Expr) and statement.value.value == text  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("text", [*PAYLOADS, '"', "\\", 'a"', '""""""', "\\\n", "\r\n\t\x00\x0b\x0c\x1b[31m\u2028\u2029\x85", "\ud800"])
+@pytest.mark.parametrize(
+    "text", [*PAYLOADS, '"', "\\", 'a"', '""""""', "\\\n", "\r\n\t\x00\x0b\x0c\x1b[31m\u2028\u2029\x85", "\ud800"]
+)
 def test_a_docstring_of_hostile_text_is_one_literal(text):
     assert ast.literal_eval(docstring(text)) == text and not _injected(docstring(text))
 
@@ -153,7 +155,14 @@ def test_a_repro_of_a_hostile_message_runs_no_code(tmp_path, hostile_dir, monkey
     with open(py) as fh:
         source = fh.read()
     report = {"pass": spec, "torch_version": "2", "version": "0", "examples": 1}
-    row = {**finding, "id": "planted-bug", "count": 1, "repro": "repros/planted-bug.py", "graph_code": case.code(), "graph_nodes": 3}
+    row = {
+        **finding,
+        "id": "planted-bug",
+        "count": 1,
+        "repro": "repros/planted-bug.py",
+        "graph_code": case.code(),
+        "graph_nodes": 3,
+    }
     issue = render_issue(report, row, source)
     at = issue.index("\n" + source.rstrip() + "\n")
     fence = issue[:at].rpartition("\n")[2].removesuffix("python")

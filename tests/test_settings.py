@@ -40,13 +40,29 @@ def test_the_command_lines_defaults_are_the_settings_defaults():
         args = parser.parse_args(argv)
         got = CampaignSettings.from_options(args, budget_s=1.0, max_examples=2, known=frozenset(), workers=1)
         assert dataclasses.replace(got, domain="export") == CampaignSettings(budget_s=1.0, max_examples=2), argv
-    args = parser.parse_args(["run", "--seed", "7", "--stage-share", "0.5", "--max-shrink-s", "0", "--example-timeout", "9", "--shard", "2/3"])
+    args = parser.parse_args(
+        [
+            "run",
+            "--seed",
+            "7",
+            "--stage-share",
+            "0.5",
+            "--max-shrink-s",
+            "0",
+            "--example-timeout",
+            "9",
+            "--shard",
+            "2/3",
+        ]
+    )
     got = CampaignSettings.from_options(args, known=frozenset(), db=None)
     assert (got.seed, got.stage_share, got.max_shrink_s, got.example_timeout_s, got.shard) == (7, 0.5, 0.0, 9.0, (2, 3))
 
 
 def test_settings_travel_as_data_exactly_and_reach_reports_without_passwords():
-    settings = CampaignSettings(seed=3, known=frozenset({"a", "b"}), shard=(2, 5), db=DatabaseSpec("db", (REDIS,)), contract="none")
+    settings = CampaignSettings(
+        seed=3, known=frozenset({"a", "b"}), shard=(2, 5), db=DatabaseSpec("db", (REDIS,)), contract="none"
+    )
     assert CampaignSettings.from_data(json.loads(json.dumps(settings.to_data()))) == settings
     report = json.dumps(settings.report_form())
     assert PASSWORD not in report and "redis://:***@127.0.0.1:1/0" in report
@@ -91,7 +107,9 @@ def test_a_worker_gets_its_start_through_a_private_file_not_its_command_line(tmp
         return proc
 
     monkeypatch.setattr(supervisor, "_fork", fork)
-    settings = CampaignSettings(max_examples=2, budget_s=300, workers=2, known=known, db=DatabaseSpec(str(tmp_path / "db"), (REDIS,)))
+    settings = CampaignSettings(
+        max_examples=2, budget_s=300, workers=2, known=known, db=DatabaseSpec(str(tmp_path / "db"), (REDIS,))
+    )
     result = run_parallel(ParallelCampaign("identity", settings))
     assert result.examples == 2 and not result.worker_errors and result.stopped_by == StopReason.EXAMPLES, result
     assert len(seen) == 2
@@ -104,7 +122,9 @@ def test_a_worker_gets_its_start_through_a_private_file_not_its_command_line(tmp
 
 
 def test_a_worker_start_is_read_back_whole_and_then_deleted(tmp_path):
-    start = WorkerStart("identity", CampaignSettings(known=frozenset({"x"})), Task("m:f", {"a": 1}), [], 1.5, 42, rerun={"graph": []})
+    start = WorkerStart(
+        "identity", CampaignSettings(known=frozenset({"x"})), Task("m:f", {"a": 1}), [], 1.5, 42, rerun={"graph": []}
+    )
     path = str(tmp_path / "start.json")
     start.write(path)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600

@@ -24,7 +24,9 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 BROKEN = os.path.join(os.path.dirname(__file__), "broken_passes.py") + ":leaves_toggles"
 
-needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed (.ci/run installs it)")
+needs_redis = pytest.mark.skipif(
+    shutil.which("redis-server") is None, reason="redis-server is not installed (.ci/run installs it)"
+)
 
 
 def _free_port() -> int:
@@ -123,7 +125,7 @@ def test_two_shards_share_failures_through_redis(tmp_path, redis_url, cli):
 
 # Rewrites nothing (a set-grad finding at once); once the flag file exists it also crashes,
 # so the campaign finds a second bucket only after the test has stopped Redis.
-TWO_PHASE = '''
+TWO_PHASE = """
 import os
 
 from fxfuzz.core.contract import SET_GRAD
@@ -137,7 +139,7 @@ def two_phase(gm, sig):
 
 
 two_phase.fxfuzz_contract = SET_GRAD  # leaves the toggles: a leftover_call bucket at once
-'''
+"""
 
 
 @pytest.mark.processes
@@ -149,9 +151,28 @@ def test_redis_dying_mid_campaign_loses_nothing(tmp_path, monkeypatch):
     url, local = f"redis://127.0.0.1:{port}/0", str(tmp_path / "db")
     out = tmp_path / "report"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fxfuzz", "run", "--pass", "two_phase.py:two_phase", "--workers", "2", "--max-examples", "120",
-         "--db", local, "--db", url, "--report-dir", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(tmp_path),
+        [
+            sys.executable,
+            "-m",
+            "fxfuzz",
+            "run",
+            "--pass",
+            "two_phase.py:two_phase",
+            "--workers",
+            "2",
+            "--max-examples",
+            "120",
+            "--db",
+            local,
+            "--db",
+            url,
+            "--report-dir",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=str(tmp_path),
     )
     try:
         # A count of examples, not a budget, ends it: a budget also ran while the workers
@@ -172,7 +193,9 @@ def test_redis_dying_mid_campaign_loses_nothing(tmp_path, monkeypatch):
     notes = [line for line in stderr.splitlines() if "became unreachable" in line]
     assert len(notes) == 1 and url in notes[0], stderr
     report = json.loads((out / "report.json").read_text())
-    assert report["stopped_by"] == "max_examples" and report["workers_detail"]["notes"] == [notes[0].removeprefix("fxfuzz: note: ")]
+    assert report["stopped_by"] == "max_examples" and report["workers_detail"]["notes"] == [
+        notes[0].removeprefix("fxfuzz: note: ")
+    ]
     kinds = {f["kind"]: f for f in report["findings"]}
     assert {"leftover_call", "pass_raised"} <= set(kinds), report["findings"]
 

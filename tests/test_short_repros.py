@@ -39,7 +39,14 @@ def case_of_program(source: str) -> GraphCase:
     outputs = out.args[0]
     signature = gs.ExportGraphSignature(
         [gs.InputSpec(gs.InputKind.USER_INPUT, gs.TensorArgument(p), None) for p in placeholders],
-        [gs.OutputSpec(gs.OutputKind.USER_OUTPUT, gs.TensorArgument(o.name) if isinstance(o, torch.fx.Node) else gs.ConstantArgument("", o), None) for o in outputs],
+        [
+            gs.OutputSpec(
+                gs.OutputKind.USER_OUTPUT,
+                gs.TensorArgument(o.name) if isinstance(o, torch.fx.Node) else gs.ConstantArgument("", o),
+                None,
+            )
+            for o in outputs
+        ],
     )
     return GraphCase(gm, signature, tuple(inputs), namespace["AMBIENT_GRAD"])
 
@@ -62,22 +69,41 @@ def test_a_cse_findings_short_repro_recreates_it_and_passes_once_fixed(tmp_path,
     fixed = tmp_path / "fixed.py"
     call = "new = CSEPass(get_CSE_banned_ops())(copy.deepcopy(gm)).graph_module"
     assert call in source
-    fixed.write_text(source.replace(call, f"sys.path.insert(0, {HERE!r}); from fixed_cse import fixed_cse; new = fixed_cse(copy.deepcopy(gm))"))
+    fixed.write_text(
+        source.replace(
+            call, f"sys.path.insert(0, {HERE!r}); from fixed_cse import fixed_cse; new = fixed_cse(copy.deepcopy(gm))"
+        )
+    )
     run = subprocess.run([sys.executable, str(fixed)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_no_short_program_where_the_case_or_the_pass_does_not_allow_one():
-    doc = {"bucket": "b", "pass": "cse", "device": "cpu", "finding": {"oracle": "equivalence", "kind": "value_mismatch", "message": "m"}}
+    doc = {
+        "bucket": "b",
+        "pass": "cse",
+        "device": "cpu",
+        "finding": {"oracle": "equivalence", "kind": "value_mismatch", "message": "m"},
+    }
     graph = {"nodes": [{"name": "x", "op": "placeholder", "target": "x", "args": {"tuple": []}, "kwargs": {"dict": []}},
                        {"name": "output", "op": "output", "target": "output", "args": {"tuple": [{"tuple": [{"node": "x"}]}]}, "kwargs": {"dict": []}}]}  # fmt: skip
-    case = {"graph": graph, "inputs": [{"dtype": "float32", "shape": [1], "values": [1.0], "requires_grad": False}], "ambient_grad": True}
+    case = {
+        "graph": graph,
+        "inputs": [{"dtype": "float32", "shape": [1], "values": [1.0], "requires_grad": False}],
+        "ambient_grad": True,
+    }
     assert short_program(doc | {"case": case}) is not None
     assert short_program(doc | {"case": case, "pass": "set_grad"}) is None  # a pass with no plain call written
     assert short_program(doc | {"case": case, "finding": {"oracle": "downstream", "kind": "save_load_raised"}}) is None
     nested = case | {"graph": graph | {"submodules": {"body": graph}}}
     assert short_program(doc | {"case": nested}) is None
     # A node name from the data is written with repr: quotes and newlines stay inside the literal.
-    hostile = {**graph, "nodes": [{**graph["nodes"][0], "name": "x'\nimport os"}, graph["nodes"][1] | {"args": {"tuple": [{"tuple": [{"node": "x'\nimport os"}]}]}}]}
+    hostile = {
+        **graph,
+        "nodes": [
+            {**graph["nodes"][0], "name": "x'\nimport os"},
+            graph["nodes"][1] | {"args": {"tuple": [{"tuple": [{"node": "x'\nimport os"}]}]}},
+        ],
+    }
     source = short_program(doc | {"case": case | {"graph": hostile}})
     assert source is not None and "\nimport os" not in source

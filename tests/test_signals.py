@@ -21,7 +21,7 @@ from tests.handmade import no_grad_region_case
 # The identity (no contract, so nothing to find) or torch's real pass (so a gate finds no
 # regression against it), each appending a line to a file per call: the tests' sign that
 # the command is judging examples.
-COUNTED = '''
+COUNTED = """
 import os
 import time
 from fxfuzz.core.contract import MEANING
@@ -52,7 +52,7 @@ def real_pass(gm, sig):
 def hangs(gm, sig):
     _count()
     time.sleep(600)
-'''
+"""
 
 # A signal this long after the command judged its first examples must have ended it.
 PROMPT_S = 60
@@ -128,7 +128,9 @@ def test_sigterm_ends_a_program_level_run_whose_pass_hangs_with_its_report(tmp_p
 @pytest.mark.processes
 def test_a_signal_stops_the_gate_with_its_report(tmp_path):
     report_dir = tmp_path / "r"
-    proc = _start(tmp_path, "gate", "--candidate", "counted.py:real_pass", "--budget", "600", "--report-dir", str(report_dir))
+    proc = _start(
+        tmp_path, "gate", "--candidate", "counted.py:real_pass", "--budget", "600", "--report-dir", str(report_dir)
+    )
     out, err, _ = _stop_after_calls(proc, tmp_path / "calls", signal.SIGINT)
     assert "Traceback" not in err, err
     assert proc.returncode == 128 + signal.SIGINT, out + err

@@ -50,4 +50,8 @@ def test_torchs_passes_and_the_identity_leave_no_state_changed(name):
     pass_fn = load_pass(name)
     for make in (hm.no_grad_region_case, hm.random_op_case, hm.buffer_update_case):
         for ambient in (True, False):
-            assert hm.unknown(_leaks(verify(make(ambient), pass_fn, stage_share=0)), name) == [], (name, make.__name__, ambient)
+            assert hm.unknown(_leaks(verify(make(ambient), pass_fn, stage_share=0)), name) == [], (
+                name,
+                make.__name__,
+                ambient,
+            )

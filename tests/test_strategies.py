@@ -87,14 +87,43 @@ def test_generation_covers_every_feature(export_cases):
     for case in export_cases:
         seen.update({k: 1 for k in case.features})
     wanted = [
-        "input:parameter", "input:buffer", "input:buffer_nonpersistent", "input:constant_tensor",
-        "input:user_input", "input:requires_grad", "dtype:float32", "dtype:float64", "dtype:float16",
-        "dtype:bfloat16", "dtype:int64", "dtype:bool", "hop:cond", "hop:map", "region:no_grad",
-        "region:enable_grad", "region:set_grad_enabled", "region:empty", "region:no_outputs", "region:value_in",
-        "region:value_out", "region:single_output_read_inside", "toggle:duplicate",
-        "toggle:flip", "toggle:same", "toggle:first_node", "toggle:last_node", "autocast:bfloat16",
-        "autocast:float16", "inplace:activation", "inplace:input", "inplace:buffer", "output:none", "output:constant",
-        "output:duplicate", "output:input_passthrough", "depth:3",
+        "input:parameter",
+        "input:buffer",
+        "input:buffer_nonpersistent",
+        "input:constant_tensor",
+        "input:user_input",
+        "input:requires_grad",
+        "dtype:float32",
+        "dtype:float64",
+        "dtype:float16",
+        "dtype:bfloat16",
+        "dtype:int64",
+        "dtype:bool",
+        "hop:cond",
+        "hop:map",
+        "region:no_grad",
+        "region:enable_grad",
+        "region:set_grad_enabled",
+        "region:empty",
+        "region:no_outputs",
+        "region:value_in",
+        "region:value_out",
+        "region:single_output_read_inside",
+        "toggle:duplicate",
+        "toggle:flip",
+        "toggle:same",
+        "toggle:first_node",
+        "toggle:last_node",
+        "autocast:bfloat16",
+        "autocast:float16",
+        "inplace:activation",
+        "inplace:input",
+        "inplace:buffer",
+        "output:none",
+        "output:constant",
+        "output:duplicate",
+        "output:input_passthrough",
+        "depth:3",
     ]
     assert [k for k in wanted if not seen[k]] == []
     assert len([k for k in seen if k.startswith("op:")]) >= 40
@@ -115,8 +144,13 @@ def test_adversarial_domain_breaks_export_guarantees():
     cases = _draw(50, "adversarial")
     assert all(c.domain == "adversarial" and c.features["domain:adversarial"] == 1 for c in cases)
     seen = Counter(k for c in cases for k in c.features)
-    for key in ["adversarial:unbalanced_toggle", "adversarial:crossing_regions", "adversarial:missing_meta",
-                "adversarial:renamed", "hop:wrap_with_set_grad_enabled"]:
+    for key in [
+        "adversarial:unbalanced_toggle",
+        "adversarial:crossing_regions",
+        "adversarial:missing_meta",
+        "adversarial:renamed",
+        "hop:wrap_with_set_grad_enabled",
+    ]:
         assert seen[key], key
 
 

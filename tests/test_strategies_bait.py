@@ -43,7 +43,9 @@ def test_the_kinds_drawn_for_a_pass():
     assert generation_kinds(load_pass(unknown)) == BAITED
     assert generation_kinds(load_pass(unknown, SET_GRAD)) == ()
     assert generation_kinds(load_pass(unknown), SET_GRAD) == ()  # a campaign's --contract
-    assert generation_kinds(load_pass("set_grad")) == generation_kinds(load_pass("set_grad", MEANING)) == ("grad_toggle",)
+    assert (
+        generation_kinds(load_pass("set_grad")) == generation_kinds(load_pass("set_grad", MEANING)) == ("grad_toggle",)
+    )
     assert generation_kinds(load_pass("autocast")) == ("autocast",)
     assert generation_kinds(load_pass("identity")) == BAITED
     # DCE and CSE remove or merge calls anywhere: effectful calls besides the contract's kinds.
@@ -61,7 +63,10 @@ def test_stand_ins_for_the_set_grad_pass_keep_their_mix():
     stand_in = lambda gm, sig: (gm, sig)  # noqa: E731
     stand_in.fxfuzz_contract = SET_GRAD  # as run_mutant marks its candidate
     assert generation_kinds(stand_in) == ()
-    for module, name in (("historical_passes.py", "pr123391_no_recursion_into_subgraphs"), ("broken_passes.py", "leaves_toggles")):
+    for module, name in (
+        ("historical_passes.py", "pr123391_no_recursion_into_subgraphs"),
+        ("broken_passes.py", "leaves_toggles"),
+    ):
         assert generation_kinds(load_pass(os.path.join(HERE, f"{module}:{name}"))) == ()
 
 
@@ -151,7 +156,9 @@ def test_correct_passes_stay_quiet_on_baited_graphs(spec, contract):
     pass_fn = load_pass(spec, contract)
 
     @seed(36)
-    @settings(max_examples=30, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=30, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck)
+    )
     @given(graph_cases(domain="both", reacts_to=BAITED))
     def check(case):
         assert verify(case, pass_fn) == []

@@ -32,7 +32,9 @@ def _draw(n: int, **kwargs) -> list:
 
 def _share_without(cases: list, target: object) -> float:
     def holds(case) -> bool:
-        return any(n.target is target for m in case.gm.modules() if isinstance(m, fx.GraphModule) for n in m.graph.nodes)
+        return any(
+            n.target is target for m in case.gm.modules() if isinstance(m, fx.GraphModule) for n in m.graph.nodes
+        )
 
     return sum(not holds(c) for c in cases) / len(cases)
 

@@ -96,7 +96,9 @@ def test_values_crossing_a_region_and_an_output_read_inside_are_counted():
     assert stats["region:value_in"] == stats["region:value_out"] == 1
     assert stats["region:single_output_read_inside"] == 0
     # y is read by cos inside the region and by add after it; cos is read by nothing.
-    assert _region_stats(_sin_then_cos, lambda b, x, vals: [_add(b, x, vals[0])])["region:single_output_read_inside"] == 1
+    assert (
+        _region_stats(_sin_then_cos, lambda b, x, vals: [_add(b, x, vals[0])])["region:single_output_read_inside"] == 1
+    )
     # two outputs (y and cos): the single-output shape it counts is not there
     both = _region_stats(_sin_then_cos, lambda b, x, vals: [_add(b, x, vals[0]), vals[1]])
     assert both["region:single_output_read_inside"] == 0
@@ -132,10 +134,14 @@ def test_adversarial_cases_read_tensor_attributes_and_run(adversarial_cases):
     reread = find(
         graph_cases(domain="adversarial"),
         lambda c: c.features.get("adversarial:tensor_attr_reread", 0) > 0,
-        settings=settings(max_examples=2000, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck)),
+        settings=settings(
+            max_examples=2000, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck)
+        ),
     )
     assert _reads_tensor_attr(reread)
-    balanced = [c for c in readers if not any(k.startswith("adversarial:") and "tensor_attr" not in k for k in c.features)]
+    balanced = [
+        c for c in readers if not any(k.startswith("adversarial:") and "tensor_attr" not in k for k in c.features)
+    ]
     assert balanced and all(run_graph(c.gm, c.inputs, c.ambient_grad).error is None for c in balanced)
 
 
@@ -202,7 +208,14 @@ def _meta(v: object) -> object:
     """A meta as plain data; sizes as their expressions (comparing SymInts would guard on them)."""
     if not isinstance(v, torch.Tensor):
         return repr(v)
-    return ([str(d) for d in v.shape], [str(d) for d in v.stride()], v.dtype, v.requires_grad, v.is_leaf, str(v.storage_offset()))
+    return (
+        [str(d) for d in v.shape],
+        [str(d) for d in v.stride()],
+        v.dtype,
+        v.requires_grad,
+        v.is_leaf,
+        str(v.storage_offset()),
+    )
 
 
 # Seeds whose samples meet every branch of the rule (adversarial 21: subgraphs leaving grad off).
@@ -228,7 +241,9 @@ def test_cond_and_map_metas_equal_torchs_tracing_on_a_seeded_sample(monkeypatch,
             toggles = [n.args[0] for n in sub.graph.nodes if n.target is torch._C._set_grad_enabled]
             operands = [a.meta["val"] for a in (args[3] if target is hops[0] else [*args[1], *args[2]])]
             seen["requires_grad"] += any(v.requires_grad for v in val)
-            seen["left_off"] += self.grad_mode and bool(toggles) and not toggles[-1] and any(o.requires_grad for o in operands)
+            seen["left_off"] += (
+                self.grad_mode and bool(toggles) and not toggles[-1] and any(o.requires_grad for o in operands)
+            )
         return emit(self, target, args, kwargs, val, name)
 
     hop_call = subgraphs._hop_call

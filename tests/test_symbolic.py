@@ -71,8 +71,10 @@ def test_symbolic_cases_look_like_export(export_cases):
                 assert isinstance(n.meta["val"], torch.SymInt)
             if n.target in (operator.mul, operator.add, operator.floordiv, torch.sym_max):
                 seen.add("arith")
-            if n.op == "placeholder" and n.graph is not case.gm.graph and any(
-                isinstance(d, torch.SymInt) for d in n.meta["val"].shape
+            if (
+                n.op == "placeholder"
+                and n.graph is not case.gm.graph
+                and any(isinstance(d, torch.SymInt) for d in n.meta["val"].shape)
             ):
                 seen.add("symbolic subgraph")
         if any(type(s.arg).__name__ == "SymIntArgument" for s in case.signature.output_specs):
@@ -183,7 +185,9 @@ def test_a_symbolic_case_round_trips_through_json(dynamic_corpus):
     metas = [str(n.meta.get("val")) for n in back.gm.graph.nodes]
     assert metas == [str(n.meta.get("val")) for n in case.gm.graph.nodes]
     assert verify(back, REAL) == []
-    assert [f.kind for f in verify(back, bp.drops_symint_operands)] == [f.kind for f in verify(case, bp.drops_symint_operands)]
+    assert [f.kind for f in verify(back, bp.drops_symint_operands)] == [
+        f.kind for f in verify(case, bp.drops_symint_operands)
+    ]
 
 
 # Torch only, so that its repro runs where fxfuzz is absent: torch's pass, then each SymInt
@@ -219,7 +223,9 @@ def test_a_dynamic_shape_repro_rebuilds_symbolic_metas_with_torch_alone(tmp_path
     assert run.returncode == 1 and "FAIL equivalence at sizes s" in run.stdout, run.stdout + run.stderr
     back = load_repro(py).case
     assert back.sizes == case.sizes
-    assert [str(n.meta.get("val")) for n in back.gm.graph.nodes] == [str(n.meta.get("val")) for n in case.gm.graph.nodes]
+    assert [str(n.meta.get("val")) for n in back.gm.graph.nodes] == [
+        str(n.meta.get("val")) for n in case.gm.graph.nodes
+    ]
     # The .json names its pass file for information only: replayed with it given as --pass.
     assert main(["repro", py]) == 1 and main(["repro", py[:-3] + ".json", "--pass", spec]) == 1
     assert main(["repro", py[:-3] + ".json", "--pass", "set_grad"]) == 0
@@ -294,7 +300,10 @@ def test_other_sizes_of_a_dim_the_trace_replaced_by_an_expression():
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
     env = ShapeEnv()
-    a, b = (env.create_symbol(hint, ConstantSource(name), dynamic_dim=DimDynamic.DYNAMIC) for name, hint in (("a", 4), ("b", 5)))
+    a, b = (
+        env.create_symbol(hint, ConstantSource(name), dynamic_dim=DimDynamic.DYNAMIC)
+        for name, hint in (("a", 4), ("b", 5))
+    )
     sa, sb = env.create_symintnode(a, hint=4), env.create_symintnode(b, hint=5)
     torch._check(sb == sa + 1)
     dims = [sa.node.expr, sb.node.expr]

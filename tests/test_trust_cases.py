@@ -77,7 +77,9 @@ def _channels(tmp_path) -> dict[str, tuple[dict, str]]:
     channels["get_attr_bound_method"] = (_bound_method_case(marker), "'graph'")
     case = _bound_method_case(marker)
     for node in case["graph"]["nodes"]:
-        node["target"] = {"sub.graph.create_node": "sub.forward", "sub.recompile": "apply"}.get(node["target"], node["target"])
+        node["target"] = {"sub.graph.create_node": "sub.forward", "sub.recompile": "apply"}.get(
+            node["target"], node["target"]
+        )
     channels["get_attr_module_method"] = (case, "'forward'")
     return channels
 
@@ -100,9 +102,21 @@ def _bound_method_case(marker) -> dict:
     first = max(i for i, n in enumerate(graph["nodes"]) if n["op"] == "placeholder") + 1
     graph["nodes"][first:first] = [
         {"name": "create", "op": "get_attr", "target": "sub.graph.create_node", **plain},
-        {"name": "w1", "op": "call_function", "target": "higher_order::wrap", **plain, "args": {"tuple": [{"node": "create"}, "placeholder", code]}},
+        {
+            "name": "w1",
+            "op": "call_function",
+            "target": "higher_order::wrap",
+            **plain,
+            "args": {"tuple": [{"node": "create"}, "placeholder", code]},
+        },
         {"name": "recompile", "op": "get_attr", "target": "sub.recompile", **plain},
-        {"name": "w2", "op": "call_function", "target": "higher_order::wrap", **plain, "args": {"tuple": [{"node": "recompile"}]}},
+        {
+            "name": "w2",
+            "op": "call_function",
+            "target": "higher_order::wrap",
+            **plain,
+            "args": {"tuple": [{"node": "recompile"}]},
+        },
     ]
     return case
 
@@ -125,7 +139,9 @@ def test_a_repro_asking_for_code_through_any_channel_runs_none_and_is_one_line(t
     for name, (case, named) in _channels(tmp_path).items():
         line = refused(["repro", _write_repro(tmp_path / f"{name}.json", case)])
         assert named in line, (name, line)
-    (tmp_path / "evil_pass.py").write_text(f"open({str(tmp_path / 'marker')!r}, 'w').close()\ndef fn(gm, sig):\n    return gm, sig\n")
+    (tmp_path / "evil_pass.py").write_text(
+        f"open({str(tmp_path / 'marker')!r}, 'w').close()\ndef fn(gm, sig):\n    return gm, sig\n"
+    )
     line = refused(["repro", _write_repro(tmp_path / "pass.json", _case(), f"{tmp_path / 'evil_pass.py'}:fn")])
     assert "--pass" in line and "not a registered pass" in line
     assert not (tmp_path / "marker").exists()
@@ -176,7 +192,9 @@ def test_size_expression_bombs_are_refused_within_a_second():
             parse_size(bomb)
         assert time.process_time() - start < 1, bomb[:60]
     case = _case()
-    _node(case, "aten::sin.default")["val"]["tensor"]["shape"] = [{"sym": "Pow(Integer(10), Pow(Integer(10), Integer(10)))"}]
+    _node(case, "aten::sin.default")["val"]["tensor"]["shape"] = [
+        {"sym": "Pow(Integer(10), Pow(Integer(10), Integer(10)))"}
+    ]
     start = time.process_time()
     with pytest.raises(UntrustedError, match="exponent"):
         case_from_dict(case)
@@ -246,7 +264,14 @@ def test_hostile_fields_are_one_serialize_error(tmp_path):
 def test_a_repro_whose_fields_are_wrong_is_one_line(tmp_path, refused):
     base = json.loads(json.dumps(repro_document("r", FINDING, _case(), "set_grad")))
     for i, edit in enumerate(
-        [{"finding": []}, {"finding": {"message": 3}}, {"pass": ["x"]}, {"device": "tpu"}, {"case": []}, {"case": {"format": "fxfuzz-case/1"}}]
+        [
+            {"finding": []},
+            {"finding": {"message": 3}},
+            {"pass": ["x"]},
+            {"device": "tpu"},
+            {"case": []},
+            {"case": {"format": "fxfuzz-case/1"}},
+        ]
     ):
         path = tmp_path / f"bad{i}.json"
         path.write_text(json.dumps({**base, **edit}))
@@ -298,14 +323,24 @@ def _failures_key(pass_fn, domain: str = "export") -> bytes:
 
 def _hostile_entries(tmp_path) -> list[bytes]:
     entries = [json.dumps(case).encode() for case, _ in _channels(tmp_path).values()]
-    return [*entries, json.dumps(_other_torch(_case())).encode(), b'{"format": "fxfuzz-case/1", "graph": ', b"\xff" * 10]
+    return [
+        *entries,
+        json.dumps(_other_torch(_case())).encode(),
+        b'{"format": "fxfuzz-case/1", "graph": ',
+        b"\xff" * 10,
+    ]
 
 
 def _replay_keeps_every_entry(db, tmp_path) -> None:
     entries = _hostile_entries(tmp_path)
     for raw in entries:
         db.save(_failures_key(IDENTITY), raw)
-    result = run_campaign(IDENTITY, CampaignSettings(max_examples=1, budget_s=120), database=db, subject=Subject(check=lambda case, fn: []))
+    result = run_campaign(
+        IDENTITY,
+        CampaignSettings(max_examples=1, budget_s=120),
+        database=db,
+        subject=Subject(check=lambda case, fn: []),
+    )
     assert result.stats["skipped_untrusted"] == len(_channels(tmp_path))
     assert result.stats["unloadable"] == 3 and result.stats["saved_replayed"] == 0
     assert len(result.notes) == len(entries) and all("\n" not in n for n in result.notes)
@@ -415,13 +450,17 @@ def test_a_get_attr_reaches_only_what_the_case_defines():
 
 
 def test_only_an_operator_is_handed_to_a_higher_order_op_and_nothing_else_takes_a_callable():
-    with open(os.path.join(TESTS, "data", "post_grad", "gradients-inplace_after_forward_raises_differently-914eb3d1.json")) as fh:
+    with open(
+        os.path.join(TESTS, "data", "post_grad", "gradients-inplace_after_forward_raises_differently-914eb3d1.json")
+    ) as fh:
         doc = json.load(fh)  # with_effects(token, fxfuzz::logged, x): the one slot that takes a callable
     effects = next(n for n in doc["case"]["graph"]["nodes"] if n["target"] == "higher_order::with_effects")
     assert effects["args"]["tuple"][1] == {"callable": "fxfuzz::logged.default"}
     assert case_from_dict(copy.deepcopy(doc["case"])).compute_nodes() > 0
     case = copy.deepcopy(doc["case"])
-    next(n for n in case["graph"]["nodes"] if n["target"] == "higher_order::with_effects")["args"]["tuple"][1] = {"callable": "operator.add"}
+    next(n for n in case["graph"]["nodes"] if n["target"] == "higher_order::with_effects")["args"]["tuple"][1] = {
+        "callable": "operator.add"
+    }
     with pytest.raises(UntrustedError, match="only an operator"):
         case_from_dict(case)
     case = _case()
@@ -448,7 +487,13 @@ def test_the_allowlist_is_what_fxfuzz_draws_and_never_a_memory_unsafe_operator(m
     assert not any(memory_unsafe(name) for name in DRAWN_TARGETS)
     unsafe = ("aten::_reshape_alias.default", "aten::as_strided.default", "aten::as_strided_.default", "aten::set_.source_Tensor",
               "aten::resize_.default", "inductor::resize_storage_bytes_.default", "aten::_unsafe_view.default", "aten::_unsafe_index.Tensor")  # fmt: skip
-    for name in ("aten::_print.default", "aten::cumprod.default", "prims::add.default", "higher_order::wrap", "higher_order::inductor_compiled_code"):
+    for name in (
+        "aten::_print.default",
+        "aten::cumprod.default",
+        "prims::add.default",
+        "higher_order::wrap",
+        "higher_order::inductor_compiled_code",
+    ):
         with pytest.raises(UntrustedError, match="not one fxfuzz resolves"):
             resolve_target(name)
     monkeypatch.setattr(op_sources, "_ADDED", {"aten::cumprod", *(n.partition(".")[0] for n in unsafe)})
@@ -464,7 +509,9 @@ def _with_nodes(case: dict, *nodes: dict) -> dict:
     """``case`` with ``nodes`` (name, target, args) put before its first sin, their values returned too."""
     graph = case["graph"]["nodes"]
     at = next(i for i, n in enumerate(graph) if n["target"] == "aten::sin.default")
-    graph[at:at] = [{"op": "call_function", "args": {"tuple": []}, "kwargs": {"dict": []}, "val": None, **n} for n in nodes]
+    graph[at:at] = [
+        {"op": "call_function", "args": {"tuple": []}, "kwargs": {"dict": []}, "val": None, **n} for n in nodes
+    ]
     output = next(n for n in graph if n["op"] == "output")
     output["args"]["tuple"][0]["tuple"].extend({"node": n["name"]} for n in nodes)
     return case
@@ -486,12 +533,20 @@ def test_sizes_written_in_arguments_are_bounded_by_what_they_make():
         "full": [_call("big", "aten::full.default", [2**23, 3], 1.0)],
         "new_zeros": [_call("big", "aten::new_zeros.default", x, [2**25])],
         "expand": [_call("big", "aten::expand.default", x, [2**23, 3])],
-        "outer_product": [_call("a", "aten::ones.default", [2**24, 1]), _call("b", "aten::ones.default", [1, 2**24]),
-                          _call("big", "aten::mm.default", {"node": "a"}, {"node": "b"})],  # fmt: skip
+        "outer_product": [
+            _call("a", "aten::ones.default", [2**24, 1]),
+            _call("b", "aten::ones.default", [1, 2**24]),
+            _call("big", "aten::mm.default", {"node": "a"}, {"node": "b"}),
+        ],  # fmt: skip
         "many_at_the_bound": [_call(f"o{i}", "aten::ones.default", [4096, 4096]) for i in range(20)],
-        "list_repeated": [_call("parts", "aten::split.Tensor", x, 1), _call("big", "operator.mul", {"node": "parts"}, 10**9)],
-        "int_squared": [_call("n0", "operator.mul", 2**40, 2**40),
-                        *(_call(f"n{i + 1}", "operator.mul", {"node": f"n{i}"}, {"node": f"n{i}"}) for i in range(40))],  # fmt: skip
+        "list_repeated": [
+            _call("parts", "aten::split.Tensor", x, 1),
+            _call("big", "operator.mul", {"node": "parts"}, 10**9),
+        ],
+        "int_squared": [
+            _call("n0", "operator.mul", 2**40, 2**40),
+            *(_call(f"n{i + 1}", "operator.mul", {"node": f"n{i}"}, {"node": f"n{i}"}) for i in range(40)),
+        ],  # fmt: skip
     }
     for name, nodes in bombs.items():
         start = time.process_time()
@@ -514,7 +569,13 @@ def test_size_expression_towers_are_refused_unbuilt():
             expr = f"{power}({expr}, Integer({exponent}))"
         return expr
 
-    for bomb in (tower("Pow", 64), tower("PowByNatural", 64), tower("Pow", -64), tower("Pow", 2, 11), f"Pow({tower('Pow', 8, 2)}, Integer(-64))"):
+    for bomb in (
+        tower("Pow", 64),
+        tower("PowByNatural", 64),
+        tower("Pow", -64),
+        tower("Pow", 2, 11),
+        f"Pow({tower('Pow', 8, 2)}, Integer(-64))",
+    ):
         start = time.process_time()
         with pytest.raises(SizeExpressionError, match="bits"):
             parse_size(bomb)
@@ -540,7 +601,9 @@ def test_a_saved_example_that_loads_too_slowly_is_left_out_and_kept(tmp_path):
     with pytest.raises(SerializeError, match="did not load within 0.2s"):
         load_within(0.2, time.sleep, 30)
     db = DirectoryBasedExampleDatabase(str(tmp_path / "db"))
-    store = SavedFailures(db, b"k", Codec(lambda case: None, lambda raw: time.sleep(30) if raw == b"slow" else GRAPH_CASES.loads(raw)))
+    store = SavedFailures(
+        db, b"k", Codec(lambda case: None, lambda raw: time.sleep(30) if raw == b"slow" else GRAPH_CASES.loads(raw))
+    )
     good = json.dumps(_case()).encode()
     db.save(store.key, b"slow")
     db.save(store.key, good)
@@ -559,7 +622,7 @@ def test_repro_loading_obeys_the_example_timeout(tmp_path, refused, monkeypatch)
 
 
 # Generated cases loaded per domain: lowering an aten case takes about a second.
-LOADED_SAMPLE = {"export": 80, "adversarial": 80, "functional": 80, "aten": 20}
+LOADED_SAMPLE = {"export": 80, "adversarial": 80, "functional": 80, "aten": 20, "inductor": 4, "inductor_joint": 2, "inductor_frozen": 3}
 
 
 def test_fxfuzz_own_cases_and_captures_load_against_the_allowlist():
@@ -577,11 +640,14 @@ def test_fxfuzz_own_cases_and_captures_load_against_the_allowlist():
         loaded = []
 
         @seed(4801)
-        @settings(max_examples=LOADED_SAMPLE[domain], deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=LOADED_SAMPLE[domain], deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        )
         @given(graph_cases(domain))
         def loads(case):
             # Called below, in this iteration: the late binding B023 warns of cannot bite.
-            loaded.append(case_from_dict(json.loads(json.dumps(case_to_dict(case)))).compute_nodes() == case.compute_nodes())  # noqa: B023
+            same = case_from_dict(json.loads(json.dumps(case_to_dict(case)))).compute_nodes() == case.compute_nodes()
+            loaded.append(same)  # noqa: B023
 
         loads()
         assert len(loaded) == LOADED_SAMPLE[domain] and all(loaded), domain

@@ -35,11 +35,15 @@ def test_link_tree_spells_the_package() -> None:
     expected = {p.name: p for p in (ROOT / "fuzz").iterdir() if p.name != "__pycache__" and not p.name.startswith(".")}
     expected.update(strategies=ROOT / "strategies", oracles=ROOT / "oracles")
     found = {p.name: p for p in LINKS.iterdir()}
-    missing = [f"ln -s {os.path.relpath(expected[n], LINKS)} .typeroot/fxfuzz/{n}" for n in sorted(set(expected) - set(found))]
+    missing = [
+        f"ln -s {os.path.relpath(expected[n], LINKS)} .typeroot/fxfuzz/{n}" for n in sorted(set(expected) - set(found))
+    ]
     assert not missing, "static tools would not see these parts of fxfuzz; run: " + " && ".join(missing)
     assert not set(found) - set(expected), f"links to nothing in fuzz/: {sorted(set(found) - set(expected))}"
     for name, link in found.items():
-        assert link.is_symlink() and link.resolve() == expected[name].resolve(), f".typeroot/fxfuzz/{name} must link to {expected[name]}"
+        assert link.is_symlink() and link.resolve() == expected[name].resolve(), (
+            f".typeroot/fxfuzz/{name} must link to {expected[name]}"
+        )
 
 
 @pytest.mark.processes
@@ -68,5 +72,5 @@ def test_checker_resolves_fxfuzz_and_enforces_ignore_codes(tmp_path: Path) -> No
     out = _mypy(str(probe)).stdout
     assert "import-not-found" not in out and "import-untyped" not in out, out
     assert 'probe.py:3: error: Incompatible types in assignment (expression has type "type[GraphCase]"' in out, out
-    assert "probe.py:4: error: Unused \"type: ignore\" comment" in out, out
-    assert "probe.py:5: error: \"type: ignore\" comment without error code" in out, out
+    assert 'probe.py:4: error: Unused "type: ignore" comment' in out, out
+    assert 'probe.py:5: error: "type: ignore" comment without error code' in out, out

@@ -32,7 +32,9 @@ def test_a_pass_or_op_that_ends_the_process_as_it_loads_is_one_line_and_exit_2(t
     _ends(tmp_path, at_import=body)
     monkeypatch.chdir(tmp_path)
     finding = {"oracle": "crash", "kind": "k", "message": "m"}
-    py = write_repro(str(tmp_path / "repros"), repro_document("b", finding, case_to_dict(no_grad_region_case()), "set_grad"))
+    py = write_repro(
+        str(tmp_path / "repros"), repro_document("b", finding, case_to_dict(no_grad_region_case()), "set_grad")
+    )
     commands = [
         ["run", "--pass", "ends.py:p", "--no-db", "--max-examples", "1"],
         ["run", "--level", "program", "--op", "ends.py", "--no-db", "--max-examples", "1"],
@@ -80,14 +82,30 @@ def test_a_keyboard_interrupt_the_code_raises_is_refused_and_a_real_ctrl_c_is_no
 @pytest.mark.processes
 @pytest.mark.parametrize(
     ("body", "kind"),
-    [("sys.exit(0)", "process_died"), ("os._exit(0)", "process_died"), ("raise KeyboardInterrupt", "process_died"), ("while True: pass", "hang")],
+    [
+        ("sys.exit(0)", "process_died"),
+        ("os._exit(0)", "process_died"),
+        ("raise KeyboardInterrupt", "process_died"),
+        ("while True: pass", "hang"),
+    ],
 )
 def test_a_program_level_pass_that_ends_or_hangs_its_process_is_a_finding(tmp_path, body, kind):
     """The program level runs the pass in a worker, as the graph level does: the example that
     ended it is run again, then reported, whatever the status it chose."""
     _ends(tmp_path, in_pass=body)
     out = tmp_path / "r"
-    argv = ["run", "--level", "program", "--pass", f"{tmp_path}/ends.py:p", "--no-db", "--max-examples", "1", "--example-timeout", "5"]
+    argv = [
+        "run",
+        "--level",
+        "program",
+        "--pass",
+        f"{tmp_path}/ends.py:p",
+        "--no-db",
+        "--max-examples",
+        "1",
+        "--example-timeout",
+        "5",
+    ]
     assert main([*argv, "--report-dir", str(out)]) == 1
     report = json.loads((out / "report.json").read_text())
     (finding,) = report["findings"]

@@ -32,7 +32,10 @@ def sum_of_three_case() -> GraphCase:
     """(a + b) + c on float32 values whose sum rounds differently in the other order."""
     b = GraphBuilder(grad_mode=False)
     g = torch.Generator().manual_seed(0)
-    xs = [b.placeholder(n, torch.randn(64, generator=g) * 10 ** (i * 3), InputKind.USER_INPUT) for i, n in enumerate("abc")]
+    xs = [
+        b.placeholder(n, torch.randn(64, generator=g) * 10 ** (i * 3), InputKind.USER_INPUT)
+        for i, n in enumerate("abc")
+    ]
     gm, sig = b.finish([b.call(aten.add.Tensor, [b.call(aten.add.Tensor, [xs[0], xs[1]]), xs[2]])])
     return GraphCase(gm, sig, tuple(b.inputs), ambient_grad=False)
 
@@ -51,11 +54,14 @@ def _rewired(gm, make):
 
 def reassociates(gm, sig):
     """a + (b + c): a correct rewrite that rounds otherwise."""
-    return _rewired(gm, lambda g, p: g.call_function(aten.add.Tensor, (p[0], g.call_function(aten.add.Tensor, (p[1], p[2]))))), sig
+    return _rewired(
+        gm, lambda g, p: g.call_function(aten.add.Tensor, (p[0], g.call_function(aten.add.Tensor, (p[1], p[2]))))
+    ), sig
 
 
 def scales_by_a_thousandth(gm, sig):
     """(a + b + c) * 1.001: a change of value far beyond any rounding."""
+
     def make(g, p):
         total = g.call_function(aten.add.Tensor, (g.call_function(aten.add.Tensor, (p[0], p[1])), p[2]))
         return g.call_function(aten.mul.Tensor, (total, 1.001))
@@ -65,7 +71,9 @@ def scales_by_a_thousandth(gm, sig):
 
 def raises(gm, sig):
     """A result that raises where the original succeeds (a shape error)."""
-    return _rewired(gm, lambda g, p: g.call_function(aten.add.Tensor, (p[0], g.call_function(aten.view.default, (p[1], [8, 8]))))), sig
+    return _rewired(
+        gm, lambda g, p: g.call_function(aten.add.Tensor, (p[0], g.call_function(aten.view.default, (p[1], [8, 8]))))
+    ), sig
 
 
 def test_reassociation_changes_bits_so_refines_fires():
@@ -76,7 +84,9 @@ def test_approximates_is_quiet_on_a_reassociating_rewrite():
     assert verify(sum_of_three_case(), reassociates, APPROXIMATES) == []
 
 
-@pytest.mark.parametrize(("broken", "kind"), [(scales_by_a_thousandth, "value_mismatch")], ids=lambda x: getattr(x, "__name__", x))
+@pytest.mark.parametrize(
+    ("broken", "kind"), [(scales_by_a_thousandth, "value_mismatch")], ids=lambda x: getattr(x, "__name__", x)
+)
 def test_approximates_fires_beyond_its_tolerance(broken, kind):
     assert kind in kinds(verify(sum_of_three_case(), broken, APPROXIMATES))
 
@@ -245,10 +255,32 @@ def test_the_cli_refuses_post_grad_on_the_export_domain_in_one_line(tmp_path):
     import sys
 
     out = subprocess.run(
-        [sys.executable, "-m", "fxfuzz", "run", "--pass", "identity", "--contract", "post_grad", "--domain", "export", "--max-examples", "1", "--no-db", "--report-dir", str(tmp_path / "r")],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "fxfuzz",
+            "run",
+            "--pass",
+            "identity",
+            "--contract",
+            "post_grad",
+            "--domain",
+            "export",
+            "--max-examples",
+            "1",
+            "--no-db",
+            "--report-dir",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
-    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "contract post_grad cannot judge --domain export" in out.stderr
+    assert (
+        out.returncode == 2
+        and len(out.stderr.strip().splitlines()) == 1
+        and "contract post_grad cannot judge --domain export" in out.stderr
+    )
 
 
 # --- the public ExportedProgram builder -------------------------------------------------------

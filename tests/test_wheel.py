@@ -63,14 +63,19 @@ def _wheel_env(tmp: Path) -> Path:
         shutil.copy(ROOT / name, src / name)
     # Offline where setuptools is here already (Python 3.11's venv has it); else pip fetches it.
     isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
-    built = _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, "-w", str(tmp / "dist"), str(src)], tmp)
+    built = _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, "-w", str(tmp / "dist"), str(src)], tmp
+    )
     assert built.returncode == 0, built.stderr
     [wheel] = (tmp / "dist").glob("fxfuzz-*.whl")
     env = tmp / "venv"
     made = _run([sys.executable, "-m", "venv", "--without-pip", str(env)], tmp)
     assert made.returncode == 0, made.stderr
     python = env / "bin" / "python"
-    installed = _run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)], tmp)
+    installed = _run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        tmp,
+    )
     assert installed.returncode == 0, installed.stderr
     site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], tmp).stdout.strip())
     (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
@@ -85,7 +90,18 @@ def test_the_wheel_runs_a_campaign_blames_its_own_errors_and_buckets_as_the_edit
     fxfuzz = wheel_env.parent / "fxfuzz"
     # The README's campaign, bounded by examples rather than seconds (a loaded machine may not
     # start a worker within a short budget): every bucket it meets is known.
-    argv = ["run", "--max-examples", "4", "--max-shrink-s", "0", "--workers", "1", "--no-db", "--known", str(ROOT / "fxfuzz-known.txt")]
+    argv = [
+        "run",
+        "--max-examples",
+        "4",
+        "--max-shrink-s",
+        "0",
+        "--workers",
+        "1",
+        "--no-db",
+        "--known",
+        str(ROOT / "fxfuzz-known.txt"),
+    ]
     run = _run([str(fxfuzz), *argv, "--report-dir", "r1"], work)
     assert run.returncode == 0, run.stdout + run.stderr
     report = json.loads((work / "r1" / "report.json").read_text())
@@ -94,7 +110,22 @@ def test_the_wheel_runs_a_campaign_blames_its_own_errors_and_buckets_as_the_edit
     # An error of fxfuzz's own, planted by a pass module (outside the checkout) that patches
     # fxfuzz's installed code when a worker imports it: exit 70, no finding.
     shutil.copy(TESTS / "planted_bug.py", work / "planted_bug.py")
-    planted = _run([str(fxfuzz), "run", "--pass", "planted_bug.py:identity", "--max-examples", "2", "--workers", "1", "--no-db", "--report-dir", "r2"], work)
+    planted = _run(
+        [
+            str(fxfuzz),
+            "run",
+            "--pass",
+            "planted_bug.py:identity",
+            "--max-examples",
+            "2",
+            "--workers",
+            "1",
+            "--no-db",
+            "--report-dir",
+            "r2",
+        ],
+        work,
+    )
     assert planted.returncode == 70, planted.stdout + planted.stderr
     report = json.loads((work / "r2" / "report.json").read_text())
     assert report["findings"] == [] and "KeyError: 'no_such_stage'" in report["workers_detail"]["internal_errors"][0]

@@ -18,7 +18,7 @@ from fxfuzz.core.serialize import graph_targets
 
 # Segfaults on graphs with an aten.neg node, hangs on graphs with aten.exp; otherwise the
 # identity with no contract, so the only findings are the ones the workers must survive.
-KILLER = '''
+KILLER = """
 import ctypes, time
 import torch
 from fxfuzz.core.contract import MEANING
@@ -32,7 +32,7 @@ def killer(gm, sig):
     return gm, sig
 
 killer.fxfuzz_contract = MEANING
-'''
+"""
 
 
 def _saved(db: str) -> int:
@@ -48,8 +48,25 @@ def test_workers_survive_segfault_and_hang_stop_on_sigterm_and_replay(tmp_path, 
     proc = subprocess.Popen(
         # No examples through export's stages: run_decompositions makes one take seconds on a
         # loaded machine, and an example twice past the limit is a hang like the killer's.
-        [sys.executable, "-m", "fxfuzz", *common, "--workers", "2", "--budget", "300", "--example-timeout", "5", "--stage-share", "0", "--report-dir", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "fxfuzz",
+            *common,
+            "--workers",
+            "2",
+            "--budget",
+            "300",
+            "--example-timeout",
+            "5",
+            "--stage-share",
+            "0",
+            "--report-dir",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     # The parent saves each killing case as soon as the worker dies: stop once two buckets
     # (segfault and hang) are saved, or after 240 s with what there is. The bound only ends the
@@ -88,7 +105,6 @@ def test_workers_survive_segfault_and_hang_stop_on_sigterm_and_replay(tmp_path, 
     assert second["examples"] == 1 and replayed and replayed <= {f["id"] for f in report["findings"]}
 
 
-
 # Imports fine in the CLI process, kills every worker process at start-up (outside any example).
 DIES_IN_WORKERS = """
 import os, sys
@@ -108,13 +124,27 @@ def _incomplete_run(tmp_path, cli, source: str, fn: str, words: str) -> dict:
     pass_file = tmp_path / "dies.py"
     pass_file.write_text(source)
     report_dir = tmp_path / "r"
-    proc = cli("run", "--pass", f"{pass_file}:{fn}", "--workers", "1", "--budget", "120", "--no-db", "--report-dir", str(report_dir))
+    proc = cli(
+        "run",
+        "--pass",
+        f"{pass_file}:{fn}",
+        "--workers",
+        "1",
+        "--budget",
+        "120",
+        "--no-db",
+        "--report-dir",
+        str(report_dir),
+    )
     assert proc.returncode == 3, proc.stdout + proc.stderr
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("fxfuzz: error:")]
     report = json.loads((report_dir / "report.json").read_text())
     reason = report["incomplete"]
     assert words in line and "exited with 7" in line and reason in line
-    assert "❌" in (report_dir / "report.md").read_text().splitlines()[0] and reason in (report_dir / "report.md").read_text()
+    assert (
+        "❌" in (report_dir / "report.md").read_text().splitlines()[0]
+        and reason in (report_dir / "report.md").read_text()
+    )
     suite = ET.parse(report_dir / "junit.xml").getroot().find("testsuite")
     assert suite.get("errors") == "1" and suite.find("testcase/error").get("message") == reason
     return report
@@ -164,7 +194,9 @@ def test_a_campaign_leaves_no_coverage_folder_behind(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
     for extra in ([], ["--coverage"]):
-        main(["run", "--pass", "identity", "--max-examples", "2", "--no-db", "--report-dir", str(tmp_path / "r"), *extra])
+        main(
+            ["run", "--pass", "identity", "--max-examples", "2", "--no-db", "--report-dir", str(tmp_path / "r"), *extra]
+        )
         assert not list((tmp_path / "tmp").glob("fxfuzz-cov-*")), extra
 
 
@@ -246,7 +278,9 @@ def _signalling_pass(tmp_path, behaviour: str) -> tuple[str, PidPipe]:
 def _run(spec: str, out, *flags: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "fxfuzz", "run", "--pass", spec, "--no-db", "--report-dir", str(out), *flags],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -481,7 +515,12 @@ def test_an_error_outside_the_pass_is_said_with_its_log_and_is_no_finding(tmp_pa
     from fxfuzz.campaign.supervisor import ParallelCampaign, run_parallel
     from fxfuzz.core.settings import CampaignSettings
 
-    campaign = ParallelCampaign("identity", CampaignSettings(workers=1, max_examples=2, budget_s=120), Task(strategy="broken_passes:raising_cases"), log_dir=str(tmp_path))
+    campaign = ParallelCampaign(
+        "identity",
+        CampaignSettings(workers=1, max_examples=2, budget_s=120),
+        Task(strategy="broken_passes:raising_cases"),
+        log_dir=str(tmp_path),
+    )
     result = run_parallel(campaign)
     assert not result.buckets and result.stopped_by == "internal_error"
     (error,) = result.internal_errors

@@ -47,18 +47,36 @@ def test_nightly_shards_cover_the_split_and_share_the_database(jobs):
     n = len(values)
     assert n >= 2 and flags == {f"{k}/{n}" for k in range(1, n + 1)}
     assert "--db-shared" in run and '--db "$FXFUZZ_REDIS_URL"' in run and "--workers auto" in run
-    uploads = {s["with"]["name"]: s["with"]["path"] for s in shard["steps"] if s.get("uses", "").startswith("actions/upload-artifact")}
-    assert uploads == {"fxfuzz-report-shard-${{ matrix.shard }}": "fxfuzz-report", "fxfuzz-db-shard-${{ matrix.shard }}": ".fxfuzz-db"}
+    uploads = {
+        s["with"]["name"]: s["with"]["path"]
+        for s in shard["steps"]
+        if s.get("uses", "").startswith("actions/upload-artifact")
+    }
+    assert uploads == {
+        "fxfuzz-report-shard-${{ matrix.shard }}": "fxfuzz-report",
+        "fxfuzz-db-shard-${{ matrix.shard }}": ".fxfuzz-db",
+    }
 
 
 def test_one_merge_job_follows_the_shards_and_publishes_one_report_and_database(jobs):
     merge = jobs["merge"]
     assert merge["needs"] == "shard" and "always()" in merge["if"] and "strategy" not in merge
-    downloads = {s["with"]["pattern"]: s["with"] for s in merge["steps"] if s.get("uses", "").startswith("actions/download-artifact")}
+    downloads = {
+        s["with"]["pattern"]: s["with"]
+        for s in merge["steps"]
+        if s.get("uses", "").startswith("actions/download-artifact")
+    }
     assert downloads["fxfuzz-report-shard-*"]["merge-multiple"] is False
     assert downloads["fxfuzz-db-shard-*"]["merge-multiple"] is True  # one folder: the union
-    uploads = {s["with"]["name"]: s["with"]["path"] for s in merge["steps"] if s.get("uses", "").startswith("actions/upload-artifact")}
-    assert uploads == {"fxfuzz-report-${{ github.run_id }}": "fxfuzz-report", "fxfuzz-db": downloads["fxfuzz-db-shard-*"]["path"]}
+    uploads = {
+        s["with"]["name"]: s["with"]["path"]
+        for s in merge["steps"]
+        if s.get("uses", "").startswith("actions/upload-artifact")
+    }
+    assert uploads == {
+        "fxfuzz-report-${{ github.run_id }}": "fxfuzz-report",
+        "fxfuzz-db": downloads["fxfuzz-db-shard-*"]["path"],
+    }
     # Pull requests keep one short campaign of their own.
     campaign = jobs["campaign"]
     assert campaign["if"] == "github.event_name == 'pull_request'" and "strategy" not in campaign
@@ -69,9 +87,20 @@ def _run_merge_step(jobs, cwd, summary):
     """The merge job's merge step, run by bash with the runner's options from the checkout's
     root (``cwd``, holding a link to .github), with ``fxfuzz`` on PATH."""
     os.symlink(os.path.join(ROOT, ".github"), cwd / ".github")
-    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], "GITHUB_STEP_SUMMARY": str(summary)}
+    env = {
+        **os.environ,
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+        "GITHUB_STEP_SUMMARY": str(summary),
+    }
     step = _step(jobs["merge"], "fxfuzz-merge.sh")
-    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.processes

@@ -45,7 +45,9 @@ SCALE = op_spec(torch.ops.userops.scale, dtypes="float", arguments=_factor)
 
 def _refuse_scale(gm: torch.fx.GraphModule) -> None:
     for mod in gm.modules():
-        if isinstance(mod, torch.fx.GraphModule) and any(n.target is torch.ops.userops.scale.default for n in mod.graph.nodes):
+        if isinstance(mod, torch.fx.GraphModule) and any(
+            n.target is torch.ops.userops.scale.default for n in mod.graph.nodes
+        ):
             raise RuntimeError("userops::scale reached the pass")
 
 

@@ -46,7 +46,9 @@ def coverage_targets(pass_spec: str, pass_fn: Any) -> list[Target]:
         return list({t.path: t for p in parts for t in coverage_targets(p.spec, p)}.values())
     if pass_spec in REGISTRY and REGISTRY[pass_spec].sources:
         return [
-            Target(s.module, os.path.realpath(inspect.getsourcefile(importlib.import_module(s.module)) or ""), s.functions)
+            Target(
+                s.module, os.path.realpath(inspect.getsourcefile(importlib.import_module(s.module)) or ""), s.functions
+            )
             for s in REGISTRY[pass_spec].sources
         ]
     fn = inspect.unwrap(getattr(pass_fn, "fn", pass_fn))
@@ -63,7 +65,15 @@ def ratio(hit: int | None, total: int) -> dict[str, Any]:
     return {"covered": hit, "total": total, "percent": percent}
 
 
-def _file_row(module: str, path: str, scope: Any, lines_total: int, missed: list[int], branches_total: int, bmissed: list[list[int]] | None) -> dict[str, Any]:
+def _file_row(
+    module: str,
+    path: str,
+    scope: Any,
+    lines_total: int,
+    missed: list[int],
+    branches_total: int,
+    bmissed: list[list[int]] | None,
+) -> dict[str, Any]:
     """One measured file; ``bmissed`` None where the branches missed are not known."""
     return {
         "module": module,
@@ -104,7 +114,9 @@ def summarize(data_files: list[str], targets: list[Target]) -> dict[str, Any]:
             files = {}  # no measured file ever ran: every line counts as missed
     rows = []
     for t in targets:
-        data = files.get(t.path, {"executed_lines": [], "missing_lines": [], "executed_branches": [], "missing_branches": []})
+        data = files.get(
+            t.path, {"executed_lines": [], "missing_lines": [], "executed_branches": [], "missing_branches": []}
+        )
         if not data["executed_lines"] and not data["missing_lines"]:
             data["missing_lines"] = _statements(t.path)  # never imported in a worker: all missed
         scope = t.lines()
@@ -117,7 +129,17 @@ def summarize(data_files: list[str], targets: list[Target]) -> dict[str, Any]:
         bhit = [b for b in data.get("executed_branches", []) if keep(b[0])]
         bmiss = [b for b in data.get("missing_branches", []) if keep(b[0])]
         path = t.path.split("site-packages" + os.sep)[-1]
-        rows.append(_file_row(t.module, path, list(t.functions) or "whole file", len(hit) + len(missed), missed, len(bhit) + len(bmiss), bmiss))
+        rows.append(
+            _file_row(
+                t.module,
+                path,
+                list(t.functions) or "whole file",
+                len(hit) + len(missed),
+                missed,
+                len(bhit) + len(bmiss),
+                bmiss,
+            )
+        )
     return _summary(rows)
 
 
@@ -142,7 +164,17 @@ def union_coverage(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         known = [{tuple(b) for b in f["missing_branches"]} for f in files if f.get("missing_branches") is not None]
         bmissed = None if len(known) < len(files) else [list(b) for b in set.intersection(*known)]
         first = files[0]
-        rows.append(_file_row(first["module"], path, first["scope"], first["lines"]["total"], list(missed), first["branches"]["total"], bmissed))
+        rows.append(
+            _file_row(
+                first["module"],
+                path,
+                first["scope"],
+                first["lines"]["total"],
+                list(missed),
+                first["branches"]["total"],
+                bmissed,
+            )
+        )
     return _summary(rows)
 
 

@@ -58,10 +58,14 @@ def parse_databases(values: Sequence[str], default_local: str) -> DatabaseSpec:
             shared.append(value)
         elif value.startswith(GITHUB_PREFIX):
             if not _GITHUB_REPO.fullmatch(value[len(GITHUB_PREFIX) :]):
-                raise UsageError(f"--db {value[:300]}: expected github:OWNER/REPO, a repository name as GitHub allows one")
+                raise UsageError(
+                    f"--db {value[:300]}: expected github:OWNER/REPO, a repository name as GitHub allows one"
+                )
             shared.append(value)
         elif "://" in value:
-            raise UsageError(f"--db {redact(value)}: not a directory, redis://host:port/db, rediss://host:port/db or github:OWNER/REPO")
+            raise UsageError(
+                f"--db {redact(value)}: not a directory, redis://host:port/db, rediss://host:port/db or github:OWNER/REPO"
+            )
         elif local is not None and local != value:
             raise UsageError(f"--db names two directories ({local}, {value}): give one local directory")
         else:
@@ -152,7 +156,9 @@ class CheckedDirectoryDatabase(DirectoryBasedExampleDatabase):
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(str(path), value)
         except OSError as e:
-            self.note(f"could not save database entry {e.filename or path}: {e.strerror or e} (the finding is in the report all the same)")
+            self.note(
+                f"could not save database entry {e.filename or path}: {e.strerror or e} (the finding is in the report all the same)"
+            )
 
 
 class ArtifactDatabase(GitHubArtifactDatabase):
@@ -177,7 +183,9 @@ class ArtifactDatabase(GitHubArtifactDatabase):
                 # A listing or zip unlike what Hypothesis expects: the rest of the artifact is not read.
                 self._disabled, entries = True, []
                 self.unreadable = f"{type(e).__name__}: {e}"
-                self.note(f"the shared database {self.url} cannot be read ({self.unreadable}); the campaign went on without it")
+                self.note(
+                    f"the shared database {self.url} cannot be read ({self.unreadable}); the campaign went on without it"
+                )
         said = [str(w.message).strip() for w in caught if issubclass(w.category, HypothesisWarning)]
         # Hypothesis disables the database after its warnings. It found no artifact at all (not
         # an error: none is published yet) when that was its only word and it got no zip.
@@ -210,7 +218,9 @@ class FallibleDatabase(ExampleDatabase):
     """A shared database that may fail: its first error turns it off for the rest of the
     campaign and calls ``on_lost`` once, so the campaign goes on with the others."""
 
-    def __init__(self, db: ExampleDatabase, name: str, errors: tuple[type[BaseException], ...], on_lost: Callable[[str], None]) -> None:
+    def __init__(
+        self, db: ExampleDatabase, name: str, errors: tuple[type[BaseException], ...], on_lost: Callable[[str], None]
+    ) -> None:
         super().__init__()
         self.db, self.name, self.errors, self.on_lost = db, name, errors, on_lost
         self.lost: str | None = None
@@ -218,7 +228,9 @@ class FallibleDatabase(ExampleDatabase):
     def _fail(self, e: BaseException) -> None:
         self.lost = f"{type(e).__name__}: {e}"
         # The same words from every worker, so the campaign says it once.
-        self.on_lost(f"the shared database {self.name} became unreachable; went on with the local one, which holds all found")
+        self.on_lost(
+            f"the shared database {self.name} became unreachable; went on with the local one, which holds all found"
+        )
 
     def _call(self, method: Callable[..., Any], *args: bytes) -> Any:
         """``method(*args)`` while the database answers; None once it has failed."""

@@ -161,7 +161,11 @@ class Hooks:
 
 
 def _record(
-    result: CampaignResult, case: Example, ids: dict[str, Finding], on_bucket: BucketHook | None, source: str | None = None
+    result: CampaignResult,
+    case: Example,
+    ids: dict[str, Finding],
+    on_bucket: BucketHook | None,
+    source: str | None = None,
 ) -> None:
     """Count one example and its findings; a new bucket starts with ``case``."""
     result.examples += 1
@@ -253,7 +257,9 @@ def _graph_case_data(case: Any) -> dict[str, Any] | None:
         return None
 
 
-GRAPH_FORM = ExampleForm(_graph_case_data, case_from_dict, lambda data: count_compute_nodes(data["graph"]), GRAPH_CASES, graph_case=True)
+GRAPH_FORM = ExampleForm(
+    _graph_case_data, case_from_dict, lambda data: count_compute_nodes(data["graph"]), GRAPH_CASES, graph_case=True
+)
 
 
 def verify_with(settings: CampaignSettings) -> Check:
@@ -351,7 +357,6 @@ class _HeapFrozen(contextlib.ContextDecorator):
         gc.unfreeze()
 
 
-
 # A round ends on a new bucket; each round draws at least one example, so this only guards
 # against a strategy that never draws.
 _MAX_ROUNDS = 10_000
@@ -363,11 +368,24 @@ class Campaign:
     stopped."""
 
     def __init__(
-        self, pass_fn: PassFn, settings: CampaignSettings, database: ExampleDatabase | None, hooks: Hooks, subject: Subject
+        self,
+        pass_fn: PassFn,
+        settings: CampaignSettings,
+        database: ExampleDatabase | None,
+        hooks: Hooks,
+        subject: Subject,
     ) -> None:
         self.pass_fn, self.settings, self.hooks = pass_fn, settings, hooks
         contract = contract_option(settings.contract)
-        self.strategy = subject.strategy if subject.strategy is not None else graph_cases(domain=settings.domain, reacts_to=generation_kinds(pass_fn, contract), ambient=generation_ambient(pass_fn, contract))
+        self.strategy = (
+            subject.strategy
+            if subject.strategy is not None
+            else graph_cases(
+                domain=settings.domain,
+                reacts_to=generation_kinds(pass_fn, contract),
+                ambient=generation_ambient(pass_fn, contract),
+            )
+        )
         self.check = subject.check if subject.check is not None else verify_with(settings)
         self.result = CampaignResult()
         if database is None and settings.db is not None:

@@ -105,10 +105,16 @@ def interface_differences(candidate: Interface, baseline: Interface, compare_spe
     found = []
     if compare_specs and candidate.specs != baseline.specs:
         diff = [f"{b} became {c}" for b, c in zip(baseline.specs, candidate.specs) if b != c][:3]
-        found.append(Finding("signature", "vs_baseline_signature_differs", f"the signature differs from the baseline's: {diff}"))
+        found.append(
+            Finding("signature", "vs_baseline_signature_differs", f"the signature differs from the baseline's: {diff}")
+        )
     if candidate.meta != baseline.meta:
         keys = sorted(set(baseline.meta) ^ set(candidate.meta))[:3]
-        found.append(Finding("structure", "vs_baseline_metadata_differs", f"node metadata keys differ from the baseline's: {keys}"))
+        found.append(
+            Finding(
+                "structure", "vs_baseline_metadata_differs", f"node metadata keys differ from the baseline's: {keys}"
+            )
+        )
     return found
 
 
@@ -147,7 +153,11 @@ def _in_process(on_candidate: bool) -> None:
 
 
 def regressions(
-    case: GraphCase, candidate: PassFn, baseline: PassFn, blame: Blame = _in_process, stage_share: float = DEFAULT_STAGE_SHARE
+    case: GraphCase,
+    candidate: PassFn,
+    baseline: PassFn,
+    blame: Blame = _in_process,
+    stage_share: float = DEFAULT_STAGE_SHARE,
 ) -> list[Finding]:
     """What the candidate breaks on ``case`` that the baseline does not (see the module doc),
     each judged with ``stage_share`` of cases through export's stages.
@@ -179,7 +189,11 @@ def with_ambient(case: GraphCase, ambient: bool) -> GraphCase:
 
 
 def regressions_both_modes(
-    case: GraphCase, candidate: PassFn, baseline: PassFn, blame: Blame = _in_process, stage_share: float = DEFAULT_STAGE_SHARE
+    case: GraphCase,
+    candidate: PassFn,
+    baseline: PassFn,
+    blame: Blame = _in_process,
+    stage_share: float = DEFAULT_STAGE_SHARE,
 ) -> list[Finding]:
     """``regressions`` under the case's ambient grad mode, then under the other one; each
     finding's details say which mode showed it."""
@@ -234,6 +248,7 @@ def judge_corpus(
 ) -> GateResult:
     """Judge ``candidate`` against ``baseline`` on every corpus case, in this process, until
     ``stop()`` turns true."""
+
     def check(case: GraphCase, cand: PassFn) -> list[Finding]:
         return regressions(case, cand, baseline, stage_share=stage_share)
 
@@ -363,11 +378,15 @@ def run_gate_parallel(
     past the budget leaves no worker to finish it."""
     gate = _Gate(settings, stop, progress)
     check = f"{__name__}:gate_check"
-    fresh_task = Task(check, {"baseline": baseline}, strategy=f"{__name__}:gate_cases", strategy_args={"baseline": baseline})
+    fresh_task = Task(
+        check, {"baseline": baseline}, strategy=f"{__name__}:gate_cases", strategy_args={"baseline": baseline}
+    )
     with tempfile.NamedTemporaryFile("w", prefix="fxfuzz-corpus-", suffix=".json") as fh:
         json.dump([(name, case_to_dict(case)) for name, case in saved], fh)
         fh.flush()
-        corpus_task = Task(check, {"baseline": baseline, "both_modes": False}, f"{__name__}:corpus_with", {"saved": fh.name})
+        corpus_task = Task(
+            check, {"baseline": baseline, "both_modes": False}, f"{__name__}:corpus_with", {"saved": fh.name}
+        )
         corpus_settings = dataclasses.replace(settings, workers=1, max_examples=CampaignSettings.max_examples, db=None)
         corpus_campaign = ParallelCampaign(candidate, corpus_settings, corpus_task, log_dir)
         if settings.workers == 1:
@@ -375,9 +394,13 @@ def run_gate_parallel(
             gate.corpus_done.set()
             left = settings.budget_s - (time.monotonic() - gate.start)
             if left > 0 and gate.goes_on(corpus):
-                gate.phase(ParallelCampaign(candidate, dataclasses.replace(settings, budget_s=left), fresh_task, log_dir))
+                gate.phase(
+                    ParallelCampaign(candidate, dataclasses.replace(settings, budget_s=left), fresh_task, log_dir)
+                )
         else:
-            corpus_thread = threading.Thread(target=gate.corpus_then_fresh, args=(corpus_campaign, candidate, fresh_task, log_dir))
+            corpus_thread = threading.Thread(
+                target=gate.corpus_then_fresh, args=(corpus_campaign, candidate, fresh_task, log_dir)
+            )
             corpus_thread.start()
             # Fresh cases until the gate says (budget spent and corpus judged, or a final regression).
             along = dataclasses.replace(settings, workers=settings.workers - 1, budget_s=math.inf)
@@ -394,7 +417,12 @@ class _Gate:
     its own with two or more workers) and what they tell each other: the corpus is judged, a
     regression is final, the caller asked to stop."""
 
-    def __init__(self, settings: CampaignSettings, stop: Callable[[], bool] | None, progress: Callable[[int, int, float], None] | None) -> None:
+    def __init__(
+        self,
+        settings: CampaignSettings,
+        stop: Callable[[], bool] | None,
+        progress: Callable[[int, int, float], None] | None,
+    ) -> None:
         self.settings, self.user_stop, self.progress = settings, stop or (lambda: False), progress
         self.start = time.monotonic()
         self.corpus_done, self.final = threading.Event(), threading.Event()
@@ -465,7 +493,11 @@ class _Gate:
 
     def result(self) -> GateResult:
         corpus, fresh = self.corpus, self.fresh
-        result = GateResult(corpus.examples, corpus.duration_s, CampaignResult(buckets=to_campaign_result(corpus).buckets, stopped_by=corpus.stopped_by))
+        result = GateResult(
+            corpus.examples,
+            corpus.duration_s,
+            CampaignResult(buckets=to_campaign_result(corpus).buckets, stopped_by=corpus.stopped_by),
+        )
         merged = CampaignResult(stopped_by=corpus.stopped_by)
         for r in fresh:
             part = to_campaign_result(r)
@@ -494,7 +526,12 @@ def _final_regression(r: ParallelResult, settings: CampaignSettings) -> bool:
     shrinking is over (or off)."""
     return any(
         bid not in settings.known
-        and (rec.source is not None or bid in r.minimized or settings.max_shrink_s == 0 or rec.finding["kind"] in _RECORDED_AS_IS)
+        and (
+            rec.source is not None
+            or bid in r.minimized
+            or settings.max_shrink_s == 0
+            or rec.finding["kind"] in _RECORDED_AS_IS
+        )
         for bid, rec in r.buckets.items()
     )
 
@@ -518,7 +555,9 @@ def with_pytree_convention(case: GraphCase) -> GraphCase:
     names = [n.name for n in out.gm.graph.nodes if n.op == "placeholder"]
     results = out.gm.graph.output_node().args[0]
     in_spec = pytree.tree_flatten((tuple(names), {}))[1]
-    out_spec = pytree.tree_flatten({f"out{i}": 0 for i in range(len(cast(Sequence[Any], results)))})[1]  # export outputs a tuple
+    out_spec = pytree.tree_flatten({f"out{i}": 0 for i in range(len(cast(Sequence[Any], results)))})[
+        1
+    ]  # export outputs a tuple
     out.gm.graph._codegen = _PyTreeCodeGen(_PyTreeInfo(names, in_spec, out_spec))
     out.gm.recompile()
     return out
@@ -534,7 +573,7 @@ def gate_corpus() -> list[tuple[str, GraphCase]]:
     capture has one, so without it nothing tests that the split graph keeps the codegen)."""
     cases = corpus_cases()
     return cases + [
-        (f"{name}[pytree]", with_pytree_convention(case)) for name, case in cases if name.startswith(_CONVENTION_MODULE + "[")
+        (f"{name}[pytree]", with_pytree_convention(case))
+        for name, case in cases
+        if name.startswith(_CONVENTION_MODULE + "[")
     ]
-
-

@@ -62,7 +62,9 @@ _MAX_DIM = 4096
 
 def _program_name(v: Any) -> None:
     if not isinstance(v, str) or not _PROGRAM_NAME.fullmatch(v) or v.removeprefix("self.") in _RESERVED_NAMES:
-        raise UntrustedError(f"a saved program holds {str(v)[:80]!r} where a name of the program belongs (a local or self.<name>)")
+        raise UntrustedError(
+            f"a saved program holds {str(v)[:80]!r} where a name of the program belongs (a local or self.<name>)"
+        )
 
 
 def _check_output(item: Any) -> None:
@@ -88,7 +90,9 @@ def check_program_data(d: Any) -> None:
         key, v = pending.pop()
         if key in _PROGRAM_CHOICES:
             if not (v is None or isinstance(v, str)) or v not in _PROGRAM_CHOICES[key]:
-                raise SerializeError(f"a saved program's {key} {str(v)[:80]!r} is not one of {sorted(map(str, _PROGRAM_CHOICES[key]))}")
+                raise SerializeError(
+                    f"a saved program's {key} {str(v)[:80]!r} is not one of {sorted(map(str, _PROGRAM_CHOICES[key]))}"
+                )
         elif key == "outputs":
             for item in v if isinstance(v, list) else [None]:
                 _check_output(item)
@@ -153,7 +157,9 @@ def level_task(level: str) -> Task:
     if level == "graph":
         return Task()
     if level == "program":
-        return Task(check=f"{__name__}:program_check", strategy=f"{__name__}:program_strategy", form=f"{__name__}:PROGRAM_FORM")
+        return Task(
+            check=f"{__name__}:program_check", strategy=f"{__name__}:program_strategy", form=f"{__name__}:PROGRAM_FORM"
+        )
     raise ValueError(f"unknown level {level!r}; expected graph or program")
 
 
@@ -252,6 +258,12 @@ def run_levels(
     return LevelsRun(merge_results(results), workers)
 
 
-def _progress_after(progress: Callable[[int, int, float], None], before: tuple[int, int, float], examples: int, buckets: int, elapsed: float) -> None:
+def _progress_after(
+    progress: Callable[[int, int, float], None],
+    before: tuple[int, int, float],
+    examples: int,
+    buckets: int,
+    elapsed: float,
+) -> None:
     # A later level's counts and time start at zero: shown after the earlier levels'.
     progress(before[0] + examples, before[1] + buckets, before[2] + elapsed)

@@ -69,7 +69,12 @@ class _Limit(Exception):
 
 class _Reducer:
     def __init__(
-        self, case: GraphCase, holds: Holds, deadline: float | None, max_steps: int | None, stop: Callable[[], bool] | None
+        self,
+        case: GraphCase,
+        holds: Holds,
+        deadline: float | None,
+        max_steps: int | None,
+        stop: Callable[[], bool] | None,
     ) -> None:
         self.holds, self.deadline, self.max_steps, self.stop = holds, deadline, max_steps, stop
         self.result = Reduction(case)
@@ -180,7 +185,9 @@ def _cleaned(case: GraphCase, dead_code: bool) -> GraphCase:
                     delattr(mod, name)
     specs, inputs, kept = case.signature.input_specs, list(case.inputs), []
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    updated = {s.target for s in case.signature.output_specs if s.target is not None}  # buffers a mutation output writes
+    updated = {
+        s.target for s in case.signature.output_specs if s.target is not None
+    }  # buffers a mutation output writes
     for i, (node, spec) in enumerate(zip(placeholders, specs)):
         if not node.users and spec.kind in _DROPPABLE and spec.target not in updated:
             gm.graph.erase_node(node)
@@ -286,7 +293,9 @@ def _truncate(data: dict[str, Any], granularity: int, values: dict[str, torch.Te
         kept = d["graph"]["nodes"][: i + 1]
         name = kept[-1]["name"]
         d["graph"]["nodes"] = kept + [nodes[-1] | {"args": {"tuple": [{"tuple": [{"node": name}]}]}}]
-        d["signature"]["outputs"] = [{"kind": "USER_OUTPUT", "arg": {"type": "TensorArgument", "name": name}, "target": None}]
+        d["signature"]["outputs"] = [
+            {"kind": "USER_OUTPUT", "arg": {"type": "TensorArgument", "name": name}, "target": None}
+        ]
         d["graph"].pop("pytree", None)
         yield d
 
@@ -298,8 +307,20 @@ def _as_input(data: dict[str, Any], name: str, value: torch.Tensor) -> None:
     (i,) = [k for k, n in enumerate(nodes) if n["name"] == name]
     node = nodes.pop(i)
     last = max((k for k, n in enumerate(nodes) if n["op"] == "placeholder"), default=-1)
-    nodes.insert(last + 1, {"name": name, "op": "placeholder", "target": name, "args": {"tuple": []}, "kwargs": {"dict": []}, "val": node["val"]})
-    data["signature"]["inputs"].append({"kind": "USER_INPUT", "arg": {"type": "TensorArgument", "name": name}, "target": None, "persistent": None})
+    nodes.insert(
+        last + 1,
+        {
+            "name": name,
+            "op": "placeholder",
+            "target": name,
+            "args": {"tuple": []},
+            "kwargs": {"dict": []},
+            "val": node["val"],
+        },
+    )
+    data["signature"]["inputs"].append(
+        {"kind": "USER_INPUT", "arg": {"type": "TensorArgument", "name": name}, "target": None, "persistent": None}
+    )
     grad = bool(node["val"]["tensor"]["requires_grad"]) and value.is_floating_point()
     data["inputs"].append(encode_tensor(value.requires_grad_(grad)))
     data["graph"].pop("pytree", None)

@@ -271,7 +271,11 @@ class Supervisor:
             case Note(text):
                 self._note(text)
             case Raised(text):
-                log = worker_log(self.campaign.log_dir, self.campaign.first_log + w.index) if self.campaign.log_dir else None
+                log = (
+                    worker_log(self.campaign.log_dir, self.campaign.first_log + w.index)
+                    if self.campaign.log_dir
+                    else None
+                )
                 where = f"; its traceback is in {log}" if log else ""
                 error = f"worker {w.index} raised {text}{where}"
                 if error not in self.result.internal_errors:  # the same error on every example: said once
@@ -284,7 +288,9 @@ class Supervisor:
         if text not in self.result.notes:  # every worker hears of a lost database: say it once
             self.result.notes.append(text)
 
-    def _offer(self, bid: str, finding: dict[str, Any], case: dict[str, Any] | None, nodes: int, source: str | None) -> None:
+    def _offer(
+        self, bid: str, finding: dict[str, Any], case: dict[str, Any] | None, nodes: int, source: str | None
+    ) -> None:
         """Keep the smallest serialized example of each bucket, whichever worker found it,
         smallest as the database orders them (compute nodes, then bytes), so the report's
         repro is the one the database keeps."""
@@ -459,7 +465,9 @@ class Supervisor:
             if code is not None:
                 self._poll_one(w)
                 self._exited(w, code)
-            elif w.state in (WorkerState.JUDGING, WorkerState.FAILED) and now - w.since > self.settings.example_timeout_s:
+            elif (
+                w.state in (WorkerState.JUDGING, WorkerState.FAILED) and now - w.since > self.settings.example_timeout_s
+            ):
                 self._kill(w)  # a failed worker that does not end (a thread the pass left) ends here
                 if w.state is WorkerState.FAILED:
                     self._failed(w)
@@ -539,7 +547,9 @@ def _fork(conn: Connection, start_file: str, log: str | None) -> Forked:
     it is not running yet."""
     with warm.starting() as (environ, mask):
         around = worker.Surroundings(environ, os.getcwd(), mask, log)
-        process = warm.context().Process(target=worker.forked_main, args=(start_file, conn, around), name="fxfuzz-worker")
+        process = warm.context().Process(
+            target=worker.forked_main, args=(start_file, conn, around), name="fxfuzz-worker"
+        )
         process.start()
     return Forked(process)
 
@@ -596,7 +606,9 @@ def _death_finding(code: int) -> dict[str, Any]:
     }
 
 
-def run_parallel(campaign: ParallelCampaign, progress: Any = None, stop: Callable[[], bool] | None = None) -> ParallelResult:
+def run_parallel(
+    campaign: ParallelCampaign, progress: Any = None, stop: Callable[[], bool] | None = None
+) -> ParallelResult:
     """Run the campaign in ``settings.workers`` processes until its limits or ``stop()`` (the
     caller owns the signals: ``fxfuzz.cli`` turns SIGINT, SIGTERM and SIGHUP into ``stop``)."""
     return Supervisor(campaign).run(progress, stop)

@@ -90,7 +90,9 @@ def spawn(target: Callable[..., None], args: tuple[Any, ...], name: str) -> Base
     return process
 
 
-def _adopted(target: Callable[..., None], args: tuple[Any, ...], around: worker.Surroundings, stdout: Fd, stderr: Fd) -> None:
+def _adopted(
+    target: Callable[..., None], args: tuple[Any, ...], around: worker.Surroundings, stdout: Fd, stderr: Fd
+) -> None:
     worker.adopt(around, stdout.fd, stderr.fd)
     for fd in (stdout.fd, stderr.fd):
         os.close(fd)

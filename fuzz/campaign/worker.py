@@ -153,7 +153,9 @@ def worker_main(start: WorkerStart, conn: Connection, cov: Any) -> None:
     rerun = [form.from_data(start.rerun)] if start.rerun is not None else []
     pass_fn = load_pass(start.pass_spec, contract_option(start.settings.contract))
     report = _Reporter(conn, judgement(start, lambda on_pass: conn.send(Blame(on_pass))), cov, form)
-    hooks = Hooks(report.progress, conn.poll, report.on_bucket, report.on_minimized)  # any message from the parent means stop
+    hooks = Hooks(
+        report.progress, conn.poll, report.on_bucket, report.on_minimized
+    )  # any message from the parent means stop
     try:
         if start.task.examples:
             listed = _factory(start.task.examples)(**start.task.examples_args)[start.first :]
@@ -161,8 +163,19 @@ def worker_main(start: WorkerStart, conn: Connection, cov: Any) -> None:
         else:
             settings = dataclasses.replace(start.settings, budget_s=max(0.0, start.deadline - time.time()))
             db = open_database(settings.db, lambda text: report.send(Note(text))) if settings.db else None
-            strategy = _factory(start.task.strategy)(settings=start.settings, **start.task.strategy_args) if start.task.strategy else None
-            result = run_campaign(pass_fn, settings, database=db, hooks=hooks, subject=Subject(strategy, report.check, form.codec), rerun=rerun)
+            strategy = (
+                _factory(start.task.strategy)(settings=start.settings, **start.task.strategy_args)
+                if start.task.strategy
+                else None
+            )
+            result = run_campaign(
+                pass_fn,
+                settings,
+                database=db,
+                hooks=hooks,
+                subject=Subject(strategy, report.check, form.codec),
+                rerun=rerun,
+            )
     except Exception as e:
         # Said before dying of it, so that a restart the user sees is not taken for an outside
         # kill: fxfuzz's own error is kept apart from findings, never hidden.

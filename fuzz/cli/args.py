@@ -84,7 +84,9 @@ def workers(text: str) -> int:
     use, or ``auto`` for one per CPU."""
     count, cpus = (auto_workers() if text == "auto" else positive_int(text)), auto_workers()
     if count > WORKERS_PER_CPU * cpus:
-        raise argparse.ArgumentTypeError(f"{count} workers on {cpus} CPU(s): at most {WORKERS_PER_CPU * cpus} ({WORKERS_PER_CPU} per CPU this process may use)")
+        raise argparse.ArgumentTypeError(
+            f"{count} workers on {cpus} CPU(s): at most {WORKERS_PER_CPU * cpus} ({WORKERS_PER_CPU} per CPU this process may use)"
+        )
     return count
 
 

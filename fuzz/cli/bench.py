@@ -20,7 +20,9 @@ def command(args: argparse.Namespace) -> int:
     register_ops(args.ops, "--op")  # run_bench hands them to its worker processes
     # The pass runs in this process, timed alone: one that would end it has no figures.
     with exits_refused(f"the pass {args.pass_spec}", UsageError, "while it was measured"):
-        r = run_bench(args.graphs, args.seed, args.workers, args.pass_spec, args.profile, args.stage_share, args.contract)
+        r = run_bench(
+            args.graphs, args.seed, args.workers, args.pass_spec, args.profile, args.stage_share, args.contract
+        )
     print(f"population: {r.graphs} export-domain graph cases, seed {r.seed}, median {r.median_nodes:g} compute nodes")
     print(f"pass alone        {r.pass_ms:8.2f} ms/case (median)")
     print(f"harness loop      {r.harness_ms:8.2f} ms/example (median)  ratio {r.ratio:.2f}")

@@ -37,13 +37,17 @@ def command(a: argparse.Namespace) -> int:
     known = load_known_files(a.known)
     budget_s, max_examples = campaign_limits(a.budget, a.max_examples)
     domain = a.domain or default_domain(baseline, "both")
-    settings = CampaignSettings.from_options(a, budget_s=budget_s, max_examples=max_examples, known=frozenset(known), domain=domain)
+    settings = CampaignSettings.from_options(
+        a, budget_s=budget_s, max_examples=max_examples, known=frozenset(known), domain=domain
+    )
     folder = report_folder(a.report_dir or default_report_dir())  # last: a refusal above leaves no folder behind
     progress = ProgressPrinter(budget_s, max_examples)
     started = utc_now()
     log_dir = worker_logs(folder)  # the corpus's worker is worker 0
     with StopSignals() as stop:
-        result = run_gate_parallel(a.candidate, a.baseline, saved, settings, progress=progress.update, log_dir=log_dir, stop=stop)
+        result = run_gate_parallel(
+            a.candidate, a.baseline, saved, settings, progress=progress.update, log_dir=log_dir, stop=stop
+        )
         signum = stop.signum  # a signal from here on only asks to finish the report
         progress.close()
         if signum is not None:
@@ -82,7 +86,11 @@ def command(a: argparse.Namespace) -> int:
         # Part of the gate never ran: no regression found is not a pass, and the report says so.
         # (A gate that stopped at a final regression ended its workers on purpose.)
         cut_short = signum is not None or result.campaign.stopped_by is StopReason.STOPPED
-        incomplete = f"the gate did not judge all its cases: {result.worker_errors[0]}" if result.worker_errors and not cut_short else None
+        incomplete = (
+            f"the gate did not judge all its cases: {result.worker_errors[0]}"
+            if result.worker_errors and not cut_short
+            else None
+        )
         written = write_all(result.campaign, meta, folder, Extras(known=known, workers=workers, incomplete=incomplete))
     report, report_dir = written.report, written.where
     new = [f for f in report["findings"] if not f["known"]]

@@ -82,15 +82,47 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run a fuzz campaign against a pass")
     run.add_argument("--pass", dest="pass_spec", default="set_grad", help=PASS_SPEC_HELP)
-    run.add_argument("--budget", type=positive_float, default=None, help="seconds to fuzz (default 60; none with --max-examples alone)")
+    run.add_argument(
+        "--budget",
+        type=positive_float,
+        default=None,
+        help="seconds to fuzz (default 60; none with --max-examples alone)",
+    )
     run.add_argument("--max-examples", type=positive_int, default=None, help="stop after this many examples")
     run.add_argument("--seed", type=integer, default=_DEFAULTS.seed, help="campaign seed (same seed, same graphs)")
-    run.add_argument("--domain", choices=DOMAIN_CHOICES, default=None, help=domain_help("input space to draw from", "the registered pass's own, else export"))
+    run.add_argument(
+        "--domain",
+        choices=DOMAIN_CHOICES,
+        default=None,
+        help=domain_help("input space to draw from", "the registered pass's own, else export"),
+    )
     run.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
-    run.add_argument("--level", choices=LEVELS, default=_DEFAULTS.level, help="generate graphs, nn.Module programs through torch.export, or both (mixed: half the budget each)")
-    run.add_argument("--workers", type=workers, default=None, help="worker processes, or 'auto' for one per CPU (default auto; 1 at --level program|mixed)")
-    run.add_argument("--shard", type=shard, default=_DEFAULTS.shard, metavar="K/N", help="run shard K of N: seeds no other shard draws (default 1/1)")
-    run.add_argument("--example-timeout", dest="example_timeout_s", type=positive_float, default=_DEFAULTS.example_timeout_s, help=f"seconds before a pass counts as hung (default {_DEFAULTS.example_timeout_s:g})")
+    run.add_argument(
+        "--level",
+        choices=LEVELS,
+        default=_DEFAULTS.level,
+        help="generate graphs, nn.Module programs through torch.export, or both (mixed: half the budget each)",
+    )
+    run.add_argument(
+        "--workers",
+        type=workers,
+        default=None,
+        help="worker processes, or 'auto' for one per CPU (default auto; 1 at --level program|mixed)",
+    )
+    run.add_argument(
+        "--shard",
+        type=shard,
+        default=_DEFAULTS.shard,
+        metavar="K/N",
+        help="run shard K of N: seeds no other shard draws (default 1/1)",
+    )
+    run.add_argument(
+        "--example-timeout",
+        dest="example_timeout_s",
+        type=positive_float,
+        default=_DEFAULTS.example_timeout_s,
+        help=f"seconds before a pass counts as hung (default {_DEFAULTS.example_timeout_s:g})",
+    )
     run.add_argument(
         "--db",
         action="append",
@@ -98,29 +130,74 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"example database: a directory (default {DEFAULT_DB}), redis://host:port/db or github:OWNER/REPO (read only); repeat to share",
     )
     run.add_argument("--no-db", action="store_true", help="do not read or save examples between campaigns")
-    run.add_argument("--db-shared", default=None, metavar="OWNER/REPO", help="same as --db github:OWNER/REPO: replay the fxfuzz-db artifact CI publishes there")
-    run.add_argument("--known", action="append", default=[], help="baseline of known finding buckets (text or JSON; see README); repeatable")
-    run.add_argument("--device", type=device, default=_DEFAULTS.device, help="cpu, or cuda: also check on CUDA and CPU-vs-CUDA parity (default cpu)")
-    run.add_argument("--stage-share", type=fraction, default=_DEFAULTS.stage_share, help=f"share of examples also taken through torch.export's stages (module, decompositions, save/load, unflatten); default {_DEFAULTS.stage_share}")
-    run.add_argument("--program-share", type=fraction, default=_DEFAULTS.program_share, help=f"--level program|mixed: share of programs also checked after run_decompositions and save/load and at other sizes; default {_DEFAULTS.program_share}")
-    run.add_argument("--coverage", action="store_true", help="measure line/branch coverage of the pass's source (slower)")
+    run.add_argument(
+        "--db-shared",
+        default=None,
+        metavar="OWNER/REPO",
+        help="same as --db github:OWNER/REPO: replay the fxfuzz-db artifact CI publishes there",
+    )
+    run.add_argument(
+        "--known",
+        action="append",
+        default=[],
+        help="baseline of known finding buckets (text or JSON; see README); repeatable",
+    )
+    run.add_argument(
+        "--device",
+        type=device,
+        default=_DEFAULTS.device,
+        help="cpu, or cuda: also check on CUDA and CPU-vs-CUDA parity (default cpu)",
+    )
+    run.add_argument(
+        "--stage-share",
+        type=fraction,
+        default=_DEFAULTS.stage_share,
+        help=f"share of examples also taken through torch.export's stages (module, decompositions, save/load, unflatten); default {_DEFAULTS.stage_share}",
+    )
+    run.add_argument(
+        "--program-share",
+        type=fraction,
+        default=_DEFAULTS.program_share,
+        help=f"--level program|mixed: share of programs also checked after run_decompositions and save/load and at other sizes; default {_DEFAULTS.program_share}",
+    )
+    run.add_argument(
+        "--coverage", action="store_true", help="measure line/branch coverage of the pass's source (slower)"
+    )
     _shrink_option(run)
     _op_option(run)
     _contract_option(run)
     repro = sub.add_parser("repro", help="replay a repro (.py or .json): exit 1 while it fails, 0 once fixed")
     repro.add_argument("path", help="repros/<bucket>.py or .json from a report folder")
-    repro.add_argument("--pass", dest="pass_spec", default=None, help="replay against this pass instead of the recorded one")
-    repro.add_argument("--example-timeout", type=positive_float, default=60.0, help="seconds before the pass counts as hung")
+    repro.add_argument(
+        "--pass", dest="pass_spec", default=None, help="replay against this pass instead of the recorded one"
+    )
+    repro.add_argument(
+        "--example-timeout", type=positive_float, default=60.0, help="seconds before the pass counts as hung"
+    )
     _op_option(repro)
     _contract_option(repro)
-    reduce = sub.add_parser("reduce", help="reduce your failing graph (a torch.export.save file or a repro .json) to a small repro")
+    reduce = sub.add_parser(
+        "reduce", help="reduce your failing graph (a torch.export.save file or a repro .json) to a small repro"
+    )
     reduce.add_argument("path", help="an ExportedProgram saved with torch.export.save (.pt2), or a repro .json")
     reduce.add_argument("--pass", dest="pass_spec", required=True, help="registered name, pkg.module:fn or file.py:fn")
-    reduce.add_argument("--bucket", default=None, help="the finding to keep, by bucket id (default: the first the graph shows)")
+    reduce.add_argument(
+        "--bucket", default=None, help="the finding to keep, by bucket id (default: the first the graph shows)"
+    )
     reduce.add_argument("--out", default=".", help="folder to write repros/<bucket>.py and .json into (default .)")
-    reduce.add_argument("--max-steps", type=positive_int, default=None, help="candidates judged at most (default: no limit)")
-    reduce.add_argument("--max-shrink-s", type=seconds_or_zero, default=600.0, metavar="SECONDS", help="seconds reducing at most; 0 for no limit (default 600)")
-    reduce.add_argument("--device", type=device, default=_DEFAULTS.device, help="cpu, or cuda: judge on CUDA too (default cpu)")
+    reduce.add_argument(
+        "--max-steps", type=positive_int, default=None, help="candidates judged at most (default: no limit)"
+    )
+    reduce.add_argument(
+        "--max-shrink-s",
+        type=seconds_or_zero,
+        default=600.0,
+        metavar="SECONDS",
+        help="seconds reducing at most; 0 for no limit (default 600)",
+    )
+    reduce.add_argument(
+        "--device", type=device, default=_DEFAULTS.device, help="cpu, or cuda: judge on CUDA too (default cpu)"
+    )
     _op_option(reduce)
     _contract_option(reduce)
     bench = sub.add_parser("bench", help="measure the pass, the harness loop per example and the worker speed-up")
@@ -129,23 +206,63 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=integer, default=0, help="population seed (default 0)")
     bench.add_argument("--workers", type=workers, default=2, help="workers for the speed-up over one (default 2)")
     bench.add_argument("--pass", dest="pass_spec", default="set_grad", help=PASS_SPEC_HELP)
-    bench.add_argument("--stage-share", type=fraction, default=_DEFAULTS.stage_share, help=f"share of examples through torch.export's stages (default {_DEFAULTS.stage_share}; 0 for none)")
-    bench.add_argument("--profile", action="store_true", help="also profile the loop (a second run) for its own time by area")
+    bench.add_argument(
+        "--stage-share",
+        type=fraction,
+        default=_DEFAULTS.stage_share,
+        help=f"share of examples through torch.export's stages (default {_DEFAULTS.stage_share}; 0 for none)",
+    )
+    bench.add_argument(
+        "--profile", action="store_true", help="also profile the loop (a second run) for its own time by area"
+    )
     _op_option(bench)
     _contract_option(bench)
     gate = sub.add_parser("gate", help="fail when a candidate pass regresses against a baseline pass")
-    gate.add_argument("--candidate", required=True, help="the changed pass: registered name, pkg.module:fn or file.py:fn")
+    gate.add_argument(
+        "--candidate", required=True, help="the changed pass: registered name, pkg.module:fn or file.py:fn"
+    )
     gate.add_argument("--baseline", default="set_grad", help="the pass it must not regress against (default set_grad)")
     limit = gate.add_mutually_exclusive_group()
-    limit.add_argument("--budget", type=positive_float, default=None, help="seconds in all, corpus included (default 60)")
+    limit.add_argument(
+        "--budget", type=positive_float, default=None, help="seconds in all, corpus included (default 60)"
+    )
     limit.add_argument("--max-examples", type=positive_int, default=None, help="fresh cases (besides the corpus)")
-    gate.add_argument("--workers", type=workers, default=1, help="worker processes, or 'auto' (default 1: the corpus, then fresh cases; with more, one judges the corpus while the others draw fresh cases)")
-    gate.add_argument("--example-timeout", dest="example_timeout_s", type=positive_float, default=_DEFAULTS.example_timeout_s, help=f"seconds before a case counts as hung, a crash regression (default {_DEFAULTS.example_timeout_s:g})")
+    gate.add_argument(
+        "--workers",
+        type=workers,
+        default=1,
+        help="worker processes, or 'auto' (default 1: the corpus, then fresh cases; with more, one judges the corpus while the others draw fresh cases)",
+    )
+    gate.add_argument(
+        "--example-timeout",
+        dest="example_timeout_s",
+        type=positive_float,
+        default=_DEFAULTS.example_timeout_s,
+        help=f"seconds before a case counts as hung, a crash regression (default {_DEFAULTS.example_timeout_s:g})",
+    )
     gate.add_argument("--seed", type=integer, default=_DEFAULTS.seed, help="seed of the fresh cases")
-    gate.add_argument("--domain", choices=DOMAIN_CHOICES, default=None, help=domain_help("input space of the fresh cases", "both, the baseline's survival deciding what counts; aten for an aten-domain baseline"))
+    gate.add_argument(
+        "--domain",
+        choices=DOMAIN_CHOICES,
+        default=None,
+        help=domain_help(
+            "input space of the fresh cases",
+            "both, the baseline's survival deciding what counts; aten for an aten-domain baseline",
+        ),
+    )
     gate.add_argument("--corpus", default=None, help="folder of saved .json cases/repros to replay first")
-    gate.add_argument("--known", action="append", default=[], help="baseline of bucket ids that are not regressions (text or JSON); repeatable")
-    gate.add_argument("--stage-share", type=fraction, default=_DEFAULTS.stage_share, help=f"share of cases also taken through torch.export's stages (default {_DEFAULTS.stage_share}; 0 for none)")
+    gate.add_argument(
+        "--known",
+        action="append",
+        default=[],
+        help="baseline of bucket ids that are not regressions (text or JSON); repeatable",
+    )
+    gate.add_argument(
+        "--stage-share",
+        type=fraction,
+        default=_DEFAULTS.stage_share,
+        help=f"share of cases also taken through torch.export's stages (default {_DEFAULTS.stage_share}; 0 for none)",
+    )
     gate.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
     _shrink_option(gate)
     _op_option(gate)
@@ -153,7 +270,12 @@ def build_parser() -> argparse.ArgumentParser:
     mutate = sub.add_parser("mutate", help="measure the gate's kill rate on mutants of a pass's source")
     mutate.add_argument("--pass", dest="pass_spec", default="set_grad", help="registered pass whose source to mutate")
     mutate.add_argument("--budget-per-mutant", type=positive_float, default=60.0, help="gate seconds per mutant")
-    mutate.add_argument("--domain", choices=DOMAIN_CHOICES, default=None, help=domain_help("input space of the gate's fresh cases", "both; aten for an aten-domain pass"))
+    mutate.add_argument(
+        "--domain",
+        choices=DOMAIN_CHOICES,
+        default=None,
+        help=domain_help("input space of the gate's fresh cases", "both; aten for an aten-domain pass"),
+    )
     mutate.add_argument("--only", default=None, help="comma-separated mutant ids (default: all)")
     mutate.add_argument("--list", action="store_true", help="list the mutant ids and exit")
     mutate.add_argument("--out", default=None, help="write the mutation report (JSON) here")
@@ -161,14 +283,25 @@ def build_parser() -> argparse.ArgumentParser:
     _contract_option(mutate, "the mutants and the real pass")
     merge = sub.add_parser("merge", help="merge the report folders of a campaign's shards into one report")
     merge.add_argument("folders", nargs="+", metavar="DIR", help="report folders written by fxfuzz run")
-    merge.add_argument("--report-dir", default=None, help="where to write the merged report (default: reports/<UTC time>/)")
+    merge.add_argument(
+        "--report-dir", default=None, help="where to write the merged report (default: reports/<UTC time>/)"
+    )
     passes = sub.add_parser("passes", help="list the registered passes with their contract, domain and sources")
     passes.add_argument("--json", action="store_true", help="print them as a JSON list")
     return parser
 
 
 # sub-command -> module of fxfuzz.cli whose ``command(args)`` runs it
-COMMANDS = {"run": "run", "repro": "repro", "reduce": "reduce", "gate": "gate", "mutate": "mutate", "bench": "bench", "merge": "merge", "passes": "passes"}
+COMMANDS = {
+    "run": "run",
+    "repro": "repro",
+    "reduce": "reduce",
+    "gate": "gate",
+    "mutate": "mutate",
+    "bench": "bench",
+    "merge": "merge",
+    "passes": "passes",
+}
 # Sub-commands that fork workers, or a replay child, from the warm interpreter, by their
 # arguments (a coverage run starts fresh interpreters). It
 # is started before the command's module imports torch, so that the two import at once: about

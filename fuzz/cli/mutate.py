@@ -23,7 +23,9 @@ def command(a: argparse.Namespace) -> int:
     """Mutants one by one, each judged by a gate against the real pass."""
     mutable = [name for name, row in REGISTRY.items() if any(s.mutate for s in row.sources)]
     if a.pass_spec not in mutable:
-        raise UsageError(f"mutate knows the source of the registered passes {', '.join(mutable)} only, not {a.pass_spec!r}")
+        raise UsageError(
+            f"mutate knows the source of the registered passes {', '.join(mutable)} only, not {a.pass_spec!r}"
+        )
     if a.out:  # written after every mutant: a bad path must fail now, not an hour in
         if os.path.isdir(a.out):
             raise UsageError(f"--out: {a.out} is a directory; give the path of the JSON file to write")
@@ -52,15 +54,22 @@ def command(a: argparse.Namespace) -> int:
             if m.id in equivalent:
                 r = MutantResult(m.id, "equivalent", 0.0, equivalent[m.id], m.description)
             else:
-                r = run_mutant(m, corpus, a.budget_per_mutant, domain=domain, stop=stop, pass_name=a.pass_spec, contract=a.contract)
+                r = run_mutant(
+                    m, corpus, a.budget_per_mutant, domain=domain, stop=stop, pass_name=a.pass_spec, contract=a.contract
+                )
             if r.status == "survived" and stop():  # its gate was cut short: no verdict
                 break
             results.append(r)
-            print(f"[{i}/{len(mutants)}] {r.status:10s} {r.time_s:6.1f}s {r.id}  ({r.description}) {r.how[:100]}", flush=True)
+            print(
+                f"[{i}/{len(mutants)}] {r.status:10s} {r.time_s:6.1f}s {r.id}  ({r.description}) {r.how[:100]}",
+                flush=True,
+            )
             if a.out:
                 write_results(a.out, results, a.budget_per_mutant, domain)
     if stop.signum is not None:
-        print(f"fxfuzz mutate: stopped early by {signal.Signals(stop.signum).name} after {len(results)} of {len(mutants)} mutants")
+        print(
+            f"fxfuzz mutate: stopped early by {signal.Signals(stop.signum).name} after {len(results)} of {len(mutants)} mutants"
+        )
     summary = summarize(results)
     print(f"fxfuzz mutate: {json.dumps(summary)}")
     return verdict_status(bool(summary["survived"]), stop.signum)

@@ -15,18 +15,19 @@ def _row(r: Registered) -> dict[str, Any]:
         "spec": r.spec,
         "contract": r.contract.name,
         "domain": r.domain,
-        "sources": [
-            {"module": s.module, "functions": list(s.functions), "mutate": s.mutate} for s in r.sources
-        ],
+        "sources": [{"module": s.module, "functions": list(s.functions), "mutate": s.mutate} for s in r.sources],
     }
 
 
 def _sources(row: dict[str, Any]) -> str:
     """Each source module, its measured functions in brackets, ``*`` marking what ``fxfuzz mutate`` mutates."""
-    return ", ".join(
-        f"{s['module']}{'[' + ','.join(s['functions']) + ']' if s['functions'] else ''}{'*' if s['mutate'] else ''}"
-        for s in row["sources"]
-    ) or "-"
+    return (
+        ", ".join(
+            f"{s['module']}{'[' + ','.join(s['functions']) + ']' if s['functions'] else ''}{'*' if s['mutate'] else ''}"
+            for s in row["sources"]
+        )
+        or "-"
+    )
 
 
 def command(args: argparse.Namespace) -> int:
@@ -35,7 +36,11 @@ def command(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     width = {k: max(len(k), *(len(r[k]) for r in rows)) for k in ("name", "contract", "domain")}
-    print(f"{'name':<{width['name']}}  {'contract':<{width['contract']}}  {'domain':<{width['domain']}}  sources (* mutated by fxfuzz mutate)")
+    print(
+        f"{'name':<{width['name']}}  {'contract':<{width['contract']}}  {'domain':<{width['domain']}}  sources (* mutated by fxfuzz mutate)"
+    )
     for r in rows:
-        print(f"{r['name']:<{width['name']}}  {r['contract']:<{width['contract']}}  {r['domain']:<{width['domain']}}  {_sources(r)}")
+        print(
+            f"{r['name']:<{width['name']}}  {r['contract']:<{width['contract']}}  {r['domain']:<{width['domain']}}  {_sources(r)}"
+        )
     return 0

@@ -25,10 +25,19 @@ def command(args: argparse.Namespace) -> int:
     elif args.path.endswith((".pt2", ".pt", ".zip")):
         case = load_exported(args.path)
     else:
-        raise UsageError(f"{args.path}: expected an ExportedProgram saved with torch.export.save (.pt2) or a repro .json")
+        raise UsageError(
+            f"{args.path}: expected an ExportedProgram saved with torch.export.save (.pt2) or a repro .json"
+        )
     deadline = time.monotonic() + args.max_shrink_s if args.max_shrink_s > 0 else None
     reduced = reduce_finding(
-        case, pass_fn, args.pass_spec, settings_for(args.contract, args.device), args.out, args.bucket, args.max_steps, deadline
+        case,
+        pass_fn,
+        args.pass_spec,
+        settings_for(args.contract, args.device),
+        args.out,
+        args.bucket,
+        args.max_steps,
+        deadline,
     )
     if reduced is None:
         print(f"fxfuzz reduce: {args.pass_spec} passes every check on {args.path}: nothing to reduce")

@@ -30,7 +30,9 @@ def command(args: argparse.Namespace) -> int:
     replay it in a child."""
     check_survives([], args.ops)
     register_ops(args.ops, "--op")  # before the case is read: its operators must exist
-    spec, device = load_within(args.example_timeout, recorded_pass, args.path)  # malformed or untrusted files fail here, in one line
+    spec, device = load_within(
+        args.example_timeout, recorded_pass, args.path
+    )  # malformed or untrusted files fail here, in one line
     pass_spec = args.pass_spec or trusted_pass(spec, args.path)
     check_survives([("--pass" if args.pass_spec else f"{args.path}: pass", pass_spec)], [])
     load_pass(pass_spec, contract_option(args.contract))  # a bad spec fails here, in one line
@@ -63,7 +65,9 @@ def command(args: argparse.Namespace) -> int:
     return 1
 
 
-def _replay_in_child(path: str, pass_spec: str, contract: str | None, ops: list[str], timeout_s: float) -> tuple[list[str], int | None]:
+def _replay_in_child(
+    path: str, pass_spec: str, contract: str | None, ops: list[str], timeout_s: float
+) -> tuple[list[str], int | None]:
     """The child's reports and its exit status (None: killed, as it took more than ``timeout_s``
     to load the repro or, once loaded, to run the pass, which then counts as hung); the child
     loads the ``--op`` values ``ops`` first and holds the pass to ``contract`` (None: the pass's

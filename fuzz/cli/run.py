@@ -40,7 +40,9 @@ def command(args: argparse.Namespace) -> int:
     early with nothing new found."""
     if args.level != "graph":
         return _levels(args)
-    setup = campaign_setup(args, args.workers or auto_workers())  # a bad spec or path fails here, before any worker starts
+    setup = campaign_setup(
+        args, args.workers or auto_workers()
+    )  # a bad spec or path fails here, before any worker starts
     return _graph_level(args, setup)
 
 
@@ -51,7 +53,9 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
     # Off by default: tracing costs about 75% more CPU per example on Python 3.11 (docs/benchmark.md).
     targets = coverage_targets(args.pass_spec, setup.pass_fn) if settings.coverage else []
     log_dir = worker_logs(setup.folder)
-    campaign = ParallelCampaign(args.pass_spec, settings, log_dir=log_dir, coverage_include=tuple(t.path for t in targets))
+    campaign = ParallelCampaign(
+        args.pass_spec, settings, log_dir=log_dir, coverage_include=tuple(t.path for t in targets)
+    )
     started = utc_now()
     progress = ProgressPrinter(settings.budget_s, settings.max_examples)
     # Entered after the checks: a signal before it ends a run that has done nothing yet.
@@ -68,15 +72,21 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
             if parallel.coverage_dir:
                 shutil.rmtree(parallel.coverage_dir, ignore_errors=True)
         why = parallel.worker_errors[0] if parallel.worker_errors else "no worker ran an example"
-        lost = [f"the workers kept dying outside any example ({why}); the campaign stopped after {result.examples} example(s)"]
+        lost = [
+            f"the workers kept dying outside any example ({why}); the campaign stopped after {result.examples} example(s)"
+        ]
         incomplete = _incomplete(result, signum, why, lost if result.stopped_by == StopReason.WORKERS_LOST else [])
         workers = _workers_account([parallel], settings, setup.folder)
-        extras = Extras(known=setup.known, coverage=coverage, timeline=parallel.timeline, workers=workers, incomplete=incomplete)
+        extras = Extras(
+            known=setup.known, coverage=coverage, timeline=parallel.timeline, workers=workers, incomplete=incomplete
+        )
         written = write_all(result, run_meta(args, settings, started, setup.pass_fn), setup.folder, extras)
     report = written.report
     print_summary(report, written.where, written.unwritten)
     _print_notes(report["workers_detail"]["notes"])
-    return unwritten_status(written.unwritten, written.where) or _exit_status(report, signum, os.path.join(written.where, "logs"))
+    return unwritten_status(written.unwritten, written.where) or _exit_status(
+        report, signum, os.path.join(written.where, "logs")
+    )
 
 
 def _workers_account(runs: list[ParallelResult], settings: CampaignSettings, folder: ReportFolder) -> dict[str, Any]:
@@ -94,7 +104,9 @@ def _workers_account(runs: list[ParallelResult], settings: CampaignSettings, fol
     }
 
 
-def run_meta(args: argparse.Namespace, settings: CampaignSettings, started: str, pass_fn: Pass, **more: object) -> dict[str, object]:
+def run_meta(
+    args: argparse.Namespace, settings: CampaignSettings, started: str, pass_fn: Pass, **more: object
+) -> dict[str, object]:
     """report.json's run metadata: the fields it has always had (``more`` after the pass and
     its operators), then the settings whole."""
     k, n = settings.shard
@@ -163,7 +175,11 @@ def _levels(args: argparse.Namespace) -> int:
         result = run.result
         if signum is not None:
             result.stopped_by = StopReason.INTERRUPTED
-        gaps = [f"the {name} level ran no example in its {share:.1f}s of the budget" for name, share in plan if not result.stats[f"level:{name}:examples"]]
+        gaps = [
+            f"the {name} level ran no example in its {share:.1f}s of the budget"
+            for name, share in plan
+            if not result.stats[f"level:{name}:examples"]
+        ]
         gaps += [
             f"the {name} level's worker kept dying outside any example ({(p.worker_errors or ['no worker ran an example'])[0]})"
             for name, p in run.workers
@@ -172,14 +188,23 @@ def _levels(args: argparse.Namespace) -> int:
         incomplete = _incomplete(result, signum, "; ".join(gaps), gaps)
         workers = _workers_account([p for _, p in run.workers], settings, setup.folder)
         extras = Extras(known=setup.known, workers=workers, incomplete=incomplete)
-        written = write_all(result, run_meta(args, settings, started, setup.pass_fn, level=settings.level, program_share=settings.program_share), setup.folder, extras)
+        written = write_all(
+            result,
+            run_meta(
+                args, settings, started, setup.pass_fn, level=settings.level, program_share=settings.program_share
+            ),
+            setup.folder,
+            extras,
+        )
     report = written.report
     print_summary(report, written.where, written.unwritten)
     _print_notes(report["workers_detail"]["notes"])
     for name, _ in plan:
         n, rate = result.stats[f"level:{name}:examples"], result.stats[f"level:{name}:examples_per_s"]
         print(f"fxfuzz: level {name}: {n} examples ({rate}/s)")
-    return unwritten_status(written.unwritten, written.where) or _exit_status(report, signum, os.path.join(written.where, "logs"))
+    return unwritten_status(written.unwritten, written.where) or _exit_status(
+        report, signum, os.path.join(written.where, "logs")
+    )
 
 
 def internal_status(report: dict[str, Any]) -> int | None:
@@ -188,7 +213,12 @@ def internal_status(report: dict[str, Any]) -> int | None:
     internal = internal_errors(report)
     if not internal or report["new_findings"]:
         return None
-    print(internal_line(f"internal error: {internal[0]}" + (f" (and {len(internal) - 1} more)" if len(internal) > 1 else "")), file=sys.stderr)
+    print(
+        internal_line(
+            f"internal error: {internal[0]}" + (f" (and {len(internal) - 1} more)" if len(internal) > 1 else "")
+        ),
+        file=sys.stderr,
+    )
     return EXIT_INTERNAL
 
 
@@ -197,7 +227,10 @@ def unwritten_status(unwritten: list[str], report_dir: str) -> int | None:
     be written and why, when there is one; else None."""
     if not unwritten:
         return None
-    print(f"fxfuzz: error: the report in {report_dir} is incomplete: could not write {'; '.join(unwritten)}", file=sys.stderr)
+    print(
+        f"fxfuzz: error: the report in {report_dir} is incomplete: could not write {'; '.join(unwritten)}",
+        file=sys.stderr,
+    )
     return EXIT_REPORT_UNWRITTEN
 
 

@@ -94,5 +94,3 @@ def campaign_setup(args: Any, workers: int) -> CampaignSetup:
     check_domain(pass_fn.contract, settings.domain)
     folder = report_folder(args.report_dir or default_report_dir())  # last: a refusal above leaves no folder behind
     return CampaignSetup(pass_fn, known, folder, settings)
-
-

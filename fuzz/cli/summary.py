@@ -44,5 +44,3 @@ def print_summary(report: dict[str, Any], report_dir: str, unwritten: Sequence[s
         print(f"fxfuzz: {terminal_line(error)}")
     if not unwritten:
         print(f"fxfuzz: report written to {report_dir}/report.json (.md, .html, junit.xml)")
-
-

@@ -41,7 +41,9 @@ def example_inputs() -> tuple[Any, ...]:
     compact check has none to give)."""
     inputs = _INPUTS.get()
     if inputs is None:
-        raise RuntimeError("this pass needs the case's example inputs, which fxfuzz gives only inside verify (fxfuzz.core.calls)")
+        raise RuntimeError(
+            "this pass needs the case's example inputs, which fxfuzz gives only inside verify (fxfuzz.core.calls)"
+        )
     return tuple(clone_input(t) for t in inputs)
 
 
@@ -56,7 +58,9 @@ def _state(sig: ExportGraphSignature, inputs: Sequence[Any] | None) -> tuple[dic
         value = inputs[i] if inputs is not None else torch.empty(0)
         plain = value.detach() if isinstance(value, torch.Tensor) else value
         if spec.kind == InputKind.PARAMETER and isinstance(value, torch.Tensor):
-            state[spec.target] = torch.nn.Parameter(plain, requires_grad=value.requires_grad if inputs is not None else True)
+            state[spec.target] = torch.nn.Parameter(
+                plain, requires_grad=value.requires_grad if inputs is not None else True
+            )
         elif spec.kind == InputKind.BUFFER and spec.persistent:
             state[spec.target] = plain
         elif spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
@@ -120,7 +124,9 @@ def exported_program(
     )
 
 
-def on_program(run: Callable[[ExportedProgram], ExportedProgram], gm: fx.GraphModule, sig: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+def on_program(
+    run: Callable[[ExportedProgram], ExportedProgram], gm: fx.GraphModule, sig: ExportGraphSignature
+) -> tuple[fx.GraphModule, ExportGraphSignature]:
     """``run`` (a pass on an ExportedProgram) on the program of ``gm``; its graph module and
     signature. The program keeps the pytree calling convention in its call graph, its graph
     flat (the constructor resets the codegen): the result gets ``gm``'s codegen back, as
@@ -161,7 +167,9 @@ def module_form(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[
     return ModuleForm(model, tuple(users), {}, codegen, metas)
 
 
-def lifted(form: ModuleForm, result: fx.GraphModule, sig: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+def lifted(
+    form: ModuleForm, result: fx.GraphModule, sig: ExportGraphSignature
+) -> tuple[fx.GraphModule, ExportGraphSignature]:
     """``result``, what a pass made of ``form.model``, back in the case's convention: each
     parameter, buffer and constant read by ``get_attr`` becomes the placeholder of its input
     spec again (with the case's meta), in signature order before the user inputs, and the

@@ -21,6 +21,7 @@ STAGES = tuple(r.name for r in EXPORT_STAGES)
 # torch.export's private step that lifts constants just before the grad-mode passes (2.13).
 _LIFT = "_materialize_and_lift_constants"
 
+
 class ExportFailed(Exception):
     """torch.export raised before it handed the stage's pass a graph; ``__cause__`` is its
     exception. fxfuzz's own failures while capturing are raised as themselves, so a caller
@@ -57,7 +58,9 @@ def _input_values(
     return tuple(values)
 
 
-def _capture(stage: str, module: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any) -> tuple[Any, Any, bool, dict, Any, Exception | None]:
+def _capture(
+    stage: str, module: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any
+) -> tuple[Any, Any, bool, dict, Any, Exception | None]:
     """Run export with the stage's pass patched; return a copy of what the pass was handed,
     and the ExportedProgram or what export raised at or after the pass."""
     row = REGISTRY[stage]

@@ -131,7 +131,9 @@ def graph_module(root: torch.nn.Module, graph: fx.Graph) -> fx.GraphModule:
     nested modules are already compiled: they are attached after construction instead,
     under the same names (the generated code only reads them by name). ``root`` is consumed.
     """
-    dotted = {str(n.target).split(".")[0] for n in graph.nodes if n.op in ("get_attr", "call_module") and "." in str(n.target)}
+    dotted = {
+        str(n.target).split(".")[0] for n in graph.nodes if n.op in ("get_attr", "call_module") and "." in str(n.target)
+    }
     nested = {k: m for k, m in root.named_children() if isinstance(m, fx.GraphModule) and k not in dotted}
     for name in nested:
         setattr(root, name, torch.nn.Module())

@@ -63,7 +63,9 @@ def constant_fold(gm: fx.GraphModule) -> None:
             lib._destroy()
 
 
-def lift_constants(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+def lift_constants(
+    gm: fx.GraphModule, graph_signature: ExportGraphSignature
+) -> tuple[fx.GraphModule, ExportGraphSignature]:
     """``lift_constants_pass(gm, graph_signature, constant_attrs)`` as torch.export calls it.
 
     ``constant_attrs`` maps each tensor the graph reads by ``get_attr`` to its name, as export
@@ -126,7 +128,9 @@ def _fresh_attr(gm: fx.GraphModule, target: str) -> str:
     return name
 
 
-def remove_effect_tokens(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+def remove_effect_tokens(
+    gm: fx.GraphModule, graph_signature: ExportGraphSignature
+) -> tuple[fx.GraphModule, ExportGraphSignature]:
     """torch.export's ``_remove_effect_tokens`` on the ExportedProgram of the graph.
 
     The pass takes the effect tokens out of the calling convention: its caller
@@ -139,19 +143,27 @@ def remove_effect_tokens(gm: fx.GraphModule, graph_signature: ExportGraphSignatu
     the pass applied to its own result sees what its caller would hand it a second time."""
     from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
 
-    token_inputs = [(i, copy.deepcopy(s)) for i, s in enumerate(graph_signature.input_specs) if s.kind == InputKind.TOKEN]
-    token_outputs = [(i, copy.deepcopy(s)) for i, s in enumerate(graph_signature.output_specs) if s.kind == OutputKind.TOKEN]
+    token_inputs = [
+        (i, copy.deepcopy(s)) for i, s in enumerate(graph_signature.input_specs) if s.kind == InputKind.TOKEN
+    ]
+    token_outputs = [
+        (i, copy.deepcopy(s)) for i, s in enumerate(graph_signature.output_specs) if s.kind == OutputKind.TOKEN
+    ]
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     returned: Any = gm.graph.output_node().args[0]
     metas = {i: dict(placeholders[i].meta) for i, _ in token_inputs}
     out_metas = {i: dict(returned[i].meta) for i, _ in token_outputs}
     _strip_plumbing(gm, graph_signature)
     gm, sig = on_program(_remove_effect_tokens, gm, graph_signature)
-    if any(s.kind == InputKind.TOKEN for s in sig.input_specs) or any(s.kind == OutputKind.TOKEN for s in sig.output_specs):
+    if any(s.kind == InputKind.TOKEN for s in sig.input_specs) or any(
+        s.kind == OutputKind.TOKEN for s in sig.output_specs
+    ):
         return gm, sig
     for i, in_spec in token_inputs:
         present = list(gm.graph.find_nodes(op="placeholder"))
-        with gm.graph.inserting_before(present[i] if i < len(present) else next(n for n in gm.graph.nodes if n.op != "placeholder")):
+        with gm.graph.inserting_before(
+            present[i] if i < len(present) else next(n for n in gm.graph.nodes if n.op != "placeholder")
+        ):
             node = gm.graph.placeholder(in_spec.arg.name)
         node.meta.update(metas[i])
         in_spec.arg.name = node.name
@@ -175,7 +187,11 @@ def _strip_plumbing(gm: fx.GraphModule, sig: ExportGraphSignature) -> None:
     back: token inputs nothing reads, token outputs made by ``prims._make_token``."""
     output = gm.graph.output_node()
     values: list[Any] = list(output.args[0])  # type: ignore[arg-type]  # the output node's one argument: a tuple
-    made = [i for i, s in enumerate(sig.output_specs) if s.kind == OutputKind.TOKEN and values[i].target is torch.ops.prims._make_token.default]
+    made = [
+        i
+        for i, s in enumerate(sig.output_specs)
+        if s.kind == OutputKind.TOKEN and values[i].target is torch.ops.prims._make_token.default
+    ]
     dropped = [values[i] for i in made]
     for i in reversed(made):
         del sig.output_specs[i]
@@ -192,7 +208,9 @@ def _strip_plumbing(gm: fx.GraphModule, sig: ExportGraphSignature) -> None:
     gm.recompile()
 
 
-def move_to_cpu(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+def move_to_cpu(
+    gm: fx.GraphModule, graph_signature: ExportGraphSignature
+) -> tuple[fx.GraphModule, ExportGraphSignature]:
     """torch.export's ``move_to_device_pass`` to ``"cpu"`` on the ExportedProgram of a CPU graph:
     it must change nothing the graph does."""
     from torch.export.passes import move_to_device_pass
@@ -207,7 +225,9 @@ def _attr(gm: fx.GraphModule, target: Any) -> Any:
     return obj
 
 
-def unsafe_remove_auto_functionalized(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+def unsafe_remove_auto_functionalized(
+    gm: fx.GraphModule, graph_signature: ExportGraphSignature
+) -> tuple[fx.GraphModule, ExportGraphSignature]:
     """torch.export's ``unsafe_remove_auto_functionalized_pass`` on the ExportedProgram of the
     graph (``fxfuzz.core.calls.on_program``), as its callers hand it an ExportedProgram."""
     from torch.export._remove_auto_functionalized_pass import unsafe_remove_auto_functionalized_pass
@@ -230,7 +250,9 @@ def _xnnpack(qat: bool) -> Any:
     return XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_qat=qat))
 
 
-def _pt2e(quantizer: Any, qat: bool, gm: fx.GraphModule, sig: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+def _pt2e(
+    quantizer: Any, qat: bool, gm: fx.GraphModule, sig: ExportGraphSignature
+) -> tuple[fx.GraphModule, ExportGraphSignature]:
     """torchao's pt2e flow as its tutorials run it: ``prepare_pt2e`` (``prepare_qat_pt2e``) of
     the program's module form with ``quantizer``, one calibration call on the case's example
     inputs (``fxfuzz.core.calls.example_inputs``; the observers see exactly the values the
@@ -252,14 +274,19 @@ def pt2e_x86(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple
     return _pt2e(_x86(False), False, gm, graph_signature)
 
 
-def pt2e_x86_qat(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+def pt2e_x86_qat(
+    gm: fx.GraphModule, graph_signature: ExportGraphSignature
+) -> tuple[fx.GraphModule, ExportGraphSignature]:
     """pt2e quantization-aware preparation (``prepare_qat_pt2e``) with the X86 Inductor quantizer's QAT config."""
     return _pt2e(_x86(True), True, gm, graph_signature)
 
 
-def pt2e_xnnpack(gm: fx.GraphModule, graph_signature: ExportGraphSignature) -> tuple[fx.GraphModule, ExportGraphSignature]:
+def pt2e_xnnpack(
+    gm: fx.GraphModule, graph_signature: ExportGraphSignature
+) -> tuple[fx.GraphModule, ExportGraphSignature]:
     """pt2e post-training quantization with torchao's XNNPACK-style quantizer (symmetric config)."""
     return _pt2e(_xnnpack(False), False, gm, graph_signature)
+
 
 def joint_graph_passes(gm: fx.GraphModule) -> fx.GraphModule:
     """Inductor's ``joint_graph_passes(graph, input_device=None)`` on a GraphModule, as

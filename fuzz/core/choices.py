@@ -58,11 +58,14 @@ def described(meanings: dict[str, str]) -> str:
 
 
 def contract_help(whose: str) -> str:
-    return f"hold {whose} to this contract instead of its own (docs/oracles.md#contracts): {described(CONTRACT_MEANINGS)}"
+    return (
+        f"hold {whose} to this contract instead of its own (docs/oracles.md#contracts): {described(CONTRACT_MEANINGS)}"
+    )
 
 
 def domain_help(what: str, default: str) -> str:
     return f"{what}: {described(DOMAIN_MEANINGS)} (default: {default})"
+
 
 # Generation levels: FX graphs, nn.Module programs through torch.export, or both.
 LEVELS = ("graph", "program", "mixed")

@@ -136,9 +136,7 @@ QUANTIZES = PassContract("quantizes", internals=False, differentiated=False, val
 # identity; where the original raised (a backward an in-place update refused, which a copy
 # no longer shares) the result may do otherwise, as under refines.
 FUNCTIONAL = PassContract("functional", internals=False, refines=True, views=False, reacts_to=_GENERIC)
-SET_GRAD = PassContract(
-    "set_grad", (torch._C._set_grad_enabled,), (torch.ops.higher_order.wrap_with_set_grad_enabled,)
-)
+SET_GRAD = PassContract("set_grad", (torch._C._set_grad_enabled,), (torch.ops.higher_order.wrap_with_set_grad_enabled,))
 _AUTOCAST_HOP = getattr(torch.ops.higher_order, "wrap_with_autocast", None)
 AUTOCAST = PassContract("autocast", _autocast_targets(), (_AUTOCAST_HOP,) if _AUTOCAST_HOP is not None else ())
 CONTRACTS = {c.name: c for c in (MEANING, REFINES, POST_GRAD, APPROXIMATES, QUANTIZES, FUNCTIONAL, SET_GRAD, AUTOCAST)}

@@ -49,7 +49,11 @@ def lowering_capture(form: str) -> Iterator[list[fx.GraphModule]]:
         seen.append(gm)
         raise Lowered()
 
-    module, name, patch = (freezing, "freezing_passes", {"freezing": True}) if form == FROZEN else (compile_fx, "_recursive_joint_graph_passes", {})
+    module, name, patch = (
+        (freezing, "freezing_passes", {"freezing": True})
+        if form == FROZEN
+        else (compile_fx, "_recursive_joint_graph_passes", {})
+    )
     real = getattr(module, name)
     setattr(module, name, spy)
     try:
@@ -113,7 +117,10 @@ def _argument_name(source: str) -> str:
 def is_joint(gm: fx.GraphModule) -> bool:
     """Whether ``gm`` is AOTAutograd's joint graph: it takes ``(primals, tangents)``."""
     codegen = gm.graph._codegen
-    return isinstance(codegen, fx.graph._PyTreeCodeGen) and list(codegen.pytree_info.orig_args) == ["primals", "tangents"]
+    return isinstance(codegen, fx.graph._PyTreeCodeGen) and list(codegen.pytree_info.orig_args) == [
+        "primals",
+        "tangents",
+    ]
 
 
 # AOTAutograd's placeholder names: ``arg{i}_1`` (inference) and ``primals_{i+1}`` (joint) read
@@ -242,7 +249,9 @@ def counting_patterns() -> Iterator[None]:
         finally:
             current.pop()
 
-    classes = [c for c in (pm.GraphPatternEntry, pm.ReplacementPatternEntry, pm.LoweringPatternEntry) if "apply" in vars(c)]
+    classes = [
+        c for c in (pm.GraphPatternEntry, pm.ReplacementPatternEntry, pm.LoweringPatternEntry) if "apply" in vars(c)
+    ]
     reals = {c: vars(c)["apply"] for c in classes}
 
     def counted(real: Callable[..., Any]) -> Callable[..., Any]:

@@ -54,7 +54,9 @@ def load_known(path: str) -> dict[str, str]:
         # A FIFO, a device, a link to one or a file over the bound: refused before any read.
         text = read_bounded(path, MAX_KNOWN_BYTES).decode()
     except (OSError, UnicodeDecodeError) as e:
-        raise KnownFileError(f"cannot read known-findings file {path}: {e.strerror if isinstance(e, OSError) else e}") from None
+        raise KnownFileError(
+            f"cannot read known-findings file {path}: {e.strerror if isinstance(e, OSError) else e}"
+        ) from None
     if text.lstrip().startswith(("{", "[")):
         return _from_json(path, text)
     known = {}
@@ -89,10 +91,16 @@ def _from_json(path: str, text: str) -> dict[str, str]:
     else:
         entries = doc
     if not isinstance(entries, list):
-        raise KnownFileError(f"{path}: expected a list of bucket ids, {{\"known\": [...]}} or a report.json")
+        raise KnownFileError(f'{path}: expected a list of bucket ids, {{"known": [...]}} or a report.json')
     known = {}
     for entry in entries:
-        bid, reason = (entry, "") if isinstance(entry, str) else (entry.get("id"), entry.get("reason")) if isinstance(entry, dict) else (None, "")
+        bid, reason = (
+            (entry, "")
+            if isinstance(entry, str)
+            else (entry.get("id"), entry.get("reason"))
+            if isinstance(entry, dict)
+            else (None, "")
+        )
         if not (isinstance(bid, str) and is_bucket_id(bid)):
             raise KnownFileError(f"{path}: not a bucket id: {reprlib.repr(entry)}")
         if not (reason is None or isinstance(reason, str) and len(reason) <= MAX_LINE):

@@ -91,7 +91,15 @@ class Registered:
 
 
 # torch._export.utils holds more than the helpers the HOP passes call: only these count.
-_HOP_HELPERS = ("sequential_split", "nodes_filter", "nodes_first", "nodes_count", "nodes_map", "node_replace_", "node_inline_")
+_HOP_HELPERS = (
+    "sequential_split",
+    "nodes_filter",
+    "nodes_first",
+    "nodes_count",
+    "nodes_map",
+    "node_replace_",
+    "node_inline_",
+)
 _SHARED = (
     Source("torch._export.passes.replace_with_hop_pass_util"),
     Source("torch._export.utils", _HOP_HELPERS),
@@ -105,8 +113,22 @@ _AUTOCAST = "torch._export.passes.replace_autocast_with_hop_pass"
 PIPE = "+"
 
 _STAGE_ROWS = (
-    Registered("set_grad", f"{_SET_GRAD}:replace_set_grad_with_hop_pass", SET_GRAD, 0, (Source(_SET_GRAD), *_SHARED), reacts_to=("grad_toggle",)),
-    Registered("autocast", f"{_AUTOCAST}:replace_autocast_with_hop_pass", AUTOCAST, 1, (Source(_AUTOCAST), *_SHARED), reacts_to=("autocast",)),
+    Registered(
+        "set_grad",
+        f"{_SET_GRAD}:replace_set_grad_with_hop_pass",
+        SET_GRAD,
+        0,
+        (Source(_SET_GRAD), *_SHARED),
+        reacts_to=("grad_toggle",),
+    ),
+    Registered(
+        "autocast",
+        f"{_AUTOCAST}:replace_autocast_with_hop_pass",
+        AUTOCAST,
+        1,
+        (Source(_AUTOCAST), *_SHARED),
+        reacts_to=("autocast",),
+    ),
 )
 # Export stages in the order torch.export runs them on the pre-dispatch graph.
 EXPORT_STAGES: tuple[Registered, ...] = tuple(sorted(_STAGE_ROWS, key=lambda r: r.export_stage))  # type: ignore[arg-type, return-value]
@@ -176,7 +198,11 @@ _TORCH_ROWS = (
 
 # pt2e quantization (torchao): prepare, one calibration call on the case's inputs, convert; the
 # module form export hands it (fxfuzz.core.calls), judged for inference under ``quantizes``.
-_PT2E = (Source("torchao.quantization.pt2e.quantize_pt2e", mutate=False), Source("torchao.quantization.pt2e.prepare", mutate=False), Source("torchao.quantization.pt2e.convert", mutate=False))
+_PT2E = (
+    Source("torchao.quantization.pt2e.quantize_pt2e", mutate=False),
+    Source("torchao.quantization.pt2e.prepare", mutate=False),
+    Source("torchao.quantization.pt2e.convert", mutate=False),
+)
 _PT2E_ROWS = (
     Registered("pt2e_x86", f"{_CATALOGUE}:pt2e_x86", QUANTIZES, sources=(*_PT2E, Source("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer", mutate=False))),
     Registered("pt2e_x86_qat", f"{_CATALOGUE}:pt2e_x86_qat", QUANTIZES, sources=(*_PT2E, Source("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer", mutate=False))),

@@ -245,7 +245,24 @@ def from_data(d: Any) -> Any:
     return d
 
 
-_TYPES = {c.__name__: c for c in (Op, Size, GradBlock, Autocast, SetGrad, StateUpdate, Call, Cond, Function, StateTensor, Submodule, Input, Program)}
+_TYPES = {
+    c.__name__: c
+    for c in (
+        Op,
+        Size,
+        GradBlock,
+        Autocast,
+        SetGrad,
+        StateUpdate,
+        Call,
+        Cond,
+        Function,
+        StateTensor,
+        Submodule,
+        Input,
+        Program,
+    )
+}
 # Program data saved before StateTensor had its name (example databases) still loads.
 _TYPES["State"] = StateTensor
 
@@ -295,9 +312,7 @@ def _statement(s: Stmt, indent: str) -> list[str]:
         return [f"{indent}{s.out} = self.{s.callee}({', '.join(s.args)})"]
     if isinstance(s, Cond):
         operands = ", ".join(s.args) + ("," if len(s.args) == 1 else "")
-        return [
-            f"{indent}{s.out} = torch.cond({s.pred}.sum() > 0, self.{s.true_fn}, self.{s.false_fn}, ({operands}))"
-        ]
+        return [f"{indent}{s.out} = torch.cond({s.pred}.sum() > 0, self.{s.true_fn}, self.{s.false_fn}, ({operands}))"]
     raise TypeError(f"not a statement: {s!r}")
 
 

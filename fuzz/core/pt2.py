@@ -53,18 +53,24 @@ def _checked_archive(raw: bytes, path: str) -> None:
     by_suffix = {n.split("/", 1)[1]: n for n in names if "/" in n}
     models = [k for k in by_suffix if k.startswith("models/") and k.endswith(".json")]
     if not models:
-        raise UntrustedError(f"{path}: not an archive of torch 2.8 or later (no models/*.json); older formats load only by unpickling, which fxfuzz does not do")
+        raise UntrustedError(
+            f"{path}: not an archive of torch 2.8 or later (no models/*.json); older formats load only by unpickling, which fxfuzz does not do"
+        )
     for model in models:
         name = model[len("models/") : -len(".json")]
         for kind, folder in (("weights", "data/weights"), ("constants", "data/constants")):
             config_name = f"{folder}/{name}_{kind}_config.json"
             if f"{folder}/{name}.pt" in by_suffix or config_name not in by_suffix:
-                raise UntrustedError(f"{path}: the {kind} of {name!r} are in a format that loads only by unpickling, which fxfuzz does not do")
+                raise UntrustedError(
+                    f"{path}: the {kind} of {name!r} are in a format that loads only by unpickling, which fxfuzz does not do"
+                )
             config = json.loads(archive.read(by_suffix[config_name])).get("config", {})
             for fqn, meta in config.items():
                 file = meta.get("path_name", "")
                 if kind == "constants" and not file.startswith("tensor_"):
-                    raise UntrustedError(f"{path}: constant {fqn!r} is a pickled object ({file}), which fxfuzz does not load")
+                    raise UntrustedError(
+                        f"{path}: constant {fqn!r} is a pickled object ({file}), which fxfuzz does not load"
+                    )
                 if meta.get("use_pickle"):
                     _restricted(archive.read(by_suffix[f"{folder}/{file}"]), f"{kind} entry {fqn!r}", path)
         inputs = f"data/sample_inputs/{name}.pt"
@@ -76,14 +82,21 @@ def _inputs(ep: Any, path: str) -> tuple[Any, ...]:
     """The inputs in signature order: parameters, buffers and constants from the program,
     then the saved example inputs (flattened)."""
     if not ep.example_inputs:
-        raise SerializeError(f"{path} was saved without example inputs: export it with them (torch.export.export(m, args))")
+        raise SerializeError(
+            f"{path} was saved without example inputs: export it with them (torch.export.export(m, args))"
+        )
     args, kwargs = ep.example_inputs
     user = torch.utils._pytree.tree_leaves((args, kwargs))
     state = {**ep.state_dict, **ep.constants}
     out, it = [], iter(user)
     for spec in ep.graph_signature.input_specs:
         if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
-            out.append(state[spec.target].detach().clone().requires_grad_(spec.kind.name == "PARAMETER" and state[spec.target].requires_grad))
+            out.append(
+                state[spec.target]
+                .detach()
+                .clone()
+                .requires_grad_(spec.kind.name == "PARAMETER" and state[spec.target].requires_grad)
+            )
         else:
             out.append(next(it))
     return tuple(out)

@@ -17,11 +17,21 @@ from torch.utils._sympy.value_ranges import ValueRanges
 _SIZE_CLASSES = {
     c.__name__: c
     for c in (
-        sympy.Integer, sympy.Rational, sympy.Symbol, sympy.Add, sympy.Mul, sympy.Pow,
-        torch.utils._sympy.functions.FloorDiv, torch.utils._sympy.functions.CeilDiv,
-        torch.utils._sympy.functions.ModularIndexing, torch.utils._sympy.functions.CleanDiv,
-        torch.utils._sympy.functions.PythonMod, torch.utils._sympy.functions.Max, torch.utils._sympy.functions.Min,
-        torch.utils._sympy.functions.PowByNatural, torch.utils._sympy.functions.Mod,
+        sympy.Integer,
+        sympy.Rational,
+        sympy.Symbol,
+        sympy.Add,
+        sympy.Mul,
+        sympy.Pow,
+        torch.utils._sympy.functions.FloorDiv,
+        torch.utils._sympy.functions.CeilDiv,
+        torch.utils._sympy.functions.ModularIndexing,
+        torch.utils._sympy.functions.CleanDiv,
+        torch.utils._sympy.functions.PythonMod,
+        torch.utils._sympy.functions.Max,
+        torch.utils._sympy.functions.Min,
+        torch.utils._sympy.functions.PowByNatural,
+        torch.utils._sympy.functions.Mod,
     )
 }
 _SYMBOL_ASSUMPTIONS = {"integer", "positive", "nonnegative"}
@@ -97,7 +107,9 @@ def _bits(cls, args, bits):
     built, since sympy evaluates numbers as it builds."""
     if cls in (sympy.Pow, torch.utils._sympy.functions.PowByNatural):
         if len(args) != 2 or not (args[1].is_Integer and abs(int(args[1])) <= MAX_EXPONENT):
-            raise SizeExpressionError(f"a power in a size expression takes an integer exponent of at most {MAX_EXPONENT}")
+            raise SizeExpressionError(
+                f"a power in a size expression takes an integer exponent of at most {MAX_EXPONENT}"
+            )
         return bits[0] * max(abs(int(args[1])), 1)
     if cls is sympy.Add:
         return max(bits) + len(bits).bit_length()
@@ -110,10 +122,14 @@ def _size_node(node, depth):
         raise SizeExpressionError(f"size expression nested deeper than {MAX_SIZE_DEPTH}")
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _SIZE_CLASSES):
         what = ast.unparse(node.func if isinstance(node, ast.Call) else node)[:60]
-        raise SizeExpressionError(f"{what!r} is not allowed in a size expression (allowed: {', '.join(sorted(_SIZE_CLASSES))})")
+        raise SizeExpressionError(
+            f"{what!r} is not allowed in a size expression (allowed: {', '.join(sorted(_SIZE_CLASSES))})"
+        )
     cls = _SIZE_CLASSES[node.func.id]
     if cls is sympy.Symbol:
-        if len(node.args) != 1 or any(k.arg not in _SYMBOL_ASSUMPTIONS or _literal(k.value) is not True for k in node.keywords):
+        if len(node.args) != 1 or any(
+            k.arg not in _SYMBOL_ASSUMPTIONS or _literal(k.value) is not True for k in node.keywords
+        ):
             raise SizeExpressionError("a size symbol is Symbol('name', integer=True, positive=True)")
         name = _literal(node.args[0])
         if not (isinstance(name, str) and name.isidentifier() and len(name) <= 32):
@@ -123,7 +139,11 @@ def _size_node(node, depth):
         raise SizeExpressionError(f"keyword arguments to {node.func.id} in a size expression")
     if cls in (sympy.Integer, sympy.Rational):
         numbers = [_literal(a) for a in node.args]
-        if not 1 <= len(numbers) <= 2 or any(type(n) is not int for n in numbers) or (len(numbers) == 2 and numbers[1] == 0):
+        if (
+            not 1 <= len(numbers) <= 2
+            or any(type(n) is not int for n in numbers)
+            or (len(numbers) == 2 and numbers[1] == 0)
+        ):
             raise SizeExpressionError(f"{node.func.id} takes integer literals")
         return cls(*numbers), max(max(n.bit_length() for n in numbers), 1)
     parsed = [_size_node(a, depth + 1) for a in node.args]
@@ -163,7 +183,7 @@ def size(fake, x):
 
 def meta_val(fake, spec):
     """Re-create ``meta['val']`` (a fake tensor, a SymInt, a container of them, or a plain value)."""
-    (key, x), = spec.items()
+    ((key, x),) = spec.items()
     if key == "tensor":
         if len(x["shape"]) > MAX_DIMS or len(x["stride"]) != len(x["shape"]):
             raise ValueError(f"a tensor meta of {len(x['shape'])} dims and {len(x['stride'])} strides")

@@ -68,7 +68,9 @@ def json_data(raw: bytes | str) -> Any:
     try:
         return json.loads(raw)
     except (ValueError, RecursionError) as e:
-        raise SerializeError(f"not valid JSON: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}") from None
+        raise SerializeError(
+            f"not valid JSON: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}"
+        ) from None
 
 
 # ---------------------------------------------------------------------------- targets
@@ -92,7 +94,11 @@ def target_name(target: Any) -> str:
 
 
 def _public_functions(module: Any, refused: set[str]) -> list[Any]:
-    return [f for n, f in vars(module).items() if not n.startswith("_") and n not in refused and callable(f) and not isinstance(f, type)]
+    return [
+        f
+        for n, f in vars(module).items()
+        if not n.startswith("_") and n not in refused and callable(f) and not isinstance(f, type)
+    ]
 
 
 # Python callables a saved graph may call, by stored name: what export records for grad mode and
@@ -104,7 +110,11 @@ _PYTHON_TARGETS = {
         torch._C._set_grad_enabled,
         torch.amp.autocast_mode._enter_autocast,
         torch.amp.autocast_mode._exit_autocast,
-        *(getattr(torch, n) for n in ("sym_max", "sym_min", "sym_not", "sym_float", "sym_int", "sym_ite", "sym_sum") if hasattr(torch, n)),
+        *(
+            getattr(torch, n)
+            for n in ("sym_max", "sym_min", "sym_not", "sym_float", "sym_int", "sym_ite", "sym_sum")
+            if hasattr(torch, n)
+        ),
         *_public_functions(operator, {"call", "attrgetter", "itemgetter", "methodcaller"}),
     )
 }
@@ -115,7 +125,9 @@ _MEMORY_UNSAFE = re.compile(
     r"as_strided|resize|_reshape_alias|unsafe|storage|^set_?$|set_data|from_file|from_blob|_nested_view_from"
     r"|_make_\w*quantized|_sparse_\w*tensor|_copy_from"
 )
-_ALLOWED = "the targets fxfuzz's own cases call (fxfuzz.core.drawn_targets) and the operators added for this run with --op"
+_ALLOWED = (
+    "the targets fxfuzz's own cases call (fxfuzz.core.drawn_targets) and the operators added for this run with --op"
+)
 
 
 def _refused(name: str) -> UntrustedError:
@@ -219,7 +231,7 @@ def decode_arg(a: Any, nodes: dict[str, fx.Node]) -> Any:
         return a
     if len(a) != 1:
         raise SerializeError(f"malformed argument {str(a)[:200]}")
-    (key, v), = a.items()
+    ((key, v),) = a.items()
     if key == "node":
         if not isinstance(v, str) or v not in nodes:
             raise SerializeError(f"argument refers to unknown node {str(v)[:200]!r}")
@@ -227,7 +239,10 @@ def decode_arg(a: Any, nodes: dict[str, fx.Node]) -> Any:
     decoders: dict[str, Callable[[Any], Any]] = {
         "float": lambda v: float(_short_str(v, "a float")),
         "tuple": lambda v: tuple(decode_arg(x, nodes) for x in _items(v, "a tuple", 0, MAX_ARGS)),
-        "dict": lambda v: {decode_arg(k, nodes): decode_arg(x, nodes) for k, x in (_pair(kx) for kx in _items(v, "a dict", 0, MAX_ARGS))},
+        "dict": lambda v: {
+            decode_arg(k, nodes): decode_arg(x, nodes)
+            for k, x in (_pair(kx) for kx in _items(v, "a dict", 0, MAX_ARGS))
+        },
         "device": lambda v: torch.device(_short_str(v, "a device")),
         "slice": lambda v: slice(*(decode_arg(x, nodes) for x in _items(v, "a slice", 3, 3))),
         "ellipsis": lambda v: Ellipsis,
@@ -323,7 +338,10 @@ def _flag(v: Any) -> bool:
 
 def encode_module_stack(stack: dict[str, tuple[str, Any]]) -> dict[str, list[str]]:
     """``meta['nn_module_stack']`` (export's verifier checks it): module types by name."""
-    return {k: [path, ty if isinstance(ty, str) else f"{ty.__module__}.{ty.__qualname__}"] for k, (path, ty) in stack.items()}
+    return {
+        k: [path, ty if isinstance(ty, str) else f"{ty.__module__}.{ty.__qualname__}"]
+        for k, (path, ty) in stack.items()
+    }
 
 
 def encode_graph_module(gm: fx.GraphModule) -> dict[str, Any]:
@@ -378,11 +396,17 @@ def _attr_path(target: Any) -> str:
     """A get_attr or submodule target: dotted identifiers, none of them special (``__x__``) or
     an attribute graph modules have anyway (``apply``, ``graph``, ``to_folder``): a path names
     what the case itself defines."""
-    if not isinstance(target, str) or len(target) > 1000 or not all(p.isidentifier() and not p.startswith("__") for p in target.split(".")):
+    if (
+        not isinstance(target, str)
+        or len(target) > 1000
+        or not all(p.isidentifier() and not p.startswith("__") for p in target.split("."))
+    ):
         raise SerializeError(f"bad attribute path {str(target)[:200]!r}")
     taken = next((p for p in target.split(".") if hasattr(fx.GraphModule, p)), None)
     if taken is not None:
-        raise UntrustedError(f"attribute path {target[:200]!r} names {taken!r}, an attribute of every graph module, not one the case defines")
+        raise UntrustedError(
+            f"attribute path {target[:200]!r} names {taken!r}, an attribute of every graph module, not one the case defines"
+        )
     return target
 
 
@@ -394,7 +418,9 @@ def _case_attribute(gm: fx.GraphModule, target: str, defined: dict[str, Any]) ->
     for part in target.split("."):
         attr = getattr(attr, part, None)
     if target not in defined or attr is not defined[target]:
-        raise UntrustedError(f"get_attr {target[:200]!r} names no tensor or graph the case defines: a get_attr reaches nothing else")
+        raise UntrustedError(
+            f"get_attr {target[:200]!r} names no tensor or graph the case defines: a get_attr reaches nothing else"
+        )
 
 
 def _callables_in(value: Any) -> list[Any]:
@@ -416,7 +442,9 @@ def _check_callables(op: str, target: Any, args: Any) -> None:
     hop = op == "call_function" and isinstance(target, torch._ops.HigherOrderOperator)
     for c in _callables_in(args):
         if not (hop and isinstance(c, torch._ops.OpOverload)):
-            raise UntrustedError(f"a {target_name(c)!r} argument outside a higher-order op's operator slot: only an operator may be handed to one")
+            raise UntrustedError(
+                f"a {target_name(c)!r} argument outside a higher-order op's operator slot: only an operator may be handed to one"
+            )
 
 
 def _identifier(v: Any, what: str) -> str:
@@ -490,10 +518,16 @@ def decode_graph_module(d: Any, fake: FakeTensorMode, depth: int = 0) -> fx.Grap
         op = spec["op"]
         if op not in NODE_OPS:
             raise SerializeError(f"node op {str(op)[:80]!r} is not one of {', '.join(NODE_OPS)}")
-        targets = {"placeholder": _identifier, "get_attr": lambda t, _: _attr_path(t), "call_function": lambda t, _: resolve_target(t)}
+        targets = {
+            "placeholder": _identifier,
+            "get_attr": lambda t, _: _attr_path(t),
+            "call_function": lambda t, _: resolve_target(t),
+        }
         target = targets[op](spec["target"], "a placeholder") if op in targets else "output"
         if op == "get_attr" and target not in defined:
-            raise UntrustedError(f"get_attr {target[:200]!r} names no tensor or graph the case defines: a get_attr reaches nothing else")
+            raise UntrustedError(
+                f"get_attr {target[:200]!r} names no tensor or graph the case defines: a get_attr reaches nothing else"
+            )
         args, kwargs = decode_arg(spec["args"], nodes), decode_arg(spec["kwargs"], nodes)
         if not isinstance(args, tuple) or not isinstance(kwargs, dict):
             raise SerializeError("a node's args are a tuple and its kwargs a dict")
@@ -507,13 +541,21 @@ def decode_graph_module(d: Any, fake: FakeTensorMode, depth: int = 0) -> fx.Grap
         if name is not None and node.name != name:
             raise SerializeError(f"node name {name!r} is not reproducible (got {node.name!r})")
         if "module_stack" in spec:
-            stack = {str(k): tuple(_short_str(x, "a module stack entry", 1000) for x in _items(v, "a module stack entry", 2, 2)) for k, v in spec["module_stack"].items()}
+            stack = {
+                str(k): tuple(
+                    _short_str(x, "a module stack entry", 1000) for x in _items(v, "a module stack entry", 2, 2)
+                )
+                for k, v in spec["module_stack"].items()
+            }
             node.meta["nn_module_stack"] = stack
         if spec.get("val") is not None:
             node.meta["val"] = meta_val(fake, spec["val"])
             if isinstance(node.meta["val"], torch.Tensor):
                 # The oracles make real tensors from traced metas (inputs at other sizes): bounded too.
-                if math.prod(n.node.hint if isinstance(n, torch.SymInt) else n for n in node.meta["val"].shape) > MAX_ELEMENTS:
+                if (
+                    math.prod(n.node.hint if isinstance(n, torch.SymInt) else n for n in node.meta["val"].shape)
+                    > MAX_ELEMENTS
+                ):
                     raise SerializeError(f"node {name!r} has a traced tensor of more than {MAX_ELEMENTS} elements")
                 node.meta["tensor_meta"] = _extract_tensor_metadata(node.meta["val"])
         nodes[node.name] = node
@@ -545,14 +587,23 @@ def _encode_argument(a: Any) -> dict[str, Any]:
 # The argument kinds of an export signature a saved case may hold.
 SIGNATURE_ARGUMENTS = {
     c.__name__: c
-    for c in (gs.TensorArgument, gs.SymIntArgument, gs.SymFloatArgument, gs.SymBoolArgument, gs.ConstantArgument, gs.TokenArgument)
+    for c in (
+        gs.TensorArgument,
+        gs.SymIntArgument,
+        gs.SymFloatArgument,
+        gs.SymBoolArgument,
+        gs.ConstantArgument,
+        gs.TokenArgument,
+    )
 }
 
 
 def _decode_argument(d: Any) -> Any:
     cls = SIGNATURE_ARGUMENTS.get(d["type"]) if isinstance(d, dict) and isinstance(d.get("type"), str) else None
     if cls is None:
-        raise SerializeError(f"unknown signature argument type {str(d.get('type') if isinstance(d, dict) else d)[:80]!r} (expected one of {', '.join(SIGNATURE_ARGUMENTS)})")
+        raise SerializeError(
+            f"unknown signature argument type {str(d.get('type') if isinstance(d, dict) else d)[:80]!r} (expected one of {', '.join(SIGNATURE_ARGUMENTS)})"
+        )
     fields = {k: decode_arg(v, {}) for k, v in d.items() if k != "type"}
     _check_callables("signature", None, fields)
     return cls(**fields)
@@ -565,18 +616,26 @@ def encode_signature(sig: gs.ExportGraphSignature) -> dict[str, Any]:
             {"kind": s.kind.name, "arg": _encode_argument(s.arg), "target": s.target, "persistent": s.persistent}
             for s in sig.input_specs
         ],
-        "outputs": [{"kind": s.kind.name, "arg": _encode_argument(s.arg), "target": s.target} for s in sig.output_specs],
+        "outputs": [
+            {"kind": s.kind.name, "arg": _encode_argument(s.arg), "target": s.target} for s in sig.output_specs
+        ],
     }
 
 
 def decode_signature(d: dict[str, Any]) -> gs.ExportGraphSignature:
     """The ExportGraphSignature ``encode_signature`` wrote."""
+
     def text(v: Any) -> str | None:
         return None if v is None else _short_str(v, "a signature target", 1000)
 
     return gs.ExportGraphSignature(
         input_specs=[
-            gs.InputSpec(gs.InputKind[s["kind"]], _decode_argument(s["arg"]), text(s["target"]), s["persistent"] if s["persistent"] is None else _flag(s["persistent"]))
+            gs.InputSpec(
+                gs.InputKind[s["kind"]],
+                _decode_argument(s["arg"]),
+                text(s["target"]),
+                s["persistent"] if s["persistent"] is None else _flag(s["persistent"]),
+            )
             for s in d["inputs"]
         ],
         output_specs=[
@@ -655,7 +714,9 @@ def check_json_bounds(d: Any) -> None:
     while level:  # one nesting level at a time
         count += len(level)
         if depth > MAX_JSON_DEPTH or count > MAX_JSON_ITEMS:
-            raise SerializeError(f"a case nested deeper than {MAX_JSON_DEPTH} or holding more than {MAX_JSON_ITEMS} values")
+            raise SerializeError(
+                f"a case nested deeper than {MAX_JSON_DEPTH} or holding more than {MAX_JSON_ITEMS} values"
+            )
         deeper: list[Any] = []
         for v in level:
             if type(v) is dict:
@@ -687,7 +748,9 @@ def _sizes(d: Any, symbols: dict[str, dict[str, Any]]) -> tuple[dict[str, int], 
             raise SerializeError('each of "sizes" gives a value to every size symbol')
         for k, v in s.items():
             high = symbols[k]["max"]
-            if type(v) is not int or not symbols[k]["min"] <= v <= min(MAX_ELEMENTS, high if high is not None else MAX_ELEMENTS):
+            if type(v) is not int or not symbols[k]["min"] <= v <= min(
+                MAX_ELEMENTS, high if high is not None else MAX_ELEMENTS
+            ):
                 raise SerializeError(f"size {k}={str(v)[:40]} outside the symbol's range")
         out.append(dict(s))
     return tuple(out)
@@ -704,7 +767,9 @@ def _check_input_sizes(gm: fx.GraphModule, sizes: tuple[dict[str, int], ...]) ->
 
 # Calls that change global state (grad mode, autocast) rather than make a value: the check below
 # leaves them out (shapes do not depend on them) so that it changes nothing.
-_STATE_CALLS = frozenset({torch._C._set_grad_enabled, torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast})
+_STATE_CALLS = frozenset(
+    {torch._C._set_grad_enabled, torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast}
+)
 
 
 def _concrete(fake: FakeTensorMode, val: Any) -> Any:
@@ -748,7 +813,9 @@ class _Allocations(fx.Interpreter):
     def run_node(self, n: fx.Node) -> Any:
         if n.op == "call_function" and n.target in _STATE_CALLS:
             return None
-        if n.op == "call_function" and not isinstance(n.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
+        if n.op == "call_function" and not isinstance(
+            n.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)
+        ):
             self._python_arguments(n)
         try:
             with self.fake:
@@ -770,7 +837,10 @@ class _Allocations(fx.Interpreter):
         values = [self.env[a] if isinstance(a, fx.Node) else a for a in (*n.args, *n.kwargs.values())]
         if n.target is operator.getitem:
             values = values[1:]
-        if any(isinstance(v, (list, tuple, dict, str, bytes)) or (isinstance(v, int) and abs(v) > MAX_SIZE_VALUE) for v in values):
+        if any(
+            isinstance(v, (list, tuple, dict, str, bytes)) or (isinstance(v, int) and abs(v) > MAX_SIZE_VALUE)
+            for v in values
+        ):
             what = f"node {n.name} hands a container, a string or an int beyond an int64 to {target_name(n.target)}"
             raise self.made.refuse(UntrustedError(f"{what}: Python operators of a case take tensors and numbers"))
 
@@ -819,7 +889,9 @@ def _check_allocations(case: GraphCase) -> None:
         for sub in (m for m in nested if id(m) not in checked):
             placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
             if any("val" not in n.meta for n in placeholders):
-                raise SerializeError("a nested graph that no higher-order op of the case runs has inputs without traced metas")
+                raise SerializeError(
+                    "a nested graph that no higher-order op of the case runs has inputs without traced metas"
+                )
             _Allocations(sub, fake, made).run(*(_concrete(fake, n.meta["val"]) for n in placeholders))
     except Exception:
         if made.refused is None:
@@ -837,7 +909,7 @@ def case_from_dict(d: Any) -> GraphCase:
     bounds, UntrustedError (a SerializeError) on anything that asks for code this run does
     not trust; nothing in ``d`` is imported, evaluated or called."""
     if not isinstance(d, dict) or d.get("format") != FORMAT:
-        raise SerializeError(f"not an fxfuzz case (expected \"format\": \"{FORMAT}\")")
+        raise SerializeError(f'not an fxfuzz case (expected "format": "{FORMAT}")')
     check_json_bounds(d)
     try:
         define(d.get("custom_ops", {}))
@@ -863,7 +935,9 @@ def case_from_dict(d: Any) -> GraphCase:
     except SizeExpressionError as e:  # Python where a size belongs, or a bomb: never evaluated
         raise UntrustedError(f"size expression refused: {e}") from None
     except Exception as e:  # anything else the data made torch or fx raise: malformed, in one line
-        raise SerializeError(f"malformed case: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}") from None
+        raise SerializeError(
+            f"malformed case: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        ) from None
 
 
 def count_compute_nodes(graph: dict[str, Any]) -> int:

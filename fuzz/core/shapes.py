@@ -117,7 +117,9 @@ def shape_of(obj: Any) -> tuple[Shape, Callable[..., Any]]:
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
         raise NoShape(f"takes *args, so fxfuzz cannot tell what to hand it besides the graph: {_ADAPT}")
     required, most = _positional(params)
-    positional = [p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    positional = [
+        p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
     if required >= 3 or most == 0:
         raise NoShape(f"does not take (gm, graph_signature), (gm) or (graph): {_ADAPT}")
     if required == 2:
@@ -128,7 +130,9 @@ def shape_of(obj: Any) -> tuple[Shape, Callable[..., Any]]:
             f"ExportGraphSignature, annotated so or named graph_signature): {_ADAPT}"
         )
     if most >= 2 and _is_signature(positional[1]):
-        raise NoShape("is ambiguous: it can be called with (gm) or (gm, graph_signature); make its parameters all required")
+        raise NoShape(
+            "is ambiguous: it can be called with (gm) or (gm, graph_signature); make its parameters all required"
+        )
     # Further optional parameters (joint_graph_passes' input_device) keep their defaults.
     return (Shape.GRAPH if _is_graph(positional[0]) else Shape.MODULE), obj
 

@@ -40,7 +40,10 @@ class _Sigint:
         self._old: object = None
 
     def __enter__(self) -> _Sigint:
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
             self._old = signal.signal(signal.SIGINT, _record)
         return self
 

@@ -31,6 +31,7 @@ from fxfuzz.repro.short import SHORT
 
 REPORT_SCHEMA_VERSION = 2
 
+
 def default_report_dir(root: str = "reports") -> str:
     """A fresh folder under ``root`` named by the UTC time."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
@@ -101,7 +102,9 @@ def place(folder: ReportFolder) -> str | None:
     try:
         os.rename(folder.work, folder.target)
     except OSError as e:
-        return f"{folder.target} ({e.strerror or e}: another run wrote there meanwhile?); this report is in {folder.work}"
+        return (
+            f"{folder.target} ({e.strerror or e}: another run wrote there meanwhile?); this report is in {folder.work}"
+        )
     return None
 
 
@@ -255,7 +258,11 @@ def write_repros(
             errors.append(f"no repro for {b.id}: {e}")
             continue
         except OSError as e:  # named as the write names it: the .json fails before the .py
-            failed = os.path.relpath(e.filename, report_dir) if isinstance(e.filename, str) else f"repros/{repro_stem(b.id)}.py"
+            failed = (
+                os.path.relpath(e.filename, report_dir)
+                if isinstance(e.filename, str)
+                else f"repros/{repro_stem(b.id)}.py"
+            )
             unwritten.append(_failure(failed, e))
             errors.append(f"no repro for {b.id}: {unwritten[-1]}")
             continue
@@ -312,6 +319,8 @@ def write_all(result: CampaignResult, meta: dict[str, Any], folder: ReportFolder
     into ``folder.work``, then the folder moved into place; what cannot be written (a full disk)
     is listed, and the rest written all the same."""
     given = meta.get("contract") if meta.get("contract_source") == "given" else None  # --contract, for the replay
-    extras.repros, extras.repro_errors, repros_unwritten = write_repros(result, folder.work, meta["pass"], meta.get("device", "cpu"), given)
+    extras.repros, extras.repro_errors, repros_unwritten = write_repros(
+        result, folder.work, meta["pass"], meta.get("device", "cpu"), given
+    )
     report = report_dict(result, meta, extras)
     return placed(folder, report, repros_unwritten + write_documents(report, folder.work))

@@ -20,16 +20,15 @@ td.n{text-align:right}pre{background:#f6f8fa;padding:.8em;overflow:auto;font-siz
 def _table(header: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:  # type: ignore[assignment]
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     body = "".join(
-        "<tr>" + "".join(f"<td{' class=n' if i in numeric else ''}>{c}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows
+        "<tr>" + "".join(f"<td{' class=n' if i in numeric else ''}>{c}</td>" for i, c in enumerate(r)) + "</tr>"
+        for r in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def _rate_chart(timeline: list[list[float]]) -> str:
     """Examples per second between successive samples, as an inline SVG polyline."""
-    rates = [
-        (t1, (n1 - n0) / (t1 - t0)) for (t0, n0), (t1, n1) in zip(timeline, timeline[1:]) if t1 > t0
-    ]
+    rates = [(t1, (n1 - n0) / (t1 - t0)) for (t0, n0), (t1, n1) in zip(timeline, timeline[1:]) if t1 > t0]
     if len(rates) < 2:
         return "<p>Too short a campaign to chart.</p>"
     w, h = 640, 160
@@ -87,10 +86,16 @@ def _e(value: Any) -> str:
 
 
 def _finding(f: dict[str, Any]) -> str:
-    status = f'<span class=known>known{": " + escape(f["known_reason"]) if f["known_reason"] else ""}</span>' if f["known"] else "<span class=new>new</span>"
+    status = (
+        f"<span class=known>known{': ' + escape(f['known_reason']) if f['known_reason'] else ''}</span>"
+        if f["known"]
+        else "<span class=new>new</span>"
+    )
     repro = f'<a href="{escape(f["repro"])}">{escape(f["repro"])}</a>' if f["repro"] else "none (no example saved)"
     issue = f' Issue text: <a href="{escape(f["issue"])}">{escape(f["issue"])}</a>.' if f.get("issue") else ""
-    code = f"<pre>{escape(f['graph_code'])}</pre>" if f["graph_code"] else "<p>No example was saved for this bucket.</p>"
+    code = (
+        f"<pre>{escape(f['graph_code'])}</pre>" if f["graph_code"] else "<p>No example was saved for this bucket.</p>"
+    )
     return (
         f'<h3 id="{escape(f["id"])}"><code>{escape(f["id"])}</code> — {status}</h3>'
         f"<p>{escape(f['message'])}</p>"

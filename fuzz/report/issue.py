@@ -56,7 +56,11 @@ def expected_behaviour(oracle: str, kind: str) -> str:
         return _E2E
     if kind.startswith("cpu_vs_cuda:"):
         return _PARITY
-    sentence = _EXPECTED.get((oracle, kind)) or _EXPECTED.get(oracle) or f"The pass's output passes fxfuzz's {code(oracle)} check."
+    sentence = (
+        _EXPECTED.get((oracle, kind))
+        or _EXPECTED.get(oracle)
+        or f"The pass's output passes fxfuzz's {code(oracle)} check."
+    )
     return sentence + (" This holds on CUDA as on CPU." if kind.startswith("cuda:") else "")
 
 
@@ -70,7 +74,9 @@ def _one_line(message: str, width: int = 120) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def render_issue(report: dict[str, Any], finding: dict[str, Any], repro_source: str | None, short_source: str | None = None) -> str:
+def render_issue(
+    report: dict[str, Any], finding: dict[str, Any], repro_source: str | None, short_source: str | None = None
+) -> str:
     """The issue text of one bucket; ``repro_source`` is its repro .py (None: none was saved),
     ``short_source`` its short program (``fxfuzz.repro.short``; None: the case allows none)."""
     pass_spec = report["pass"]
@@ -85,7 +91,10 @@ def render_issue(report: dict[str, Any], finding: dict[str, Any], repro_source: 
         ("Python", text(report.get("python_version", "not recorded"))),
         ("device", text(report.get("device", "cpu"))),
         *([("ambient grad mode", "enabled" if grad else "disabled")] if grad is not None else []),
-        ("found by", f"fxfuzz {text(report['version'])}, {report['examples']} examples, seen {finding['count']} time(s)"),
+        (
+            "found by",
+            f"fxfuzz {text(report['version'])}, {report['examples']} examples, seen {finding['count']} time(s)",
+        ),
         ("bucket", cell(code(finding["id"]))),
     ]
     lines = [
@@ -99,7 +108,12 @@ def render_issue(report: dict[str, Any], finding: dict[str, Any], repro_source: 
         "",
     ]
     if finding.get("graph_code"):
-        lines += [f"The minimized graph ({finding['graph_nodes']} compute nodes):", "", fenced(finding["graph_code"], "python"), ""]
+        lines += [
+            f"The minimized graph ({finding['graph_nodes']} compute nodes):",
+            "",
+            fenced(finding["graph_code"], "python"),
+            "",
+        ]
     if short_source is not None:
         lines += [
             "A short program on public APIs shows it: it exits 1 while the bug is there, 0 once it is fixed.",

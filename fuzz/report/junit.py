@@ -41,7 +41,9 @@ def render_junit(report: dict[str, Any]) -> str:
         time=str(report["duration_s"]),
         timestamp=_x(report.get("started", "")),
     )
-    campaign = ET.SubElement(suite, "testcase", classname="fxfuzz.campaign", name="campaign", time=str(report["duration_s"]))
+    campaign = ET.SubElement(
+        suite, "testcase", classname="fxfuzz.campaign", name="campaign", time=str(report["duration_s"])
+    )
     ET.SubElement(campaign, "system-out").text = _x(
         f"{report['examples']} examples, {report['examples_per_s']}/s, stopped by {report['stopped_by']}"
     )
@@ -53,9 +55,13 @@ def render_junit(report: dict[str, Any]) -> str:
         case = ET.SubElement(suite, "testcase", classname=_x(f"fxfuzz.{f['oracle']}"), name=_x(f["id"]), time="0")
         body = f"{f['message']}\nseen {f['count']} time(s); repro: {f['repro'] or 'none'}\n\n{f['graph_code'] or ''}"
         if f["known"]:
-            ET.SubElement(case, "skipped", message=_x(f"known finding: {first_line(f['known_reason'] or f['message'], 300)}"))
+            ET.SubElement(
+                case, "skipped", message=_x(f"known finding: {first_line(f['known_reason'] or f['message'], 300)}")
+            )
         else:
-            ET.SubElement(case, "failure", message=_x(first_line(f["message"], 300)), type=_x(f"{f['oracle']}/{f['kind']}")).text = _x(body)
+            ET.SubElement(
+                case, "failure", message=_x(first_line(f["message"], 300)), type=_x(f"{f['oracle']}/{f['kind']}")
+            ).text = _x(body)
     if more:
         case = ET.SubElement(suite, "testcase", classname="fxfuzz.campaign", name="more findings", time="0")
         ET.SubElement(case, "failure" if any(not f["known"] for f in rest) else "skipped", message=more)

@@ -66,7 +66,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         verdict = f"❌ **{text(report['incomplete'])}**" + (f", {new} new finding(s)" if new else "")
     internal = internal_errors(report)
     if internal:  # fxfuzz's own bug: never green, never a finding
-        verdict = f"❌ **{len(internal)} worker(s) died of an error of fxfuzz's own ({text(internal[0])})**" + (f", {new} new finding(s)" if new else "")
+        verdict = f"❌ **{len(internal)} worker(s) died of an error of fxfuzz's own ({text(internal[0])})**" + (
+            f", {new} new finding(s)" if new else ""
+        )
     lines = [
         f"## fxfuzz: {verdict} against {code(report['pass'])}",
         "",

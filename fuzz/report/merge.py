@@ -26,7 +26,19 @@ from fxfuzz.repro.files import repro_stem
 from fxfuzz.repro.short import SHORT
 
 # What makes two reports parts of one campaign: they must agree on all of these.
-IDENTITY = ("tool", "schema", "version", "torch_version", "python_version", "pass", "contract", "ops", "level", "domain", "device")
+IDENTITY = (
+    "tool",
+    "schema",
+    "version",
+    "torch_version",
+    "python_version",
+    "pass",
+    "contract",
+    "ops",
+    "level",
+    "domain",
+    "device",
+)
 # workers_detail fields that add up over campaigns, and those that are lists to concatenate;
 # any other field keeps its common value.
 _SUMMED = ("restarts", "unserializable_examples", "excused_deaths")
@@ -87,7 +99,9 @@ def merge_reports(inputs: list[tuple[str, dict[str, Any]]]) -> Merged:
         examples=examples,
         examples_per_s=round(examples / duration, 2) if duration else 0.0,
         # Interrupted anywhere: the merged campaign did not run its course.
-        stopped_by=next((s for s in ("interrupted", "internal_error", "workers_lost", "budget") if s in reasons), reasons[0]),
+        stopped_by=next(
+            (s for s in ("interrupted", "internal_error", "workers_lost", "budget") if s in reasons), reasons[0]
+        ),
         incomplete=_incomplete(inputs, examples, findings),
         new_findings=sum(1 for f in findings if not f["known"]),
         findings=findings,
@@ -179,7 +193,9 @@ def missing_shards(report: dict[str, Any]) -> list[str]:
     return [f"{k}/{n}" for k in range(1, n + 1) if f"{k}/{n}" not in shards]
 
 
-def _merge_findings(inputs: list[tuple[str, dict[str, Any]]]) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]]]:
+def _merge_findings(
+    inputs: list[tuple[str, dict[str, Any]]],
+) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]]]:
     seen: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for i, (_, r) in enumerate(inputs):
         for f in r["findings"]:
@@ -187,7 +203,15 @@ def _merge_findings(inputs: list[tuple[str, dict[str, Any]]]) -> tuple[list[dict
     findings, sources = [], {}
     for bid, rows in seen.items():
         # The smallest example that has a repro; an example without a size counts as largest.
-        i, best = min(rows, key=lambda row: (not row[1].get("repro"), row[1].get("graph_nodes") is None, row[1].get("graph_nodes") or 0, row[0]))
+        i, best = min(
+            rows,
+            key=lambda row: (
+                not row[1].get("repro"),
+                row[1].get("graph_nodes") is None,
+                row[1].get("graph_nodes") or 0,
+                row[0],
+            ),
+        )
         known = all(f["known"] for _, f in rows)
         reason = next((f.get("known_reason") for _, f in rows if f.get("known_reason")), None)
         row = {
@@ -255,7 +279,11 @@ def write_merged(merged: Merged, folder: ReportFolder) -> Written:
                 # Checked again as it is copied: only files inside the input folder are.
                 if inside_problem(shard_dir, source) is None:
                     target = os.path.join(out_dir, f["repro"].removesuffix(".py") + ext)
-                    attempt(unwritten, os.path.relpath(target, out_dir), functools.partial(_copy, os.path.join(shard_dir, source), target))
+                    attempt(
+                        unwritten,
+                        os.path.relpath(target, out_dir),
+                        functools.partial(_copy, os.path.join(shard_dir, source), target),
+                    )
     return placed(folder, merged.report, unwritten + write_documents(merged.report, out_dir))
 
 

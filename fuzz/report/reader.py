@@ -129,7 +129,14 @@ def _fields(required: dict[str, Check], optional: dict[str, Check] | None = None
 _SEED = _either(_optional(_int), _list(_optional(_int)))  # a merged report's seeds are a list
 _RATIO = _fields({"covered": _optional(_count), "total": _count, "percent": _optional(_number)})
 _COVERAGE_FILE = _fields(
-    {"module": _name, "path": _name, "scope": _either(_name, _list(_name)), "lines": _RATIO, "branches": _RATIO, "missing_lines": _list(_count)},
+    {
+        "module": _name,
+        "path": _name,
+        "scope": _either(_name, _list(_name)),
+        "lines": _RATIO,
+        "branches": _RATIO,
+        "missing_lines": _list(_count),
+    },
     {"missing_branches": _optional(_list(_pair(_int, _int)))},
 )
 _COVERAGE = _either(
@@ -220,7 +227,9 @@ def _finding(path: str, folder: str, f: Any, report: dict[str, Any]) -> dict[str
         f["graph_code"] = cut(f["graph_code"], MAX_CODE)
     size = len(json.dumps(f["details"]))
     if size > MAX_TEXT:  # kept: the grad mode an issue text states
-        grad = {"ambient_grad": f["details"]["ambient_grad"]} if isinstance(f["details"].get("ambient_grad"), bool) else {}
+        grad = (
+            {"ambient_grad": f["details"]["ambient_grad"]} if isinstance(f["details"].get("ambient_grad"), bool) else {}
+        )
         f["details"] = {"cut": f"details of {size} characters cut by fxfuzz merge", **grad}
     return f
 

@@ -97,7 +97,7 @@ class _Source:
             return "[" + ", ".join(self.arg(x, names) for x in a) + "]"
         if not isinstance(a, dict):
             return repr(a)
-        (key, v), = a.items()
+        ((key, v),) = a.items()
         if key == "node":
             if v not in names:
                 raise SerializeError(f"an argument names node {str(v)[:200]!r}, which no earlier node is")
@@ -179,7 +179,9 @@ class _Source:
 
 def _signature_source(sig: dict[str, Any], src: _Source) -> str:
     def argument(a: dict[str, Any]) -> str:
-        fields = ", ".join(f"{code_name('', k, 'signature field')}={src.arg(v, {})}" for k, v in a.items() if k != "type")
+        fields = ", ".join(
+            f"{code_name('', k, 'signature field')}={src.arg(v, {})}" for k, v in a.items() if k != "type"
+        )
         return f"{code_name('gs.', a['type'], 'signature argument')}({fields})"
 
     ins = [
@@ -190,7 +192,17 @@ def _signature_source(sig: dict[str, Any], src: _Source) -> str:
         f"        gs.OutputSpec({code_name('gs.OutputKind.', s['kind'], 'output kind')}, {argument(s['arg'])}, {s['target']!r}),"
         for s in sig["outputs"]
     ]
-    return "\n".join(["    signature = gs.ExportGraphSignature(", "    input_specs=[", *ins, "    ],", "    output_specs=[", *outs, "    ])"])
+    return "\n".join(
+        [
+            "    signature = gs.ExportGraphSignature(",
+            "    input_specs=[",
+            *ins,
+            "    ],",
+            "    output_specs=[",
+            *outs,
+            "    ])",
+        ]
+    )
 
 
 def graph_repro_source(doc: dict[str, Any]) -> str:
@@ -202,7 +214,13 @@ def graph_repro_source(doc: dict[str, Any]) -> str:
     signature = _signature_source(case["signature"], src)
     inputs = "\n".join(f"        {src.tensor(t)}," for t in case["inputs"])
     eliminates = "[" + ", ".join(src.target(t) for t in doc["eliminates"]) + "]"
-    check = pasted_source(rebuild) + "\n\n" + pasted_source(shapes) + "\n\n" + pasted_source(standalone_check).split('\nif __name__ == "__main__":')[0]
+    check = (
+        pasted_source(rebuild)
+        + "\n\n"
+        + pasted_source(shapes)
+        + "\n\n"
+        + pasted_source(standalone_check).split('\nif __name__ == "__main__":')[0]
+    )
     if case.get("custom_ops"):
         # The custom operators the graph calls: fxfuzz's own pasted, a user's imported.
         check += f"\n\n{pasted_source(custom_ops)}\n\n\ndefine_missing({case['custom_ops']!r})"
@@ -253,7 +271,12 @@ if __name__ == "__main__":
 
 
 def repro_document(
-    bucket: str, finding: dict[str, Any], case: dict[str, Any], pass_spec: str, device: str = "cpu", contract_name: str | None = None
+    bucket: str,
+    finding: dict[str, Any],
+    case: dict[str, Any],
+    pass_spec: str,
+    device: str = "cpu",
+    contract_name: str | None = None,
 ) -> dict[str, Any]:
     """The machine-readable repro: the serialized case, the pass spec, the contract it was
     held to where ``--contract`` named one (``contract_name``; else the pass's own, left out), the
@@ -368,7 +391,10 @@ def recorded_pass(path: str) -> tuple[str, str]:
         raise SerializeError(f"{path} is not readable Python: {e}") from None
     values = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] in (["PASS_SPEC"], ["DEVICE"]):
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] in (
+            ["PASS_SPEC"],
+            ["DEVICE"],
+        ):
             try:
                 values[node.targets[0].id] = ast.literal_eval(node.value)  # type: ignore[attr-defined]
             except ValueError:
@@ -416,8 +442,12 @@ def _load_py(path: str, source: str) -> Repro:
     except Exception as e:
         raise SerializeError(f"{path} is not a working fxfuzz repro: {type(e).__name__}: {e}") from None
     sizes = tuple(dict(s) for s in getattr(module, "SIZES", ()))
-    case = GraphCase(gm=gm, signature=signature, inputs=tuple(inputs), ambient_grad=ambient, domain="repro", sizes=sizes)
-    return Repro(case, spec_, {"message": getattr(module, "EXPECTED", "")}, _device(path, getattr(module, "DEVICE", "cpu")))
+    case = GraphCase(
+        gm=gm, signature=signature, inputs=tuple(inputs), ambient_grad=ambient, domain="repro", sizes=sizes
+    )
+    return Repro(
+        case, spec_, {"message": getattr(module, "EXPECTED", "")}, _device(path, getattr(module, "DEVICE", "cpu"))
+    )
 
 
 @dataclass
@@ -472,7 +502,7 @@ other_sizes()) and compares outputs, requires_grad, gradients, the module's
 state and the grad mode left behind; with fxfuzz installed it also checks the graph export
 hands the set-grad pass. Exit status 1 while anything disagrees, 0 once all agree.
 """
-    return f'''{docstring(about)}
+    return f"""{docstring(about)}
 {module_source(p).strip()}
 
 
@@ -481,4 +511,4 @@ hands the set-grad pass. Exit status 1 while anything disagrees, 0 once all agre
 
 if __name__ == "__main__":
     sys.exit(main({CLASS_NAME}, example_inputs, dynamic_shapes(), other_sizes()))
-'''
+"""

@@ -40,7 +40,8 @@ def main(module_class, example_inputs, dynamic_shapes=None, other_sizes=()):
         try:
             ep = export_under(module_class(), example_inputs(), grad_mode, dynamic_shapes)
             problems += differences(
-                observe_module(module_class(), example_inputs(), grad_mode), observe_module(ep.module(), example_inputs(), grad_mode)
+                observe_module(module_class(), example_inputs(), grad_mode),
+                observe_module(ep.module(), example_inputs(), grad_mode),
             )
             for n in other_sizes:
                 problems += [

@@ -59,9 +59,13 @@ def reduce_finding(
         raise UsageError(f"the graph does not show bucket {bucket}; it shows {', '.join(found)}")
     forced = shrinks_with_shared_checks(found[bucket])
     with stages_forced(forced):
-        reduction = reduce_case(case, lambda c: bucket in findings_of(c, pass_fn, settings), max_steps=max_steps, deadline=deadline)
+        reduction = reduce_case(
+            case, lambda c: bucket in findings_of(c, pass_fn, settings), max_steps=max_steps, deadline=deadline
+        )
         finding = findings_of(reduction.case, pass_fn, settings).get(bucket, found[bucket])
-    doc = repro_document(bucket, finding.to_dict(), case_to_dict(reduction.case), pass_spec, settings.device, settings.contract)
+    doc = repro_document(
+        bucket, finding.to_dict(), case_to_dict(reduction.case), pass_spec, settings.device, settings.contract
+    )
     path = write_repro(os.path.join(out_dir, "repros"), doc)
     return Reduced(bucket, finding, case.compute_nodes(), reduction, path)
 

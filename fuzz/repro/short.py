@@ -37,7 +37,7 @@ KINDS = frozenset({
 SHORT = ".short.py"  # the short program's suffix, next to the full repro
 _PYTHON = {"torch._C._set_grad_enabled": "torch._C._set_grad_enabled", "operator.getitem": "operator.getitem"}
 
-_CHECK = '''def observe(graph_module):  # what the finding is about: outputs, their aliasing, the grad mode left, gradients
+_CHECK = """def observe(graph_module):  # what the finding is about: outputs, their aliasing, the grad mode left, gradients
     args = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs]
     torch.set_grad_enabled(AMBIENT_GRAD)
     try:
@@ -58,7 +58,7 @@ before, after = observe(gm), observe(new)
 excused = REFINES and isinstance(before, str)  # a refinement may do anything where the original raised
 print(FINDING, "\\noriginal:   ", before, "\\ntransformed:", after)
 sys.exit(0 if repr(before) == repr(after) or excused else 1)
-'''
+"""
 
 
 def _literal(v: Any) -> str:
@@ -107,7 +107,11 @@ def _target(name: str) -> str:
 
 
 def _variable(name: str, taken: set[str]) -> str:
-    var = name if name.isidentifier() and not keyword.iskeyword(name) else "n_" + "".join(c if c.isalnum() else "_" for c in name)
+    var = (
+        name
+        if name.isidentifier() and not keyword.iskeyword(name)
+        else "n_" + "".join(c if c.isalnum() else "_" for c in name)
+    )
     while var in taken:
         var += "_"
     taken.add(var)
@@ -125,7 +129,24 @@ def short_program(doc: dict[str, Any]) -> str | None:
         return None
     try:
         lines, names = [], {}
-        taken = {"g", "gm", "new", "inputs", "torch", "fx", "sys", "copy", "operator", "observe", "before", "after", "excused", "FINDING", "AMBIENT_GRAD", "REFINES"}
+        taken = {
+            "g",
+            "gm",
+            "new",
+            "inputs",
+            "torch",
+            "fx",
+            "sys",
+            "copy",
+            "operator",
+            "observe",
+            "before",
+            "after",
+            "excused",
+            "FINDING",
+            "AMBIENT_GRAD",
+            "REFINES",
+        }
         for n in graph["nodes"]:
             if n["op"] == "placeholder":
                 names[n["name"]] = _variable(n["name"], taken)

@@ -101,7 +101,11 @@ def _raised(ref_err, got_err, refines=False, what="running the graph"):
 
 def _differing(ref, got, label):
     """``label`` (formatted with the position) for each pair of tensors (or Nones) that differ."""
-    return [label.format(i) for i, (r, g) in enumerate(zip(ref, got)) if (r is None) != (g is None) or (r is not None and not _same(r, g))]
+    return [
+        label.format(i)
+        for i, (r, g) in enumerate(zip(ref, got))
+        if (r is None) != (g is None) or (r is not None and not _same(r, g))
+    ]
 
 
 def _same(a, b):
@@ -141,7 +145,9 @@ def _diff(ref, got):
     elif not all(_same(r, g) for r, g in zip(ref_fx, got_fx)):
         found.append("ordered effects: the calls of fxfuzz::logged saw other values, or ran in another order")
     if not torch.equal(ref_rng, got_rng):
-        found.append("random generator: its state after the call differs (a random call deleted, merged, added or frozen)")
+        found.append(
+            "random generator: its state after the call differs (a random call deleted, merged, added or frozen)"
+        )
     return found
 
 
@@ -149,18 +155,25 @@ def _grads(args, outs, positions):
     leaves = [t for t in args if isinstance(t, torch.Tensor) and t.requires_grad]
     if not leaves or not positions:
         return [None] * len(leaves)
-    cots = [torch.randn(outs[i].shape, generator=torch.Generator().manual_seed(i), dtype=outs[i].dtype) for i in positions]
+    cots = [
+        torch.randn(outs[i].shape, generator=torch.Generator().manual_seed(i), dtype=outs[i].dtype) for i in positions
+    ]
     return list(torch.autograd.grad([outs[i] for i in positions], leaves, cots, allow_unused=True))
 
 
 def _gradients(ref, got, refines=False):
     (ref_args, ref_out, *_), (got_args, got_out, *_) = ref, got
-    positions = [i for i, o in enumerate(ref_out) if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()]
+    positions = [
+        i for i, o in enumerate(ref_out) if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()
+    ]
     if len(ref_out) != len(got_out) or not all(
         isinstance(got_out[i], torch.Tensor) and got_out[i].requires_grad for i in positions
     ):
         return []  # the outputs already differ; _diff says how
-    (ref_grads, ref_err), (got_grads, got_err) = _backward(ref_args, ref_out, positions), _backward(got_args, got_out, positions)
+    (ref_grads, ref_err), (got_grads, got_err) = (
+        _backward(ref_args, ref_out, positions),
+        _backward(got_args, got_out, positions),
+    )
     if ref_err is not None or got_err is not None:
         return _raised(ref_err, got_err, refines, "backward")
     return _differing(ref_grads, got_grads, "gradient of grad-requiring input #{} differs")
@@ -185,7 +198,9 @@ def _jvp(gm, inputs, ambient):
     try:
         with fwad.dual_level():
             args = [
-                fwad.make_dual(_clone(t), torch.randn(t.shape, generator=torch.Generator().manual_seed(i), dtype=t.dtype))
+                fwad.make_dual(
+                    _clone(t), torch.randn(t.shape, generator=torch.Generator().manual_seed(i), dtype=t.dtype)
+                )
                 if isinstance(t, torch.Tensor) and t.is_floating_point()
                 else _clone(t)
                 for i, t in enumerate(inputs)
@@ -343,7 +358,18 @@ def _full_oracles(build_case, device, sizes, contract, fxfuzz_spec):
     return [str(f) for f in verify(case, pass_fn, device=device)]
 
 
-def main(build_case, pass_spec, eliminates, expected, device="cpu", sizes=(), contract=None, kind=None, json_name=None, fxfuzz_spec=None):
+def main(
+    build_case,
+    pass_spec,
+    eliminates,
+    expected,
+    device="cpu",
+    sizes=(),
+    contract=None,
+    kind=None,
+    json_name=None,
+    fxfuzz_spec=None,
+):
     """Run the check under ``contract`` (a dict: ``given``, the ``--contract`` name or None,
     ``refines`` and ``differentiated``; None: meaning); exit status 1 while it fails, 0 once the
     pass is fixed, 2 when the finding (its ``kind``) cannot be judged here: seen on another
@@ -361,11 +387,15 @@ def main(build_case, pass_spec, eliminates, expected, device="cpu", sizes=(), co
         print(f"FAIL (fxfuzz oracles) {line}")
     found += full or []
     if not found and full is None and device != "cpu":
-        print(f"UNDECIDED: the finding was seen on {device}, and the checks that ran here (CPU only) pass; "
-              f"replay it with `fxfuzz repro` where torch sees {device}")
+        print(
+            f"UNDECIDED: the finding was seen on {device}, and the checks that ran here (CPU only) pass; "
+            f"replay it with `fxfuzz repro` where torch sees {device}"
+        )
         return 2
     if not found and full is None and kind is not None and kind not in RECHECKED:
-        print(f"not re-checked here: run `fxfuzz repro {json_name or 'the repro .json'}` (this program does not re-implement the {kind} check)")
+        print(
+            f"not re-checked here: run `fxfuzz repro {json_name or 'the repro .json'}` (this program does not re-implement the {kind} check)"
+        )
         return 2
     if not found:
         print("OK: every check passes (the bug is fixed)")

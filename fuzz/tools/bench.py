@@ -186,7 +186,12 @@ def child_main(cfg: dict[str, Any], conn: Connection) -> None:
 
 
 def parallel_rate(
-    pass_spec: str, workers: int, graphs: int, seed: int, stage_share: float = DEFAULT_STAGE_SHARE, contract: str | None = None
+    pass_spec: str,
+    workers: int,
+    graphs: int,
+    seed: int,
+    stage_share: float = DEFAULT_STAGE_SHARE,
+    contract: str | None = None,
 ) -> tuple[float, float]:
     """Summed examples per second of ``workers`` processes running the loop on the same
     population at the same time (started together once all are warm), and their largest peak
@@ -194,7 +199,14 @@ def parallel_rate(
     cases: with a seed each, 30 graphs gave two workers 2.6 times the rate of one. They fork
     from the warm interpreter, as campaign workers do (``fxfuzz.campaign.warm``)."""
     # op_specs: the user operators of this process's op table, for each child to draw
-    cfg = {"pass": pass_spec, "contract": contract, "ops": op_specs(), "graphs": graphs, "seed": seed, "stage_share": stage_share}
+    cfg = {
+        "pass": pass_spec,
+        "contract": contract,
+        "ops": op_specs(),
+        "graphs": graphs,
+        "seed": seed,
+        "stage_share": stage_share,
+    }
     started = []
     try:
         for i in range(workers):
@@ -328,5 +340,3 @@ def run_bench(
         time_by_area=time_by_area(profiler) if profiler else {},
         ms_by_step=time_by_step(steps, list(times)),
     )
-
-

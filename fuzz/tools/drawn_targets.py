@@ -15,6 +15,7 @@ cases and every capture against the written list.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -29,7 +30,15 @@ from hypothesis import HealthCheck, given, seed, settings
 
 # Cases drawn per domain: the aten domain lowers each case (about a second), the others are
 # cheap; enough that a second sample of a few hundred finds no target missing.
-SAMPLE = {"export": 600, "adversarial": 600, "functional": 600, "aten": 250, "inductor": 60, "inductor_joint": 60, "inductor_frozen": 60}
+SAMPLE = {
+    "export": 600,
+    "adversarial": 600,
+    "functional": 600,
+    "aten": 250,
+    "inductor": 60,
+    "inductor_joint": 60,
+    "inductor_frozen": 60,
+}
 SEED = 48
 OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "core", "drawn_targets.py")
 
@@ -78,7 +87,9 @@ def drawn_targets() -> set[str]:
     """The op tables (the motifs' overloads included), the sample of every domain, the corpus
     captures, the core ATen opset and the primitives, less the memory-unsafe operators among
     them (``as_strided``, ``resize_``)."""
-    found = {target_name(spec.target) for spec in (*OPS, *INPLACE_OPS, *FXFUZZ_OPS)} | {target_name(op) for op in DRAWN_TARGETS}
+    found = {target_name(spec.target) for spec in (*OPS, *INPLACE_OPS, *FXFUZZ_OPS)} | {
+        target_name(op) for op in DRAWN_TARGETS
+    }
     found |= core_aten_targets() | prims_targets()
     for domain in DOMAINS:
         found |= sampled_targets(domain, SAMPLE[domain], SEED)
@@ -89,7 +100,8 @@ def drawn_targets() -> set[str]:
 
 
 def render(targets: set[str]) -> str:
-    lines = "".join(f"        {name!r},\n" for name in sorted(targets))
+    # Double-quoted, as ruff format writes strings: the written file needs no reformatting.
+    lines = "".join(f"        {json.dumps(name)},\n" for name in sorted(targets))
     return (
         '"""The call targets fxfuzz\'s own cases use: written by ``python -m fxfuzz.tools.drawn_targets``\n'
         '(its docstring says how); do not edit by hand."""\n\n'

@@ -71,7 +71,11 @@ def _sites(fn: ast.FunctionDef) -> Iterator[tuple[str, ast.AST, str]]:
     for node in ast.walk(fn):
         if isinstance(node, ast.Raise):
             skip.update(id(n) for n in ast.walk(node))
-    body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(getattr(fn.body[0], "value", None), ast.Constant) else fn.body
+    body = (
+        fn.body[1:]
+        if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(getattr(fn.body[0], "value", None), ast.Constant)
+        else fn.body
+    )
     for node in ast.walk(ast.Module(body=body, type_ignores=[])):
         if id(node) in skip:
             continue
@@ -88,9 +92,15 @@ def _sites(fn: ast.FunctionDef) -> Iterator[tuple[str, ast.AST, str]]:
                 yield "constant", node, f"{node.value} -> {not node.value}"
             else:
                 yield "constant", node, f"{node.value} -> {node.value + 1}"
-        elif isinstance(node, ast.Call) and len(node.args) >= 2 and not any(isinstance(a, ast.Starred) for a in node.args[:2]):
+        elif (
+            isinstance(node, ast.Call)
+            and len(node.args) >= 2
+            and not any(isinstance(a, ast.Starred) for a in node.args[:2])
+        ):
             yield "swap_args", node, "swap the first two arguments"
-        if isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.For, ast.If, ast.With)) and not _is_guard(node):
+        if isinstance(
+            node, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.For, ast.If, ast.With)
+        ) and not _is_guard(node):
             if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
                 yield "remove", node, f"remove the {type(node).__name__} statement"
 

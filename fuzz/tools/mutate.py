@@ -129,5 +129,3 @@ def write_results(path: str, results: list[MutantResult], budget_s: float, domai
     with open(tmp, "w") as fh:
         json.dump(data, fh, indent=1)
     os.replace(tmp, path)
-
-
