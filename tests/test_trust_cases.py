@@ -622,7 +622,15 @@ def test_repro_loading_obeys_the_example_timeout(tmp_path, refused, monkeypatch)
 
 
 # Generated cases loaded per domain: lowering an aten case takes about a second.
-LOADED_SAMPLE = {"export": 80, "adversarial": 80, "functional": 80, "aten": 20, "inductor": 4, "inductor_joint": 2, "inductor_frozen": 3}
+LOADED_SAMPLE = {
+    "export": 80,
+    "adversarial": 80,
+    "functional": 80,
+    "aten": 20,
+    "inductor": 4,
+    "inductor_joint": 2,
+    "inductor_frozen": 3,
+}
 
 
 def test_fxfuzz_own_cases_and_captures_load_against_the_allowlist():
