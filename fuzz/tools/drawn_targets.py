@@ -75,7 +75,7 @@ def prims_targets() -> set[str]:
     """Every overload of torch's primitives (``prims``): Inductor's decompositions lower to
     them beside the core ATen opset, and which a case of the Inductor forms holds depends on
     its ops' dtypes and shapes."""
-    found = set()
+    found: set[str] = set()
     for name in dir(torch.ops.prims):
         packet = getattr(torch.ops.prims, name, None)
         if isinstance(packet, torch._ops.OpOverloadPacket):
