@@ -52,7 +52,9 @@ def case_of_program(source: str) -> GraphCase:
 
 
 @pytest.mark.processes
-@pytest.mark.parametrize("seed", [3, 5])
+# Seeds whose reduced case a program without fxfuzz can build: seed 5's keeps fxfuzz's own
+# custom operator split_sign, which only the full .py defines, so it has no short program.
+@pytest.mark.parametrize("seed", [3, 4])
 def test_a_cse_findings_short_repro_recreates_it_and_passes_once_fixed(tmp_path, seed):
     cse = load_pass("cse")
     bid, case = first_example(cse, seed, GRAD_MERGE)

@@ -36,7 +36,7 @@ from fxfuzz.oracles import verify
 from fxfuzz.strategies import graph_cases
 from hypothesis import HealthCheck, Phase, given, settings
 
-passes = [load_pass("set_grad"), load_pass("operator:truediv")]
+passes = [load_pass("set_grad"), operator.truediv]  # a C function as a pass: its error is its own
 ids = []
 
 @settings(max_examples=6, database=None, derandomize=True, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
