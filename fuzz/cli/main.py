@@ -65,6 +65,16 @@ def _contract_option(parser: argparse.ArgumentParser, whose: str = "the pass") -
     )
 
 
+def _stage_share_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--stage-share",
+        type=fraction,
+        default=_DEFAULTS.stage_share,
+        help=f"share of {what} also taken through torch.export's stages (module, decompositions, save/load, "
+        f"unflatten; default {_DEFAULTS.stage_share}; 0 for none)",
+    )
+
+
 def _shrink_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-shrink-s",
@@ -148,12 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=_DEFAULTS.device,
         help="cpu, or cuda: also check on CUDA and CPU-vs-CUDA parity (default cpu)",
     )
-    run.add_argument(
-        "--stage-share",
-        type=fraction,
-        default=_DEFAULTS.stage_share,
-        help=f"share of examples also taken through torch.export's stages (module, decompositions, save/load, unflatten); default {_DEFAULTS.stage_share}",
-    )
+    _stage_share_option(run, "examples")
     run.add_argument(
         "--program-share",
         type=fraction,
@@ -206,12 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=integer, default=0, help="population seed (default 0)")
     bench.add_argument("--workers", type=workers, default=2, help="workers for the speed-up over one (default 2)")
     bench.add_argument("--pass", dest="pass_spec", default="set_grad", help=PASS_SPEC_HELP)
-    bench.add_argument(
-        "--stage-share",
-        type=fraction,
-        default=_DEFAULTS.stage_share,
-        help=f"share of examples through torch.export's stages (default {_DEFAULTS.stage_share}; 0 for none)",
-    )
+    _stage_share_option(bench, "examples")
     bench.add_argument(
         "--profile", action="store_true", help="also profile the loop (a second run) for its own time by area"
     )
@@ -257,12 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="baseline of bucket ids that are not regressions (text or JSON); repeatable",
     )
-    gate.add_argument(
-        "--stage-share",
-        type=fraction,
-        default=_DEFAULTS.stage_share,
-        help=f"share of cases also taken through torch.export's stages (default {_DEFAULTS.stage_share}; 0 for none)",
-    )
+    _stage_share_option(gate, "cases")
     gate.add_argument("--report-dir", default=None, help="where to write the report (default: reports/<UTC time>/)")
     _shrink_option(gate)
     _op_option(gate)
