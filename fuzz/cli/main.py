@@ -65,6 +65,16 @@ def _contract_option(parser: argparse.ArgumentParser, whose: str = "the pass") -
     )
 
 
+def _timeout_option(parser: argparse.ArgumentParser, hung: str) -> None:
+    parser.add_argument(
+        "--example-timeout",
+        dest="example_timeout_s",
+        type=positive_float,
+        default=_DEFAULTS.example_timeout_s,
+        help=f"seconds before {hung} (default {_DEFAULTS.example_timeout_s:g})",
+    )
+
+
 def _stage_share_option(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--stage-share",
@@ -126,13 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="K/N",
         help="run shard K of N: seeds no other shard draws (default 1/1)",
     )
-    run.add_argument(
-        "--example-timeout",
-        dest="example_timeout_s",
-        type=positive_float,
-        default=_DEFAULTS.example_timeout_s,
-        help=f"seconds before a pass counts as hung (default {_DEFAULTS.example_timeout_s:g})",
-    )
+    _timeout_option(run, "a pass counts as hung")
     run.add_argument(
         "--db",
         action="append",
@@ -176,9 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument(
         "--pass", dest="pass_spec", default=None, help="replay against this pass instead of the recorded one"
     )
-    repro.add_argument(
-        "--example-timeout", type=positive_float, default=60.0, help="seconds before the pass counts as hung"
-    )
+    _timeout_option(repro, "the pass counts as hung")
     _op_option(repro)
     _contract_option(repro)
     reduce = sub.add_parser(
@@ -233,13 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="worker processes, or 'auto' (default 1: the corpus, then fresh cases; with more, one judges the corpus while the others draw fresh cases)",
     )
-    gate.add_argument(
-        "--example-timeout",
-        dest="example_timeout_s",
-        type=positive_float,
-        default=_DEFAULTS.example_timeout_s,
-        help=f"seconds before a case counts as hung, a crash regression (default {_DEFAULTS.example_timeout_s:g})",
-    )
+    _timeout_option(gate, "a case counts as hung, a crash regression")
     gate.add_argument("--seed", type=integer, default=_DEFAULTS.seed, help="seed of the fresh cases")
     gate.add_argument(
         "--domain",

@@ -31,7 +31,7 @@ def command(args: argparse.Namespace) -> int:
     check_survives([], args.ops)
     register_ops(args.ops, "--op")  # before the case is read: its operators must exist
     spec, device = load_within(
-        args.example_timeout, recorded_pass, args.path
+        args.example_timeout_s, recorded_pass, args.path
     )  # malformed or untrusted files fail here, in one line
     pass_spec = args.pass_spec or trusted_pass(spec, args.path)
     check_survives([("--pass" if args.pass_spec else f"{args.path}: pass", pass_spec)], [])
@@ -41,7 +41,7 @@ def command(args: argparse.Namespace) -> int:
 
         if not torch.cuda.is_available():
             raise UsageError(f"{args.path} was found with --device cuda, and torch sees no CUDA device here")
-    reports, code = _replay_in_child(args.path, pass_spec, args.contract, args.ops, args.example_timeout)
+    reports, code = _replay_in_child(args.path, pass_spec, args.contract, args.ops, args.example_timeout_s)
     if code == -signal.SIGINT:
         # Ctrl-C reaches the whole process group, and the child dies of it by default: that is
         # this command interrupted, not a finding, even where this process has not yet raised
@@ -55,7 +55,7 @@ def command(args: argparse.Namespace) -> int:
     if reports and reports[-1].startswith("verdict "):
         return int(reports[-1].removeprefix("verdict "))
     how = (
-        f"did not return within {args.example_timeout:g}s" if code is None
+        f"did not return within {args.example_timeout_s:g}s" if code is None
         else f"was killed by {signal.Signals(-code).name}" if code < 0
         else f"exited with status {code}"
     )  # fmt: skip
