@@ -13,7 +13,7 @@
   original run's inputs and outputs, the most a rounding error is multiplied by a value it
   meets on the way to an output (a product of a rounded activation and a rounded weight).
   It is a first-order bound for the few layers a drawn graph holds, not a proof: a scale the
-  pass got wrong by more than a step moves values past it (``tests/test_value_contracts.py``).
+  pass got wrong by more than a step moves values past it (``tests/oracles/test_value_contracts.py``).
   A scale computed at run time (dynamic quantization) is not read: such a result is held to
   the rest of the bound alone.
 """

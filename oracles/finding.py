@@ -10,7 +10,7 @@ from typing import Any
 class Oracle(enum.StrEnum):
     """Every oracle a finding may name, in the order the checks run: the pass's own crash
     first, then the rows of the table of checks (``fxfuzz.oracles.checks.CHECKS``, which names
-    its oracles from here; tests/test_checks_table.py keeps the two in step)."""
+    its oracles from here; tests/oracles/test_checks_table.py keeps the two in step)."""
 
     CRASH = "crash"
     STRUCTURE = "structure"

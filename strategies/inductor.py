@@ -16,7 +16,7 @@ pass (``fxfuzz.core.inductor.lowering_capture``). That graph, untouched, is the 
 inputs are the real values its placeholders read (AOTAutograd's ``arg{i}_1``, ``primals_*``,
 traced back through Dynamo's sources), and for the joint graph tangents drawn from a seed. A
 case torch.compile cannot lower is rejected (torch's failure, not the pass's). The export case
-shrinks, and with it the lowered one. ``tests/test_inductor.py`` checks the graph equal, node
+shrinks, and with it the lowered one. ``tests/strategies/test_inductor.py`` checks the graph equal, node
 for node, to the one Inductor's public hook ``config.joint_custom_pre_pass`` receives under
 ``torch.compile(backend="inductor")``.
 

@@ -25,7 +25,7 @@ _STEPS = ("op", "op", "op", "inplace", "grad", "grad", "autocast", "cond", "map"
 _LEAF_STEPS = ("op", "op", "inplace")
 # Export never hands the set-grad pass a wrap_with_set_grad_enabled call: tracing runs the
 # HOP's body eagerly, so even a re-exported ``ep.module()`` arrives as plain toggles
-# (tests/test_strategies_regions.py). Only a pass's output fed back in holds one.
+# (tests/strategies/test_strategies_regions.py). Only a pass's output fed back in holds one.
 _ADVERSARIAL_STEPS = _STEPS + ("wrapped", "tensor_attr")
 # Steps on sizes (after the others: shrinking still reaches a plain op); a plain op in a
 # graph without symbolic sizes, so a case's choices mean the same with and without them.

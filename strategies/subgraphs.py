@@ -109,7 +109,7 @@ def hop_outputs(
     and grad is on both when the HOP is called and once its subgraph ran (``grad_modes``):
     both HOPs are autograd Functions, which the autograd key reaches only with grad on and
     which mark their outputs after running the subgraph, so a toggle it leaves set counts.
-    tests/test_strategies_regions.py checks all of it against torch's tracing."""
+    tests/strategies/test_strategies_regions.py checks all of it against torch's tracing."""
     differentiable = all(grad_modes) and any(o.requires_grad for o in operands)
     vals = []
     for out in outputs:

@@ -51,7 +51,7 @@ def symbolic_mode() -> FakeTensorMode:
     # Without its dispatch cache: a mode lives for one case, so its entries are seldom hit, and
     # making one (with symbolic sizes, rebuilding the output to validate it) costs more than the
     # dispatch it would save: a fifth of generation (docs/benchmark.md). Draws are unchanged
-    # (tests/test_memo_generation.py).
+    # (tests/strategies/test_memo_generation.py).
     mode.cache_enabled = False
     return mode
 

@@ -1,9 +1,15 @@
 import os
 import subprocess
+import sys
 
 import pytest
 from fxfuzz.core.reproducible import reproducible_draws
 from hypothesis import HealthCheck, settings
+
+# The shared helpers (tests/helpers) are imported by name from test modules in every folder.
+HELPERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers")
+sys.path.insert(0, HELPERS)
+from redis_server import redis_url  # noqa: E402, F401  (a fixture for every folder)
 
 # Graph cases are slow to build next to Hypothesis's defaults; the oracles have no deadline.
 settings.register_profile(
@@ -107,7 +113,7 @@ def shard_campaigns(tmp_path_factory):
     root = tmp_path_factory.mktemp("shards")
     known_id = bucket_id(Finding("gradients", "saved_tensors_mismatch", ""))
     (root / "known.txt").write_text(f"{known_id} accepted in this test\n")
-    spec = os.path.join(os.path.dirname(__file__), "broken_passes.py") + ":drops_toggles"
+    spec = os.path.join(HELPERS, "broken_passes.py") + ":drops_toggles"
     # Seed 7 (generation is the same in every process: fxfuzz.core.reproducible): shard 2/2
     # draws the saved-tensors bucket and new ones, shard 1/2 the saved-tensors bucket alone.
     # No minimizing: what these folders are for (merging, issue texts) needs buckets, not small

@@ -120,7 +120,7 @@ class _Reporter:
 
 # The modules worker_main imports, this one, and the module of torch's that fxfuzz imports only
 # on first use: the warm interpreter workers fork from imports them, and nothing else, once
-# (tests/test_workers.py checks both).
+# (tests/campaign/test_workers.py checks both).
 PRELOAD = (
     __name__,
     "fxfuzz.campaign.database",

@@ -23,7 +23,7 @@ DOMAIN_CHOICES = (*DOMAINS, "both")
 CONTRACT_NAMES = ("meaning", "refines", "post_grad", "approximates", "quantizes", "functional", "set_grad", "autocast")
 
 # What each choice means, in the words every --help shows (the CLI's and the pytest plugin's:
-# tests/test_options.py keeps them to these tables).
+# tests/cli/test_options.py keeps them to these tables).
 DOMAIN_MEANINGS = {
     "export": "pre-dispatch graphs as torch.export records them",
     "adversarial": "those and graphs export never records",

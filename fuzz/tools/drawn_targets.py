@@ -9,7 +9,7 @@ captures, and the core ATen opset: the aten domain lowers its cases through
 ``run_decompositions``, whose output is that opset (plus the ops it keeps, which the sample
 holds), and a sample alone misses its rarer members (a second seed drew ``scalar_tensor``,
 ``squeeze.dims`` and ``log`` where the first had none). Rerun it after changing a table, a
-lowering or the torch pin; ``tests/test_trust_cases.py`` loads a fresh sample of generated
+lowering or the torch pin; ``tests/core/test_trust_cases.py`` loads a fresh sample of generated
 cases and every capture against the written list.
 """
 

@@ -1,0 +1,193 @@
+"""Graph-level reduction (fxfuzz.campaign.reduce), its place in a campaign, and ``fxfuzz reduce``
+on a user's ExportedProgram (fxfuzz.core.pt2). Every reduction is bounded by a count of
+candidates judged, never by time."""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import zipfile
+
+import pytest
+import torch
+from fxfuzz.campaign.engine import Hooks, bucket_id, run_campaign
+from fxfuzz.campaign.reduce import reduce_case
+from fxfuzz.core.errors import UntrustedError
+from fxfuzz.core.passes import load_pass
+from fxfuzz.core.pt2 import load_exported
+from fxfuzz.core.settings import CampaignSettings
+from fxfuzz.oracles import verify
+from fxfuzz.repro.files import load_repro
+from grad_merge import GRAD_MERGE, first_example
+from paths import HELPERS
+
+BROKEN = f"{HELPERS}/reduce_passes.py:tanh_after_relu_as_sigmoid"
+
+
+def signature_follows_placeholders(case) -> bool:
+    placeholders = [n.name for n in case.gm.graph.nodes if n.op == "placeholder"]
+    return [s.arg.name for s in case.signature.input_specs] == placeholders and len(case.inputs) == len(placeholders)
+
+
+@pytest.mark.parametrize("seed", [2, 3, 5])
+def test_a_cse_grad_mode_merge_reduces_to_at_most_six_compute_nodes_from_a_campaigns_first_example(seed):
+    cse = load_pass("cse")
+    bid, case = first_example(cse, seed, GRAD_MERGE)
+    reduced = reduce_case(case, lambda c: bid in {bucket_id(f) for f in verify(c, cse)}, max_steps=400)
+    assert reduced.case.compute_nodes() <= 6, (case.compute_nodes(), reduced.case.code())
+    assert reduced.case.compute_nodes() < case.compute_nodes()
+    assert bid in {bucket_id(f) for f in verify(reduced.case, cse)}
+    assert signature_follows_placeholders(reduced.case)
+
+
+def test_nothing_is_kept_where_the_finding_does_not_hold():
+    """The reduction keeps a candidate only where ``holds`` says so: a finding that never holds
+    again leaves the case as it was, after every move was judged once."""
+    cse = load_pass("cse")
+    bid, case = first_example(cse, 2, GRAD_MERGE)
+    reduced = reduce_case(case, lambda c: False, max_steps=2000)
+    assert (reduced.accepted, reduced.stopped_by) == (0, "fixed point")
+    assert reduced.judged > 0 and reduced.case is case
+
+
+def test_the_reduction_stops_at_its_bound():
+    cse = load_pass("cse")
+    bid, case = first_example(cse, 3, GRAD_MERGE)
+    reduced = reduce_case(case, lambda c: bid in {bucket_id(f) for f in verify(c, cse)}, max_steps=3)
+    assert (reduced.judged, reduced.stopped_by) == (3, "limit")
+    assert bid in {bucket_id(f) for f in verify(reduced.case, cse)}
+
+
+@pytest.mark.parametrize("max_shrink_s", [0, 600])
+def test_a_campaign_reduces_each_buckets_example_when_its_shrinking_ends(max_shrink_s):
+    """With a shrink limit the engine reduces the example it keeps for a bucket (the repro's),
+    and the reduced example still shows its bucket; with none it keeps the first example."""
+    cse = load_pass("cse")
+    sizes: dict[str, list[int]] = {}
+    minimized: dict = {}
+
+    def on_bucket(b):
+        sizes.setdefault(b.id, []).append(b.graph_nodes)
+
+    def on_minimized(b):
+        minimized.setdefault(b.id, b)
+
+    settings = CampaignSettings(max_examples=40, max_shrink_s=max_shrink_s, seed=2, domain="functional")
+    result = run_campaign(
+        cse, settings, hooks=Hooks(on_bucket=on_bucket, on_minimized=on_minimized, stop=lambda: bool(minimized))
+    )
+    if max_shrink_s == 0:
+        assert result.stats["reduce_attempts"] == 0
+        return
+    assert minimized and result.stats["reduce_attempts"] > 0
+    ((bid, b),) = minimized.items()
+    assert b.graph_nodes < sizes[bid][0] and b.graph_nodes <= 8, (sizes[bid], b.case.code())
+    assert bid in {bucket_id(f) for f in verify(b.case, cse)}
+
+
+# ---------------------------------------------------------------------------- fxfuzz reduce
+
+
+@pytest.fixture(scope="module")
+def deep_program(tmp_path_factory):
+    """A residual stack of 48 blocks (over 200 compute nodes) holding tanh(relu(...)) once,
+    saved with torch.export.save."""
+    import sys
+
+    sys.path.insert(0, HELPERS)
+    from reduce_passes import Deep
+
+    torch.manual_seed(0)
+    ep = torch.export.export(Deep(48), (torch.randn(2, 4),))
+    path = tmp_path_factory.mktemp("deep") / "deep.pt2"
+    torch.export.save(ep, str(path))
+    return str(path), sum(1 for n in ep.graph.nodes if n.op == "call_function")
+
+
+def test_fxfuzz_reduce_turns_a_failing_exported_program_into_a_small_repro(cli, deep_program, tmp_path):
+    path, nodes = deep_program
+    assert nodes >= 200
+    r = cli("reduce", path, "--pass", BROKEN, "--out", str(tmp_path), "--max-steps", "150")
+    assert r.returncode == 1, r.stdout + r.stderr
+    (json_path,) = tmp_path.glob("repros/*.json")
+    assert (tmp_path / "repros" / (json_path.stem + ".py")).exists()
+    repro = load_repro(str(json_path))
+    assert repro.case.compute_nodes() <= 10, repro.case.code()
+    assert json_path.stem in {bucket_id(f) for f in verify(repro.case, load_pass(BROKEN))}
+    assert signature_follows_placeholders(repro.case)
+
+
+def test_fxfuzz_reduce_says_so_when_the_graph_shows_no_finding(cli, deep_program, tmp_path):
+    r = cli("reduce", deep_program[0], "--pass", f"{HELPERS}/reduce_passes.py:unchanged", "--out", str(tmp_path))
+    assert r.returncode == 0 and "nothing to reduce" in r.stdout
+    assert not (tmp_path / "repros").exists()
+
+
+def test_fxfuzz_reduce_refuses_a_bucket_the_graph_does_not_show(cli, deep_program, tmp_path):
+    r = cli(
+        "reduce", deep_program[0], "--pass", BROKEN, "--bucket", "crash-pass_raised-00000000", "--out", str(tmp_path)
+    )
+    assert r.returncode == 2 and "does not show bucket crash-pass_raised-00000000" in r.stderr
+
+
+class _Marker:
+    """A pickle that, unpickled by the full unpickler, creates the file it names."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _with_replaced(src: str, dst: str, suffix: str, data: bytes) -> None:
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for item in zin.infolist():
+            zout.writestr(item, data if item.filename.endswith(suffix) else zin.read(item.filename))
+
+
+def test_a_saved_program_whose_example_inputs_only_the_full_unpickler_reads_is_refused(deep_program, tmp_path):
+    """torch.export.load falls back to the full unpickler for example inputs the restricted
+    one refuses, so the file's code runs (shown first); load_exported refuses the file and
+    nothing runs."""
+    marker = tmp_path / "ran"
+    hostile = str(tmp_path / "hostile.pt2")
+    _with_replaced(deep_program[0], hostile, "data/sample_inputs/model.pt", pickle.dumps(_Marker(str(marker))))
+    with pytest.raises(Exception):  # noqa: B017  whatever torch's loader makes of the marker's file object
+        torch.export.load(hostile)  # the marker's open() returns a file object, not inputs
+    assert marker.exists(), "torch.export.load no longer runs this pickle: the check in fxfuzz.core.pt2 may be loosened"
+    marker.unlink()
+    with pytest.raises(UntrustedError, match="example inputs"):
+        load_exported(hostile)
+    assert not marker.exists()
+
+
+def test_a_saved_program_with_a_pickled_weight_is_loaded_only_if_the_restricted_unpickler_reads_it(
+    deep_program, tmp_path
+):
+    marker = tmp_path / "ran"
+    with zipfile.ZipFile(deep_program[0]) as z:
+        (config_name,) = [n for n in z.namelist() if n.endswith("model_weights_config.json")]
+        config = json.loads(z.read(config_name))
+    first = next(iter(config["config"].values()))
+    first["use_pickle"] = True
+
+    def archive(weight: bytes) -> str:
+        out = str(tmp_path / f"w{len(weight)}.pt2")
+        with zipfile.ZipFile(deep_program[0]) as zin, zipfile.ZipFile(out, "w") as zout:
+            for item in zin.infolist():
+                if item.filename == config_name:
+                    zout.writestr(item, json.dumps(config))
+                elif item.filename.endswith("data/weights/" + first["path_name"]):
+                    zout.writestr(item, weight)
+                else:
+                    zout.writestr(item, zin.read(item.filename))
+        return out
+
+    with pytest.raises(UntrustedError, match="weights entry"):
+        load_exported(archive(pickle.dumps(_Marker(str(marker)))))
+    assert not marker.exists()
+    buffer = io.BytesIO()
+    torch.save(torch.nn.Parameter(torch.zeros(4, 4)), buffer)
+    assert load_exported(archive(buffer.getvalue())).compute_nodes() >= 200  # a plain tensor pickle loads

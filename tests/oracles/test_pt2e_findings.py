@@ -1,0 +1,194 @@
+"""Known defects of Inductor's constant folder and torchao 0.18.0's pt2e quantization, each
+found by a campaign of its catalogue row, pinned on the graph a real caller hands the pass
+and through fxfuzz's oracles (the bucket its known file lists).
+
+Each test asserts the defect is still there: when torch or torchao fixes it, the test fails,
+and its line in docs/known/<row>.txt and its section in docs/known-findings.md go.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import handmade as hm
+import pytest
+import torch
+from functorch.experimental import control_flow
+from fxfuzz.campaign.engine import bucket_id
+from fxfuzz.core.case import GraphCase
+from fxfuzz.core.known import load_known
+from fxfuzz.core.passes import load_pass
+from fxfuzz.oracles import verify
+from fxfuzz.strategies import from_module
+from fxfuzz.strategies.builder import GraphBuilder
+from paths import ROOT
+from torch.export.graph_signature import InputKind
+
+KNOWN_DIR = Path(ROOT) / "docs" / "known"
+FIXED = "fixed upstream: drop its line from {known} and its section in docs/known-findings.md"
+aten = torch.ops.aten
+
+
+def known(row: str) -> dict[str, str]:
+    return load_known(str(KNOWN_DIR / f"{row}.txt"))
+
+
+# --- Inductor's constant_fold deletes an attribute another get_attr still reads -------------
+
+
+def reread_constant_case() -> GraphCase:
+    """As the campaign drew it, minimized: a tensor constant read by two get_attr nodes (export
+    traces one read per use); one read feeds ``cos`` (folded), the other an op on an input."""
+    b = GraphBuilder(grad_mode=True)
+    x = b.placeholder("x", torch.tensor([1.0, 2.0, 3.0]), InputKind.USER_INPUT)
+    first = b.get_attr("_tensor_constant0", torch.tensor([0.5, -1.0, 2.0]))
+    second = b.graph.get_attr("_tensor_constant0")
+    second.meta.update(first.meta)
+    gm, sig = b.finish([b.call(aten.cos.default, [first]), b.call(aten.minimum.default, [second, x])])
+    return GraphCase(gm, sig, tuple(b.inputs))
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["torch._inductor.constant_folding", "torchao.quantization.pt2e.constant_fold"],
+)
+def test_constant_fold_deletes_an_attribute_another_read_still_uses(where):
+    """Inductor's folder and torchao's copy (convert_pt2e folds quantized weights with it)
+    ``delattr`` the target of every get_attr left without users, though another get_attr of
+    the same target still reads it; ``lint()`` then raises."""
+    import importlib
+
+    fold = importlib.import_module(where).constant_fold
+    gm = reread_constant_case().gm
+    with pytest.raises(RuntimeError, match="references nonexistent attribute _tensor_constant0"):
+        fold(gm)
+
+
+def test_export_constant_fold_has_the_fix():
+    """torch.export's copy deletes an attribute only when no get_attr reads it any more."""
+    from fxfuzz.core.catalogue import constant_fold
+
+    gm = reread_constant_case().gm
+    constant_fold(gm)
+    gm.graph.lint()
+
+
+def test_the_deleted_attribute_found_by_the_oracles():
+    found = verify(reread_constant_case(), load_pass("inductor_constant_fold"))
+    assert [f.kind for f in found] == ["pass_raised"], FIXED.format(known="docs/known/inductor_constant_fold.txt")
+    assert bucket_id(found[0]) in known("inductor_constant_fold")
+
+
+# --- torchao's X86InductorQuantizer observes an integer mul ------------------------------------
+
+
+class IntegerMul(torch.nn.Module):
+    def forward(self, x, n):
+        return x * 2.0, n * n
+
+
+def integer_args():
+    return torch.randn(3), torch.arange(3)
+
+
+def test_x86_quantizer_observes_an_integer_mul():
+    """``export(...).module()``, prepared with the X86 Inductor quantizer's default config: the
+    annotation of ``mul`` takes no account of dtype, so a HistogramObserver watches an int64
+    tensor, and the calibration call raises."""
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    model = torch.export.export(IntegerMul(), integer_args()).module()
+    prepared = prepare_pt2e(model, X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config()))
+    with pytest.raises(RuntimeError, match="histogram_cpu.* not implemented for 'Long'"):
+        prepared(*integer_args())
+
+
+@pytest.mark.parametrize("row", ["pt2e_x86", "pt2e_x86_qat"])
+def test_the_integer_mul_found_by_the_oracles(row):
+    """Both X86 flows (the QAT one's fake-quantize raises otherwise); the XNNPACK-style
+    quantizer leaves an integer mul alone."""
+    found = verify(from_module(IntegerMul(), integer_args()), load_pass(row))
+    assert [f.kind for f in found] == ["pass_raised"] and "Long" in found[0].message, FIXED.format(
+        known=f"docs/known/{row}.txt"
+    )
+    assert bucket_id(found[0]) in known(row)
+    assert (
+        hm.unknown(verify(from_module(IntegerMul(), integer_args()), load_pass("pt2e_xnnpack")), "pt2e_xnnpack") == []
+    )
+
+
+# --- convert_pt2e deletes the subgraphs of a HOP nested in a HOP's subgraph ------------------
+
+
+class CondInMap(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, xs):
+        def body(x):
+            return torch.cond(x.sum() > 0, lambda v: v.cos(), lambda v: v.sin(), (x,))
+
+        return self.lin(control_flow.map(body, xs))
+
+
+def test_delete_all_unused_submodules_drops_nested_subgraphs():
+    """torch.fx's ``GraphModule.delete_all_unused_submodules`` keeps a submodule only where a
+    node of the root graph reads it: a cond's branches read inside a map body are deleted
+    though the body still calls them."""
+    model = torch.export.export(CondInMap(), (torch.randn(2, 3),)).module()
+    body = next(m for n, m in model.named_children() if n.startswith("body_graph"))
+    assert any(n.startswith("true_graph") for n, _ in body.named_children())
+    model.delete_all_unused_submodules()
+    assert not any(n.startswith("true_graph") for n, _ in body.named_children())
+
+
+@pytest.mark.parametrize("row", ["pt2e_x86", "pt2e_x86_qat", "pt2e_xnnpack"])
+def test_convert_pt2e_fails_on_a_cond_inside_a_map(row):
+    """convert_pt2e's ``_convert_to_reference_decomposed_fx`` ends with that call; its
+    DuplicateDQPass then lints the body and raises."""
+    found = verify(from_module(CondInMap(), (torch.randn(2, 3),)), load_pass(row))
+    assert [f.kind for f in found] == ["pass_raised"], FIXED.format(known=f"docs/known/{row}.txt")
+    assert "DuplicateDQPass" in found[0].message
+    assert bucket_id(found[0]) in known(row)
+
+
+def test_convert_pt2e_raises_on_the_module_export_hands_it():
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    xs = torch.randn(2, 3)
+    model = torch.export.export(CondInMap(), (xs,)).module()
+    prepared = prepare_pt2e(model, X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config()))
+    prepared(copy.deepcopy(xs))
+    with pytest.raises(Exception, match="DuplicateDQPass") as raised:
+        convert_pt2e(prepared)
+    assert "references nonexistent attribute" in str(raised.value.__cause__)
+
+
+class LiteralUpdated(torch.nn.Module):
+    def forward(self, x):
+        return torch.tensor([1.0, 2.0, 3.0]).mul_(x)
+
+
+def test_inductor_constant_fold_folds_a_value_the_graph_then_updates():
+    """The in-place defect of torch.export's copy (docs/known/constant_folding.txt) is
+    Inductor's too: the literal is folded into an attribute that ``mul_`` then updates on
+    every call, so results accumulate."""
+    from torch._inductor.constant_folding import constant_fold
+
+    x = torch.full((3,), 2.0)
+    gm = torch.export.export(LiteralUpdated(), (x,)).module()
+    constant_fold(gm)
+    first, second = gm(x).clone(), gm(x).clone()
+    assert torch.equal(first, torch.tensor([2.0, 4.0, 6.0])) and torch.equal(second, torch.tensor([4.0, 8.0, 12.0])), (
+        FIXED.format(known="docs/known/inductor_constant_fold.txt")
+    )
