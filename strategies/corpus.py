@@ -1,5 +1,6 @@
 """The built-in regression corpus: hand-written nn.Modules written the way torch.export users
-write them, each captured with ``from_module`` into the GraphCase export hands the pass.
+write them, each captured with ``from_module`` into the GraphCase export hands the pass, and
+the gate's corpus built from them (``gate_corpus``).
 
 Every entry covers a pattern the set-grad pass must handle: parameter and buffer updates under
 no_grad, lifted constant tensors, empty and None outputs, a toggle left as a side effect,
@@ -10,13 +11,16 @@ crossing a no_grad block both ways under a dynamic batch dim.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
+import torch.utils._pytree as pytree
 from fxfuzz.core.capture import from_module
 from fxfuzz.core.case import GraphCase
 from torch import nn
+from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
 
 def _t(*values: float, requires_grad: bool = False) -> torch.Tensor:
@@ -352,3 +356,36 @@ def capture(entry: CorpusModule, ambient: bool) -> GraphCase:
 def corpus_cases(ambient_modes: tuple[bool, ...] = (True, False)) -> list[tuple[str, GraphCase]]:
     """Every corpus module captured under each ambient grad mode, named ``<module>[grad=<mode>]``."""
     return [(f"{e.name}[grad={mode}]", capture(e, mode)) for e in MODULES for mode in ambient_modes]
+
+
+def with_pytree_convention(case: GraphCase) -> GraphCase:
+    """A copy of ``case`` whose graph carries a pytree calling convention, as graphs reach a
+    pass from callers other than torch.export (``make_fx(..., pre_dispatch=True)`` on
+    structured arguments; export itself installs the convention only after its passes).
+    Inputs stay flat, since the oracles call graphs with flat inputs; outputs become a dict."""
+    out = case.copy()
+    names = [n.name for n in out.gm.graph.nodes if n.op == "placeholder"]
+    results = out.gm.graph.output_node().args[0]
+    in_spec = pytree.tree_flatten((tuple(names), {}))[1]
+    out_spec = pytree.tree_flatten({f"out{i}": 0 for i in range(len(cast(Sequence[Any], results)))})[
+        1
+    ]  # export outputs a tuple
+    out.gm.graph._codegen = _PyTreeCodeGen(_PyTreeInfo(names, in_spec, out_spec))
+    out.gm.recompile()
+    return out
+
+
+# The built-in module whose capture also runs with a pytree calling convention: two outputs.
+_CONVENTION_MODULE = "two_outputs_from_no_grad"
+
+
+def gate_corpus() -> list[tuple[str, GraphCase]]:
+    """The built-in regression corpus: every corpus module captured under both grad modes,
+    then one of them again with a pytree calling convention, which the pass must keep (no
+    capture has one, so without it nothing tests that the split graph keeps the codegen)."""
+    cases = corpus_cases()
+    return cases + [
+        (f"{name}[pytree]", with_pytree_convention(case))
+        for name, case in cases
+        if name.startswith(_CONVENTION_MODULE + "[")
+    ]

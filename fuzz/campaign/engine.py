@@ -61,9 +61,6 @@ def bucket_id(f: Finding) -> str:
 
 
 Check = Callable[[Any, PassFn], "list[Finding]"]
-# Told by a check, in a worker process, whether a death of the process from now on is the
-# pass's (True, the default at each example's start) or not (the gate's baseline is running).
-Blame = Callable[[bool], None]
 
 
 @dataclass

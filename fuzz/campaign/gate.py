@@ -1,20 +1,14 @@
 """Gate a pass change: run a candidate pass and a baseline pass on the same cases, and report
-every regression.
-
-A regression on a case is, per oracle family: the baseline passes the oracle and the candidate
-fails it; or both fail it and the two transformed graphs disagree with each other (run on the
-same inputs and compared like the equivalence and gradient oracles compare). A candidate that
-passes an oracle the baseline fails is a fix, never a regression. Beyond behaviour, the
-candidate's graph must show its consumers what the baseline's shows: the same signature specs
-(names included) and the same metadata keys on each kind of node.
+every regression (``fxfuzz.oracles.differential`` says what a regression is).
 
 The cases are the regression corpus (saved cases of earlier campaigns, then the built-in
-modules of ``fxfuzz.strategies.corpus`` and one with a pytree calling convention) and fresh
-Hypothesis cases for the budget (``fresh_cases``: of the export domain, the adversarial one, or
-both), each judged under both ambient grad modes so that a regression shrinks like any campaign
-finding. ``run_gate`` judges in this process, the corpus first; ``run_gate_parallel``
-(``fxfuzz gate``) judges every case in worker processes, so a case that kills the process or
-hangs is a crash regression, and with two or more workers draws fresh cases alongside the corpus.
+corpus of ``fxfuzz.strategies.corpus.gate_corpus``: its modules and one with a pytree calling
+convention) and fresh Hypothesis cases for the budget (``fresh_cases``: of the export domain,
+the adversarial one, or both), each judged under both ambient grad modes so that a regression
+shrinks like any campaign finding. ``run_gate`` judges in this process, the corpus first;
+``run_gate_parallel`` (``fxfuzz gate``) judges every case in worker processes, so a case that
+kills the process or hangs is a crash regression, and with two or more workers draws fresh
+cases alongside the corpus.
 """
 
 from __future__ import annotations
@@ -25,13 +19,10 @@ import math
 import tempfile
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
 
 from fxfuzz.campaign.engine import (
-    Blame,
     Bucket,
     CampaignResult,
     Check,
@@ -45,163 +36,18 @@ from fxfuzz.campaign.engine import (
 )
 from fxfuzz.campaign.protocol import Task
 from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, Supervisor, to_campaign_result, worker_seed
-from fxfuzz.core.case import GraphCase, copy_graph_module
+from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.contract import PassContract, contract_option
-from fxfuzz.core.internal import call_out
-from fxfuzz.core.passes import PassFn, contract_of, generation_kinds, load_pass
-from fxfuzz.core.serialize import case_from_dict, case_to_dict, target_name
+from fxfuzz.core.passes import PassFn, generation_kinds, load_pass
+from fxfuzz.core.serialize import case_from_dict, case_to_dict
 from fxfuzz.core.settings import NO_EXAMPLE_LIMIT, CampaignSettings
-from fxfuzz.oracles import Finding, input_labels, verify
-from fxfuzz.oracles.effects import check_effects
-from fxfuzz.oracles.rng import check_rng
-from fxfuzz.oracles.semantics import Reference, compare_graphs
+from fxfuzz.oracles import Finding
+from fxfuzz.oracles.differential import Blame, regressions, regressions_both_modes, with_ambient
 from fxfuzz.strategies import graph_cases
-from fxfuzz.strategies.corpus import corpus_cases
+from fxfuzz.strategies.corpus import gate_corpus
 from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
-from torch import fx
-
-# The oracles whose checks compare two executions, and so can compare two transformed graphs.
-_RUN_ORACLES = ("equivalence", "gradients", "effects", "rng")
-_BEHAVIOUR = {"crash", "equivalence", "gradients", "effects", "rng"}
-
-
-@dataclass
-class Judged:
-    """One pass on one case: its findings and, when it did not crash, what it returned."""
-
-    findings: list[Finding]
-    gm: fx.GraphModule | None
-    interface: Interface | None = None
-
-
-@dataclass(frozen=True)
-class Interface:
-    """What a transformed graph shows its consumers beyond behaviour: the signature's specs,
-    and which metadata keys each kind of node carries (export's later stages read them)."""
-
-    specs: tuple[tuple[str, ...], ...]
-    meta: tuple[tuple[str, tuple[str, ...], int], ...]
-
-    @staticmethod
-    def of(gm: fx.GraphModule, sig: object) -> Interface:
-        specs = tuple(
-            (str(s.kind), str(getattr(s.arg, "name", s.arg)), str(s.target))
-            for s in [*getattr(sig, "input_specs", []), *getattr(sig, "output_specs", [])]
-        )
-        meta = Counter(
-            (target_name(n.target) if n.op == "call_function" else n.op, tuple(sorted(n.meta)))
-            for m in gm.modules()
-            if isinstance(m, fx.GraphModule)
-            for n in m.graph.nodes
-        )
-        return Interface(specs, tuple(sorted((k, keys, c) for (k, keys), c in meta.items())))
-
-
-def interface_differences(candidate: Interface, baseline: Interface, compare_specs: bool) -> list[Finding]:
-    """The candidate's signature specs (unless the candidate fixed the baseline's signature)
-    and node metadata keys against the baseline's."""
-    found = []
-    if compare_specs and candidate.specs != baseline.specs:
-        diff = [f"{b} became {c}" for b, c in zip(baseline.specs, candidate.specs) if b != c][:3]
-        found.append(
-            Finding("signature", "vs_baseline_signature_differs", f"the signature differs from the baseline's: {diff}")
-        )
-    if candidate.meta != baseline.meta:
-        keys = sorted(set(baseline.meta) ^ set(candidate.meta))[:3]
-        found.append(
-            Finding(
-                "structure", "vs_baseline_metadata_differs", f"node metadata keys differ from the baseline's: {keys}"
-            )
-        )
-    return found
-
-
-def judge(case: GraphCase, pass_fn: PassFn, stage_share: float = DEFAULT_STAGE_SHARE) -> Judged:
-    """``fxfuzz.oracles.verify`` of ``pass_fn`` on ``case`` (``stage_share`` of cases through
-    export's stages), keeping the first graph the pass returned."""
-    outputs: list[tuple[fx.GraphModule, Interface]] = []
-
-    def recording(gm: object, sig: object) -> tuple[object, object]:
-        out = call_out(pass_fn, gm, sig)
-        if not outputs and isinstance(out, tuple) and out and isinstance(out[0], fx.GraphModule):
-            # Copies: later checks (idempotence) may run passes on what verify holds.
-            outputs.append((copy_graph_module(out[0]), Interface.of(out[0], out[1])))
-        return out
-
-    findings = verify(case, recording, contract_of(pass_fn), stage_share=stage_share)
-    return Judged(findings, *outputs[0]) if outputs else Judged(findings, None)
-
-
-def disagreements(case: GraphCase, candidate_gm: fx.GraphModule, baseline_gm: fx.GraphModule) -> list[Finding]:
-    """The two transformed graphs compared as the oracles compare original and transformed
-    (values, autograd flags, state, gradients, tangents, ordered effects, the random
-    generator's state), the baseline's
-    taken as reference."""
-    ref = Reference(baseline_gm, case.inputs, case.ambient_grad, input_labels(case), "cpu")
-    found, got = compare_graphs(candidate_gm, ref)
-    found += check_effects(ref, got, grads_exact=True) + check_rng(ref, got)
-    return [
-        Finding(f.oracle, f"vs_baseline_{f.kind}", f"candidate and baseline disagree: {f.message}", f.details)
-        for f in found
-    ]
-
-
-def _in_process(on_candidate: bool) -> None:
-    """The ``Blame`` of a gate in one process: a crash there ends the caller, so nobody listens."""
-
-
-def regressions(
-    case: GraphCase,
-    candidate: PassFn,
-    baseline: PassFn,
-    blame: Blame = _in_process,
-    stage_share: float = DEFAULT_STAGE_SHARE,
-) -> list[Finding]:
-    """What the candidate breaks on ``case`` that the baseline does not (see the module doc),
-    each judged with ``stage_share`` of cases through export's stages.
-
-    The baseline runs first; ``blame`` hears that a death of the process is the candidate's
-    only once the baseline has survived the case without crashing (if both crash, the
-    candidate's crash is no regression)."""
-    blame(False)
-    base = judge(case, baseline, stage_share)
-    failed_by_baseline = {f.oracle for f in base.findings}
-    blame("crash" not in failed_by_baseline)
-    cand = judge(case, candidate, stage_share)
-    failed_by_candidate = {f.oracle for f in cand.findings}
-    found = [f for f in cand.findings if f.oracle not in failed_by_baseline]
-    both_failed = failed_by_baseline & failed_by_candidate & set(_RUN_ORACLES)
-    if both_failed and cand.gm is not None and base.gm is not None:
-        found += [f for f in disagreements(case, cand.gm, base.gm) if f.oracle in both_failed]
-    # Where the baseline misbehaves a correct candidate's graph must differ from it, so the
-    # interface is compared only where the baseline's behaviour is a trustworthy reference.
-    if cand.interface is not None and base.interface is not None and not failed_by_baseline & _BEHAVIOUR:
-        fixed_signature = "signature" in failed_by_baseline - failed_by_candidate
-        found += interface_differences(cand.interface, base.interface, not fixed_signature)
-    return found
-
-
-def with_ambient(case: GraphCase, ambient: bool) -> GraphCase:
-    """The same case with the pass (and both graphs) run under ``ambient``."""
-    return case if case.ambient_grad == ambient else dataclasses.replace(case, ambient_grad=ambient)
-
-
-def regressions_both_modes(
-    case: GraphCase,
-    candidate: PassFn,
-    baseline: PassFn,
-    blame: Blame = _in_process,
-    stage_share: float = DEFAULT_STAGE_SHARE,
-) -> list[Finding]:
-    """``regressions`` under the case's ambient grad mode, then under the other one; each
-    finding's details say which mode showed it."""
-    found = []
-    for ambient in (case.ambient_grad, not case.ambient_grad):
-        for f in regressions(with_ambient(case, ambient), candidate, baseline, blame, stage_share):
-            found.append(dataclasses.replace(f, details={**f.details, "ambient_grad": ambient}))
-    return found
 
 
 def case_of(bucket: Bucket) -> GraphCase:
@@ -540,40 +386,3 @@ def _final_regression(r: ParallelResult, settings: CampaignSettings) -> bool:
 _RECORDED_AS_IS = ("process_died", "hang")
 
 
-# ---------------------------------------------------------------------------- the command
-
-
-def with_pytree_convention(case: GraphCase) -> GraphCase:
-    """A copy of ``case`` whose graph carries a pytree calling convention, as graphs reach a
-    pass from callers other than torch.export (``make_fx(..., pre_dispatch=True)`` on
-    structured arguments; export itself installs the convention only after its passes).
-    Inputs stay flat, since the oracles call graphs with flat inputs; outputs become a dict."""
-    import torch.utils._pytree as pytree
-    from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
-
-    out = case.copy()
-    names = [n.name for n in out.gm.graph.nodes if n.op == "placeholder"]
-    results = out.gm.graph.output_node().args[0]
-    in_spec = pytree.tree_flatten((tuple(names), {}))[1]
-    out_spec = pytree.tree_flatten({f"out{i}": 0 for i in range(len(cast(Sequence[Any], results)))})[
-        1
-    ]  # export outputs a tuple
-    out.gm.graph._codegen = _PyTreeCodeGen(_PyTreeInfo(names, in_spec, out_spec))
-    out.gm.recompile()
-    return out
-
-
-# The built-in module whose capture also runs with a pytree calling convention: two outputs.
-_CONVENTION_MODULE = "two_outputs_from_no_grad"
-
-
-def gate_corpus() -> list[tuple[str, GraphCase]]:
-    """The built-in regression corpus: every corpus module captured under both grad modes,
-    then one of them again with a pytree calling convention, which the pass must keep (no
-    capture has one, so without it nothing tests that the split graph keeps the codegen)."""
-    cases = corpus_cases()
-    return cases + [
-        (f"{name}[pytree]", with_pytree_convention(case))
-        for name, case in cases
-        if name.startswith(_CONVENTION_MODULE + "[")
-    ]

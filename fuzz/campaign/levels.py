@@ -19,7 +19,7 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from fxfuzz.campaign.engine import Blame, Bucket, CampaignResult, Check, Codec, ExampleForm, StopReason
+from fxfuzz.campaign.engine import Bucket, CampaignResult, Check, Codec, ExampleForm, StopReason
 from fxfuzz.campaign.protocol import Task
 from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, run_parallel, to_campaign_result
 from fxfuzz.campaign.worker import example_form
@@ -29,6 +29,7 @@ from fxfuzz.core.known import at_level, for_level
 from fxfuzz.core.program import _TYPES, PROGRAM_OPS, SIZE_OPS, Program, from_data, module_source, to_data
 from fxfuzz.core.serialize import MAX_ELEMENTS, check_json_bounds, json_data
 from fxfuzz.core.settings import CampaignSettings
+from fxfuzz.oracles.differential import Blame
 from fxfuzz.oracles.program import check_program
 from fxfuzz.strategies import module_programs
 from fxfuzz.strategies.programs import UPDATE_METHODS

@@ -9,7 +9,7 @@ import json
 import os
 import signal
 
-from fxfuzz.campaign.gate import gate_corpus
+from fxfuzz.strategies.corpus import gate_corpus
 from fxfuzz.cli.interrupt import StopSignals, verdict_status
 from fxfuzz.cli.setup import check_survives, writable_dir
 from fxfuzz.core.errors import UsageError

@@ -12,22 +12,16 @@ import broken_passes as bp
 import pytest
 from broken_passes import DIES_IN_WORKERS
 from fxfuzz.campaign.engine import StopReason
-from fxfuzz.campaign.gate import (
-    _final_regression,
-    fresh_cases,
-    gate_corpus,
-    regressions,
-    regressions_both_modes,
-    run_gate,
-    run_gate_parallel,
-)
+from fxfuzz.campaign.gate import _final_regression, fresh_cases, run_gate, run_gate_parallel
 from fxfuzz.campaign.protocol import Task, WorkerStart
 from fxfuzz.campaign.supervisor import BucketRecord, ParallelCampaign, ParallelResult, run_parallel
 from fxfuzz.campaign.worker import judgement
 from fxfuzz.core.contract import MEANING, SET_GRAD
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.settings import CampaignSettings
+from fxfuzz.oracles.differential import regressions, regressions_both_modes
 from fxfuzz.strategies import graph_cases
+from fxfuzz.strategies.corpus import gate_corpus
 from fxfuzz.tools.mutants import load_pass_variant
 from handmade import no_grad_region_case
 from hypothesis import HealthCheck, Phase, given, seed, settings

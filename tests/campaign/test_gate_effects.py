@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import effect_passes as ep
 from effect_cases import BROKEN, UnusedFirst, lowered
-from fxfuzz.campaign.gate import regressions
 from fxfuzz.core.passes import load_pass
+from fxfuzz.oracles.differential import regressions
 
 DROPS = load_pass(f"{BROKEN}:{ep.drops_unused_effect.__name__}")
 NEGATES = load_pass(f"{BROKEN}:{ep.logs_other_value.__name__}")

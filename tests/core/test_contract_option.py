@@ -48,7 +48,7 @@ def test_the_plugin_refuses_an_unknown_contract(pytester):
 
 
 def test_a_repro_records_its_contract_and_refuses_a_name_outside_the_table(tmp_path):
-    from fxfuzz.campaign.gate import gate_corpus
+    from fxfuzz.strategies.corpus import gate_corpus
     from fxfuzz.core.serialize import case_to_dict
 
     _, case = gate_corpus()[0]
