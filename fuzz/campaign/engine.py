@@ -14,7 +14,6 @@ import contextlib
 import enum
 import gc
 import hashlib
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -23,14 +22,12 @@ from typing import Any
 
 from fxfuzz.campaign.database import open_database
 from fxfuzz.campaign.reduce import reduce_case
+from fxfuzz.campaign.store import GRAPH_CASES, Codec, SavedFailures, database_key
 from fxfuzz.core.case import Example, GraphCase
 from fxfuzz.core.contract import contract_option
-from fxfuzz.core.deadline import load_within
-from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.inductor import drain_reach
-from fxfuzz.core.passes import Pass, PassFn, generation_ambient, generation_kinds
+from fxfuzz.core.passes import PassFn, generation_ambient, generation_kinds
 from fxfuzz.core.reproducible import reproducible_draws
-from fxfuzz.core.serialize import case_from_dict, case_to_dict, count_compute_nodes, json_data
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding, verify
 from fxfuzz.oracles.crash import site_key
@@ -199,66 +196,6 @@ def run_examples(
     return result
 
 
-def database_key(pass_fn: PassFn, domain: str) -> bytes:
-    """Where a campaign's examples live in the database: one entry per pass and domain, so a
-    failure replays first on the next campaign against the same pass."""
-    if isinstance(pass_fn, Pass):
-        # The name loaded passes were keyed by before fxfuzz became one package, so databases
-        # written then keep replaying.
-        name = f"fuzz.passes:{pass_fn.target}"
-    else:
-        name = f"{getattr(pass_fn, '__module__', '')}:{getattr(pass_fn, '__qualname__', repr(pass_fn))}"
-    return hashlib.sha384(f"fxfuzz|{name}|{domain}".encode()).digest()
-
-
-@dataclass(frozen=True)
-class Codec:
-    """Turns an example into bytes for the database and back (None: cannot be saved)."""
-
-    dumps: Callable[[Any], bytes | None]
-    loads: Callable[[bytes], Any]
-
-
-def _graph_case_dumps(case: Any) -> bytes | None:
-    try:
-        return json.dumps(case_to_dict(case)).encode()
-    except (SerializeError, AttributeError):
-        return None
-
-
-def _graph_case_loads(raw: bytes) -> Any:
-    return case_from_dict(json_data(raw))
-
-
-GRAPH_CASES = Codec(_graph_case_dumps, _graph_case_loads)
-
-
-@dataclass(frozen=True)
-class ExampleForm:
-    """How one level's examples cross between a worker process and its supervisor: as JSON
-    data (``to_data``; None: this one cannot be) and back, their size (compute nodes) read from
-    that data, the codec the database keeps them in, and whether that data is a serialized
-    graph case (``fxfuzz.core.serialize``), which the report reads and writes as a .json repro."""
-
-    to_data: Callable[[Any], dict[str, Any] | None]
-    from_data: Callable[[dict[str, Any]], Any]
-    nodes: Callable[[dict[str, Any]], int]
-    codec: Codec
-    graph_case: bool = False
-
-
-def _graph_case_data(case: Any) -> dict[str, Any] | None:
-    try:
-        return case_to_dict(case)
-    except Exception:  # an example type the serializer does not know: fuzz on, unsaved
-        return None
-
-
-GRAPH_FORM = ExampleForm(
-    _graph_case_data, case_from_dict, lambda data: count_compute_nodes(data["graph"]), GRAPH_CASES, graph_case=True
-)
-
-
 def verify_with(settings: CampaignSettings) -> Check:
     """``fxfuzz.oracles.verify`` on the settings' device, stage share and contract."""
     contract = contract_option(settings.contract)
@@ -274,69 +211,6 @@ class Subject:
     strategy: st.SearchStrategy[Any] | None = None
     check: Check | None = None
     codec: Codec | None = GRAPH_CASES
-
-
-class SavedFailures:
-    """Each bucket's smallest example, kept in the Hypothesis example database under one key
-    per pass and domain, so the next campaign replays them before generating anything.
-
-    Hypothesis's own replay of choice sequences does not fit rounds: a later round replays
-    an already-minimized failure, sees it "pass" (the round ignores known buckets) and
-    deletes it. Storing the serialized example makes replay independent of the strategy's
-    choice sequence, and any ExampleDatabase (directory, GitHubArtifactDatabase,
-    MultiplexedDatabase) carries it.
-
-    Several processes save into one database (workers, restarts, the supervisor, later
-    campaigns), each knowing only what it saved or replayed itself; so a store deletes an
-    example only for a smaller one of the same bucket, or when it no longer fails. The
-    database thereby only ever improves a bucket's example.
-    """
-
-    def __init__(self, database: ExampleDatabase, key: bytes, codec: Codec) -> None:
-        self.db, self.key, self.codec = database, key + b".fxfuzz-failures", codec
-        # bucket -> (compute nodes, bytes, raw): its smallest example, ordered by that key
-        self.by_bucket: dict[str, tuple[int, int, bytes]] = {}
-
-    def saved(self, timeout_s: float = CampaignSettings.example_timeout_s) -> list[tuple[bytes, Any]]:
-        """The saved examples that load, each within ``timeout_s``, smallest first (compute
-        nodes, then bytes). One that asks for code this run does not trust, or does not load
-        (written by another fxfuzz or torch version, malformed, or too slow), is left out and
-        kept in the database: counted in ``skipped`` (``skipped_untrusted``, ``unloadable``)
-        with a line in ``notes``."""
-        loaded = []
-        self.skipped: Counter = Counter()
-        self.notes: list[str] = []
-        for raw in self.db.fetch(self.key):
-            try:
-                case = load_within(timeout_s, self.codec.loads, raw)
-            except Exception as e:  # any exception: the entry is data written by anyone, never lost for it
-                kind = "skipped_untrusted" if isinstance(e, UntrustedError) else "unloadable"
-                self.skipped[kind] += 1
-                why = str(e).splitlines()[0][:500] if str(e) else type(e).__name__
-                entry = hashlib.sha1(raw).hexdigest()[:12]  # tells entries with the same complaint apart
-                self.notes.append(f"left saved example {entry} in the database, not replayed ({kind}): {why}")
-                continue
-            loaded.append(((case.compute_nodes(), len(raw), raw), case))
-        return [(size[2], case) for size, case in sorted(loaded, key=lambda sc: sc[0])]
-
-    def keep(self, bid: str, raw: bytes | None, nodes: int) -> None:
-        """Save ``raw`` (``nodes`` compute nodes) as bucket ``bid``'s example if it is smaller
-        than the one this store holds for it, deleting that one."""
-        if raw is None:
-            return
-        new = (nodes, len(raw), raw)
-        old = self.by_bucket.get(bid)
-        if old is not None and old <= new:
-            return
-        self.by_bucket[bid] = new
-        self.db.save(self.key, raw)
-        if old is not None:
-            self.drop_unless_held(old[2])
-
-    def drop_unless_held(self, raw: bytes) -> None:
-        """Delete ``raw`` unless it is the smallest example of some bucket held here."""
-        if all(raw != held for _, _, held in self.by_bucket.values()):
-            self.db.delete(self.key, raw)
 
 
 class _HeapFrozen(contextlib.ContextDecorator):

@@ -28,7 +28,7 @@ class Task:
     ``strategy``, a ``pkg.module:factory`` whose ``factory(settings=..., **strategy_args)``
     returns the Hypothesis strategy generated examples are drawn from (None: the campaign's
     own, for the pass under test); ``form``, a ``pkg.module:attr`` naming the
-    ``fxfuzz.campaign.engine.ExampleForm`` of the examples (None: graph cases, ``GRAPH_FORM``)."""
+    ``fxfuzz.campaign.store.ExampleForm`` of the examples (None: graph cases, ``GRAPH_FORM``)."""
 
     check: str | None = None
     check_args: dict[str, Any] = field(default_factory=dict)

@@ -50,17 +50,7 @@ from typing import Any
 
 from fxfuzz.campaign import warm, worker
 from fxfuzz.campaign.database import open_database
-from fxfuzz.campaign.engine import (
-    GRAPH_FORM,
-    Bucket,
-    CampaignResult,
-    Codec,
-    ExampleForm,
-    SavedFailures,
-    StopReason,
-    bucket_id,
-    database_key,
-)
+from fxfuzz.campaign.engine import Bucket, CampaignResult, StopReason, bucket_id
 from fxfuzz.campaign.protocol import (
     Blame,
     BucketFound,
@@ -77,6 +67,7 @@ from fxfuzz.campaign.protocol import (
     WorkerMessage,
     WorkerStart,
 )
+from fxfuzz.campaign.store import GRAPH_FORM, Codec, ExampleForm, SavedFailures, database_key
 from fxfuzz.core.errors import SerializeError
 from fxfuzz.core.op_sources import named_sources
 from fxfuzz.core.passes import load_pass

@@ -45,8 +45,8 @@ from fxfuzz.campaign.protocol import (
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.internal import first_line
 
-if TYPE_CHECKING:  # the engine imports torch: a worker imports it only once coverage runs
-    from fxfuzz.campaign.engine import ExampleForm
+if TYPE_CHECKING:  # the store imports torch: a worker imports it only once coverage runs
+    from fxfuzz.campaign.store import ExampleForm
 
 
 def _factory(spec: str) -> Any:
@@ -57,7 +57,7 @@ def _factory(spec: str) -> Any:
 
 def example_form(task: Task) -> ExampleForm:
     """The ``ExampleForm`` of the examples ``task`` judges: the one it names, else graph cases'."""
-    from fxfuzz.campaign.engine import GRAPH_FORM
+    from fxfuzz.campaign.store import GRAPH_FORM
 
     return _factory(task.form) if task.form else GRAPH_FORM
 

@@ -110,7 +110,7 @@ def test_levels_refuse_a_device_they_would_ignore(level, monkeypatch, refused):
 
 
 def test_program_failures_round_trip_through_the_database_codec():
-    from fxfuzz.campaign.levels import PROGRAMS
+    from fxfuzz.campaign.store import PROGRAMS
     from fxfuzz.strategies import module_programs
     from hypothesis import given, settings
 

@@ -13,7 +13,8 @@ import time
 
 import pytest
 import redis
-from fxfuzz.campaign.engine import GRAPH_CASES, SavedFailures, Subject, database_key, run_campaign
+from fxfuzz.campaign.engine import Subject, run_campaign
+from fxfuzz.campaign.store import GRAPH_CASES, SavedFailures, database_key
 from fxfuzz.campaign.supervisor import worker_seed
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.settings import CampaignSettings

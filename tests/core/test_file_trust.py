@@ -25,7 +25,7 @@ from fxfuzz.campaign.database import (
     open_database,
     parse_databases,
 )
-from fxfuzz.campaign.engine import GRAPH_CASES, SavedFailures
+from fxfuzz.campaign.store import GRAPH_CASES, SavedFailures
 from fxfuzz.core import fileio
 from fxfuzz.core.fileio import RefusedFile, read_bounded, write_atomic
 from fxfuzz.core.settings import DatabaseSpec
@@ -248,7 +248,8 @@ def test_temporary_files_of_an_interrupted_save_are_not_entries(tmp_path):
 
 def test_a_campaign_notes_a_hostile_entry_in_its_result(tmp_path):
     """The notes reach the campaign's result, which the summary and report.json print."""
-    from fxfuzz.campaign.engine import database_key, run_campaign
+    from fxfuzz.campaign.engine import run_campaign
+    from fxfuzz.campaign.store import database_key
     from fxfuzz.core.passes import load_pass
     from fxfuzz.core.settings import CampaignSettings
 
@@ -354,7 +355,7 @@ def test_the_start_check_caches_the_artifact_for_the_workers(monkeypatch, hypoth
 
 def test_a_saved_failure_of_the_artifact_replays(monkeypatch, hypothesis_home, tmp_path):
     """The entries an artifact yields are what SavedFailures loads: the bounded read keeps them whole."""
-    from fxfuzz.campaign.engine import database_key
+    from fxfuzz.campaign.store import database_key
     from fxfuzz.core.passes import load_pass
 
     key = database_key(load_pass("identity"), "export") + b".fxfuzz-failures"

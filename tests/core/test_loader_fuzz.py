@@ -16,8 +16,7 @@ import time
 from typing import Any
 
 import torch
-from fxfuzz.campaign.engine import GRAPH_CASES
-from fxfuzz.campaign.levels import PROGRAMS
+from fxfuzz.campaign.store import GRAPH_CASES, PROGRAMS
 from fxfuzz.core.errors import FxfuzzError
 from fxfuzz.core.program import to_data
 from fxfuzz.core.serialize import case_to_dict, memory_unsafe, target_name

@@ -14,8 +14,8 @@ import time
 
 import pytest
 import redis
-from fxfuzz.campaign.engine import GRAPH_CASES, Subject, database_key, run_campaign
-from fxfuzz.campaign.levels import PROGRAMS
+from fxfuzz.campaign.engine import Subject, run_campaign
+from fxfuzz.campaign.store import GRAPH_CASES, PROGRAMS, database_key
 from fxfuzz.core import op_sources
 from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.passes import load_pass
@@ -594,7 +594,7 @@ def test_size_expression_towers_are_refused_unbuilt():
 
 
 def test_a_saved_example_that_loads_too_slowly_is_left_out_and_kept(tmp_path):
-    from fxfuzz.campaign.engine import Codec, SavedFailures
+    from fxfuzz.campaign.store import Codec, SavedFailures
     from fxfuzz.core.deadline import load_within
 
     with pytest.raises(SerializeError, match="did not load within 0.2s"):
