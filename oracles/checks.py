@@ -23,7 +23,8 @@ from fxfuzz.core.case import GraphCase
 from fxfuzz.core.contract import PassContract
 from fxfuzz.core.internal import InternalError, first_line, raised_by_fxfuzz
 from fxfuzz.oracles.bounds import value_bound
-from fxfuzz.oracles.downstream import CleanedUp, check_downstream
+from fxfuzz.oracles.cleanup import CleanedUp, check_cleanup
+from fxfuzz.oracles.downstream import check_downstream, stages_selected
 from fxfuzz.oracles.effects import check_effects
 from fxfuzz.oracles.exported import check_exported
 from fxfuzz.oracles.finding import Finding, Oracle
@@ -32,7 +33,6 @@ from fxfuzz.oracles.rng import check_rng
 from fxfuzz.oracles.semantics import Comparing, Reference, check_on_device, compare_graphs
 from fxfuzz.oracles.signature import check_signature
 from fxfuzz.oracles.sizes import AtSizes, new_kinds, observe_sizes
-from fxfuzz.oracles.stages import check_stages, stages_selected
 from fxfuzz.oracles.structure import check_structure, check_unused_submodules, malformed, malformed_result
 from fxfuzz.oracles.timing import step
 from torch import fx
@@ -200,14 +200,14 @@ def _device(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     return check_on_device(ctx.gm, at.ref, at.got, shown, ctx.device, effects)
 
 
+def _cleanup(ctx: Observed, at: AtSizes | None) -> list[Finding]:
+    assert at is not None
+    return check_cleanup(ctx.gm, at.got.run, at.ref, ctx.cleaned)
+
+
 def _downstream(ctx: Observed, at: AtSizes | None) -> list[Finding]:
     assert at is not None
-    return check_downstream(ctx.gm, at.got.run, at.ref, ctx.cleaned)
-
-
-def _stages(ctx: Observed, at: AtSizes | None) -> list[Finding]:
-    assert at is not None
-    return check_stages(
+    return check_downstream(
         ctx.gm,
         ctx.sig,
         ctx.case.gm,
@@ -296,7 +296,7 @@ CHECKS: tuple[Check, ...] = (
         "downstream clean-ups",
         "downstream clean-ups",
         (Oracle.STRUCTURE,),
-        _downstream,
+        _cleanup,
         Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES,
         both_ran=True,
         at_sizes=True,
@@ -305,7 +305,7 @@ CHECKS: tuple[Check, ...] = (
         "export stages",
         "export stages (module, decompositions, save/load, unflatten)",
         (Oracle.DOWNSTREAM,),
-        _stages,
+        _downstream,
         Needs.REFERENCE | Needs.RESULT | Needs.OTHER_SIZES | Needs.STAGES,
         both_ran=True,
         at_sizes=True,

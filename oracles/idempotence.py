@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fxfuzz.core.internal import first_line
-from fxfuzz.oracles.downstream import code_of
+from fxfuzz.oracles.cleanup import code_of
 from fxfuzz.oracles.effects import rerun_differences
 from fxfuzz.oracles.equivalence import state_leak
 from fxfuzz.oracles.execute import Run, graph_modules, pass_isolated, run_graph

@@ -40,7 +40,7 @@ from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.gradients import compare_derivatives
 from fxfuzz.oracles.program_runtime import observe_module
 from fxfuzz.oracles.sizes import new_kinds
-from fxfuzz.oracles.stages import STAGES, stages_are_forced
+from fxfuzz.oracles.downstream import DOWNSTREAM_STAGES, stages_are_forced
 from hypothesis import reject
 
 
@@ -231,7 +231,7 @@ def _check_mode(
         return findings + [_export_crash(captured.error)]
     ep = captured.exported
     for prefix, stage in E2E_STAGES if shared else E2E_STAGES[:1]:
-        make, exact = STAGES[stage]
+        make, exact = DOWNSTREAM_STAGES[stage]
         try:
             # A copy each: a call of one stage's module updates the buffers the next starts from.
             module = make(copy.deepcopy(ep))

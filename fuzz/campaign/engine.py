@@ -32,7 +32,7 @@ from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding, verify
 from fxfuzz.oracles.crash import site_key
 from fxfuzz.oracles.program import shrinks_with_shared_checks
-from fxfuzz.oracles.stages import stages_forced
+from fxfuzz.oracles.downstream import stages_forced
 from fxfuzz.strategies import graph_cases
 from hypothesis import HealthCheck, Phase, given, seed
 from hypothesis import settings as hypothesis_settings

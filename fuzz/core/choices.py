@@ -75,7 +75,7 @@ DEVICES = ("cpu", "cuda")
 # The local example database's default directory (reports/* is git-ignored).
 DEFAULT_DB = "reports/.fxfuzz-db"
 
-# The share of examples verify also takes through torch.export's stages (oracles.stages):
+# The share of examples verify also takes through torch.export's stages (oracles.downstream):
 # measured to keep a default campaign within 10% of its throughput without them.
 DEFAULT_STAGE_SHARE = 0.02
 

@@ -16,7 +16,7 @@ from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding
 from fxfuzz.oracles.program import shrinks_with_shared_checks
-from fxfuzz.oracles.stages import stages_forced
+from fxfuzz.oracles.downstream import stages_forced
 from fxfuzz.repro.files import repro_document, write_repro
 
 

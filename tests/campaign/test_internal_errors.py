@@ -33,7 +33,7 @@ from paths import HELPERS
 
 def _bogus_stage(monkeypatch):
     # The stages row then asks fxfuzz's own stage table for a stage it lacks: a KeyError
-    # raised in fxfuzz's code (oracles/stages.py), as a bug of fxfuzz would.
+    # raised in fxfuzz's code (oracles/downstream.py), as a bug of fxfuzz would.
     monkeypatch.setattr(checks, "stages_selected", lambda code, ambient, share: ("no_such_stage",))
 
 
@@ -43,7 +43,7 @@ def test_an_error_in_fxfuzz_code_is_an_internal_error_not_a_finding(monkeypatch)
         verify(hm.no_grad_region_case(), identity_pass)
     e = raised.value
     assert e.where == "export stages" and e.exception == "KeyError"
-    assert "oracles/stages.py" in e.details and "no_such_stage" in e.details
+    assert "oracles/downstream.py" in e.details and "no_such_stage" in e.details
 
 
 def _junk_submodule(gm, sig):

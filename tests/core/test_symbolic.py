@@ -18,8 +18,8 @@ from fxfuzz.core.passes import load_pass
 from fxfuzz.core.rebuild import inputs_at
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
 from fxfuzz.core.settings import CampaignSettings
-from fxfuzz.oracles import downstream, verify
-from fxfuzz.oracles.stages import stages_forced
+from fxfuzz.oracles import cleanup, verify
+from fxfuzz.oracles.downstream import stages_forced
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.corpus import MODULES, capture
 from hypothesis import find, settings
@@ -281,8 +281,8 @@ def test_the_clean_up_is_built_once_and_run_at_every_size(dynamic_corpus, monkey
     """deepcopy + eliminate_dead_code + recompile of the result does not depend on the inputs:
     one clean-up per result, which the traced and every other size then run."""
     cleaned = []
-    real_clean = downstream._clean
-    monkeypatch.setattr(downstream, "_clean", lambda gm: cleaned.append(gm) or real_clean(gm))
+    real_clean = cleanup._clean
+    monkeypatch.setattr(cleanup, "_clean", lambda gm: cleaned.append(gm) or real_clean(gm))
     for name, case in dynamic_corpus:
         cleaned.clear()
         assert len(case.sizes) >= 2 and verify(case, REAL) == [], name

@@ -122,7 +122,7 @@ def test_cse_buckets_that_follow_from_its_two_merges_go_once_both_are_fixed(path
     the dead-code clean-up): the real CSEPass draws each on its saved case, CSEPass's algorithm
     with both defects above fixed draws nothing. Their known lines say so."""
     from fxfuzz.core.contract import REFINES
-    from fxfuzz.oracles.stages import stages_forced
+    from fxfuzz.oracles.downstream import stages_forced
     from fxfuzz.repro.files import load_repro
 
     case, name = load_repro(path).case, os.path.basename(path)[:-5]

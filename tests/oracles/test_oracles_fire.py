@@ -274,7 +274,7 @@ def test_identity_pass_is_equivalent(case):
 def test_downstream_fires_on_a_result_export_cannot_save_and_blames_only_the_pass():
     """Forced through the stages: torch.export.save refuses the result (save_load_raised),
     while the real pass and the identity on the same case pass every stage."""
-    from fxfuzz.oracles.stages import stages_forced
+    from fxfuzz.oracles.downstream import stages_forced
 
     case = hm.no_grad_region_case(ambient=True)
     with stages_forced():
@@ -288,7 +288,7 @@ def test_downstream_fires_on_a_result_export_cannot_save_and_blames_only_the_pas
 
 def test_the_stage_share_is_a_deterministic_function_of_the_case():
     from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
-    from fxfuzz.oracles.stages import STAGES, stages_forced, stages_selected
+    from fxfuzz.oracles.downstream import DOWNSTREAM_STAGES, stages_forced, stages_selected
 
     codes = [f"graph {i}" for i in range(2000)]
     picked = [c for c in codes if stages_selected(c, True)]
@@ -296,10 +296,10 @@ def test_the_stage_share_is_a_deterministic_function_of_the_case():
         picked == [c for c in codes if stages_selected(c, True)]
         and DEFAULT_STAGE_SHARE * 1000 <= len(picked) <= DEFAULT_STAGE_SHARE * 3000
     )
-    cheap = tuple(s for s in STAGES if s != "run_decompositions")
-    assert all(stages_selected(c, True) in (tuple(STAGES), cheap) for c in picked)
+    cheap = tuple(s for s in DOWNSTREAM_STAGES if s != "run_decompositions")
+    assert all(stages_selected(c, True) in (tuple(DOWNSTREAM_STAGES), cheap) for c in picked)
     with stages_forced():
-        assert stages_selected(codes[0], True) == tuple(STAGES)
+        assert stages_selected(codes[0], True) == tuple(DOWNSTREAM_STAGES)
     assert not any(stages_selected(c, True, 0.0) for c in codes)
     assert all(stages_selected(c, True, 1.0) for c in codes)
 
@@ -321,7 +321,7 @@ def test_the_stages_run_without_torchs_own_notices():
     import logging
     import warnings
 
-    from fxfuzz.oracles.stages import STAGES
+    from fxfuzz.oracles.downstream import DOWNSTREAM_STAGES
 
     class Notes(logging.Handler):
         def __init__(self):
@@ -338,7 +338,7 @@ def test_the_stages_run_without_torchs_own_notices():
     try:
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            for make, _ in STAGES.values():
+            for make, _ in DOWNSTREAM_STAGES.values():
                 make(ep)
         assert not [str(w.message) for w in seen if "LeafSpec" in str(w.message)] and not notes.seen
         with warnings.catch_warnings(record=True) as seen:

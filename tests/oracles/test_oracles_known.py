@@ -186,7 +186,7 @@ def test_save_load_rejects_a_hop_without_outputs():
     Export's own ExportedProgram of this module fails the same round trip, end to end
     (tests/oracles/test_programs.py)."""
     from fxfuzz.campaign.engine import bucket_id
-    from fxfuzz.oracles.stages import stages_forced
+    from fxfuzz.oracles.downstream import stages_forced
 
     with stages_forced():
         found = verify(from_module(UnusedNoGradResult(), (torch.randn(3),)), REAL)
@@ -241,7 +241,7 @@ def test_unflatten_repeats_the_corrupted_users_map():
     node_inline_ dropped ``linear`` from ``gelu.users`` (finding 2), and unflatten, which
     copies the graph, loses the read exactly as dead-code elimination does (same difference)."""
     from fxfuzz.campaign.engine import bucket_id
-    from fxfuzz.oracles.stages import stages_forced
+    from fxfuzz.oracles.downstream import stages_forced
     from fxfuzz.repro.files import load_repro
 
     repro = load_repro(os.path.join(DATA, "unflatten_after_def_use.json"))

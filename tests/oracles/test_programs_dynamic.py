@@ -18,7 +18,7 @@ from fxfuzz.core.program import Cond, Function, GradBlock, Input, Op, Program, S
 from fxfuzz.core.symbols import valid_sizes
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.program import check_program, pass_in_export, shrinks_with_shared_checks
-from fxfuzz.oracles.stages import stages_forced
+from fxfuzz.oracles.downstream import stages_forced
 from fxfuzz.repro.files import program_repro_source
 from fxfuzz.repro.program_check import main
 from fxfuzz.strategies import module_programs
