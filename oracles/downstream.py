@@ -28,12 +28,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+from fxfuzz.core.calls import exported_program
 from fxfuzz.core.case import clone_input
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.internal import first_line
 from fxfuzz.oracles.equivalence import compare_value
 from fxfuzz.oracles.execute import release_frames
-from fxfuzz.oracles.exported import exported_program
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.program_runtime import observe_module
 from fxfuzz.oracles.tolerance import Bound, Exact
@@ -95,7 +95,7 @@ def _exported(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[An
     buffers); None when its constructor rejects it (the rejection of a result is the
     signature oracle's ``export_verifier_rejects``)."""
     try:
-        return exported_program(gm, sig, [clone_input(v) for v in inputs])
+        return exported_program(gm, sig, [clone_input(v) for v in inputs], copy=True)
     except Exception:
         return None
 

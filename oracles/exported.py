@@ -19,14 +19,7 @@ from fxfuzz.core.internal import first_line
 from fxfuzz.oracles.execute import release_frames
 from fxfuzz.oracles.finding import Finding
 from torch import fx
-from torch.export.exported_program import ExportedProgram
 from torch.export.graph_signature import ExportGraphSignature
-
-
-def exported_program(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[Any]) -> ExportedProgram:
-    """The ExportedProgram export would build, on copies: ``gm`` may be the case's original,
-    which later checks and the baseline's judgement reuse (``fxfuzz.core.calls``)."""
-    return calls.exported_program(gm, sig, inputs, copy=True)
 
 
 Check = Callable[[fx.GraphModule, ExportGraphSignature, Sequence[Any]], object]
@@ -67,7 +60,9 @@ def export_checks() -> dict[str, Check]:
     passes. Built when first asked for: their module imports all of dynamo, over a second of
     CPU that a process only reading repros or supervising workers never needs (the warm
     interpreter imports it for the workers, ``fxfuzz.campaign.worker.PRELOAD``)."""
-    checks: dict[str, Check] = {"exported_program": exported_program}
+    # On copies: ``gm`` may be the case's original, which later checks and the baseline's
+    # judgement reuse.
+    checks: dict[str, Check] = {"exported_program": functools.partial(calls.exported_program, copy=True)}
     try:  # private helpers, absent in some torch versions
         from torch.export._trace import _verify_nn_module_stack, _verify_placeholder_names, _verify_stack_trace
     except ImportError:  # pragma: no cover - depends on the torch version
