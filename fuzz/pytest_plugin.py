@@ -106,8 +106,8 @@ def _assert_clean(findings: list[Any], case: Any) -> None:
 
 def _judge(pass_fn: Any, baseline: Any, case: Any) -> None:
     """Every finding of the pass, or with a baseline only its regressions against it."""
-    from fxfuzz.oracles.differential import regressions
     from fxfuzz.oracles import verify
+    from fxfuzz.oracles.differential import regressions
 
     _assert_clean(verify(case, pass_fn) if baseline is None else regressions(case, pass_fn, baseline), case)
 

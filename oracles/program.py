@@ -35,12 +35,12 @@ from fxfuzz.core.program import Program, load_program
 from fxfuzz.core.symbols import valid_sizes
 from fxfuzz.oracles import verify
 from fxfuzz.oracles.crash import raise_site
+from fxfuzz.oracles.downstream import DOWNSTREAM_STAGES, stages_are_forced
 from fxfuzz.oracles.equivalence import compare_value, raised_differently
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.gradients import compare_derivatives
 from fxfuzz.oracles.program_runtime import observe_module
 from fxfuzz.oracles.sizes import new_kinds
-from fxfuzz.oracles.downstream import DOWNSTREAM_STAGES, stages_are_forced
 from hypothesis import reject
 
 

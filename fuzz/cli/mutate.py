@@ -9,11 +9,11 @@ import json
 import os
 import signal
 
-from fxfuzz.strategies.corpus import gate_corpus
 from fxfuzz.cli.interrupt import StopSignals, verdict_status
 from fxfuzz.cli.setup import check_survives, writable_dir
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.passes import REGISTRY, default_domain, load_pass
+from fxfuzz.strategies.corpus import gate_corpus
 from fxfuzz.strategies.custom import register_ops
 from fxfuzz.tools.mutants import enumerate_mutants
 from fxfuzz.tools.mutate import MutantResult, load_equivalent, run_mutant, summarize, write_results

@@ -15,8 +15,8 @@ from fxfuzz.core.passes import PassFn
 from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding
-from fxfuzz.oracles.program import shrinks_with_shared_checks
 from fxfuzz.oracles.downstream import stages_forced
+from fxfuzz.oracles.program import shrinks_with_shared_checks
 from fxfuzz.repro.files import repro_document, write_repro
 
 

@@ -220,8 +220,8 @@ def test_a_downstream_bucket_shrinks_with_every_attempt_through_the_stages():
     """Shrinking a downstream bucket takes every attempt through the stages whatever share its
     case hashes to: a stage failure of every case with 3 or more nodes, seen only through the
     stages, shrinks to 3 nodes although the share is 2 in 100."""
-    from fxfuzz.oracles.finding import Finding
     from fxfuzz.oracles.downstream import stages_selected
+    from fxfuzz.oracles.finding import Finding
 
     def check(case, pass_fn):
         staged = stages_selected(case.code(), case.ambient_grad)

@@ -48,8 +48,8 @@ def test_the_plugin_refuses_an_unknown_contract(pytester):
 
 
 def test_a_repro_records_its_contract_and_refuses_a_name_outside_the_table(tmp_path):
-    from fxfuzz.strategies.corpus import gate_corpus
     from fxfuzz.core.serialize import case_to_dict
+    from fxfuzz.strategies.corpus import gate_corpus
 
     _, case = gate_corpus()[0]
     doc = repro_document(

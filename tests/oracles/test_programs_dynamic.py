@@ -16,9 +16,9 @@ from fxfuzz.core.capture import from_module
 from fxfuzz.core.passes import REGISTRY, load_pass
 from fxfuzz.core.program import Cond, Function, GradBlock, Input, Op, Program, Size, load_program, module_source
 from fxfuzz.core.symbols import valid_sizes
+from fxfuzz.oracles.downstream import stages_forced
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.program import check_program, pass_in_export, shrinks_with_shared_checks
-from fxfuzz.oracles.downstream import stages_forced
 from fxfuzz.repro.files import program_repro_source
 from fxfuzz.repro.program_check import main
 from fxfuzz.strategies import module_programs

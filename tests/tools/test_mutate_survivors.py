@@ -8,9 +8,9 @@ from __future__ import annotations
 import broken_passes as bp
 import handmade as hm
 import torch
-from fxfuzz.oracles.differential import regressions
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
+from fxfuzz.oracles.differential import regressions
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.corpus import MODULES, capture, with_pytree_convention
 from fxfuzz.tools.mutants import enumerate_mutants, load_pass_variant
