@@ -21,8 +21,8 @@ from fxfuzz.oracles.finding import Finding
 from torch import fx
 from torch.export.graph_signature import ExportGraphSignature
 
-
-Check = Callable[[fx.GraphModule, ExportGraphSignature, Sequence[Any]], object]
+# One of export's checks: raises on a graph it rejects.
+ExportCheck = Callable[[fx.GraphModule, ExportGraphSignature, Sequence[Any]], object]
 
 
 @contextmanager
@@ -46,7 +46,7 @@ def _boundary_metadata_stripped(gm: fx.GraphModule) -> Iterator[None]:
             node.meta[key] = value
 
 
-def _after_export_strips(check: Callable[[fx.GraphModule], None]) -> Check:
+def _after_export_strips(check: Callable[[fx.GraphModule], None]) -> ExportCheck:
     def run(gm: fx.GraphModule, sig: ExportGraphSignature, inputs: Sequence[Any]) -> None:
         with _boundary_metadata_stripped(gm):
             check(gm)
@@ -55,14 +55,14 @@ def _after_export_strips(check: Callable[[fx.GraphModule], None]) -> Check:
 
 
 @functools.cache
-def export_checks() -> dict[str, Check]:
+def export_checks() -> dict[str, ExportCheck]:
     """name -> a check that raises on rejection; export runs the first three right after its
     passes. Built when first asked for: their module imports all of dynamo, over a second of
     CPU that a process only reading repros or supervising workers never needs (the warm
     interpreter imports it for the workers, ``fxfuzz.campaign.worker.PRELOAD``)."""
     # On copies: ``gm`` may be the case's original, which later checks and the baseline's
     # judgement reuse.
-    checks: dict[str, Check] = {"exported_program": functools.partial(calls.exported_program, copy=True)}
+    checks: dict[str, ExportCheck] = {"exported_program": functools.partial(calls.exported_program, copy=True)}
     try:  # private helpers, absent in some torch versions
         from torch.export._trace import _verify_nn_module_stack, _verify_placeholder_names, _verify_stack_trace
     except ImportError:  # pragma: no cover - depends on the torch version

@@ -31,8 +31,8 @@ from fxfuzz.core.reproducible import reproducible_draws
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding, verify
 from fxfuzz.oracles.crash import site_key
-from fxfuzz.oracles.program import shrinks_with_shared_checks
 from fxfuzz.oracles.downstream import stages_forced
+from fxfuzz.oracles.program import shrinks_with_shared_checks
 from fxfuzz.strategies import graph_cases
 from hypothesis import HealthCheck, Phase, given, seed
 from hypothesis import settings as hypothesis_settings
@@ -57,7 +57,8 @@ def bucket_id(f: Finding) -> str:
     return f"{f.oracle}-{f.kind}-{digest}"
 
 
-Check = Callable[[Any, PassFn], "list[Finding]"]
+# How a campaign judges one example against the pass: its findings (``verify``, the gate's regressions).
+ExampleCheck = Callable[[Any, PassFn], "list[Finding]"]
 
 
 @dataclass
@@ -178,7 +179,10 @@ def _record(
 
 
 def run_examples(
-    pass_fn: PassFn, examples: Iterable[tuple[str, Example]], check: Check = verify, hooks: Hooks = Hooks()
+    pass_fn: PassFn,
+    examples: Iterable[tuple[str, Example]],
+    check: ExampleCheck = verify,
+    hooks: Hooks = Hooks(),
 ) -> CampaignResult:
     """Judge each named example once, in order, until ``hooks.stop()`` turns true: a fixed
     corpus rather than generated examples, so nothing shrinks and each bucket keeps the first
@@ -196,7 +200,7 @@ def run_examples(
     return result
 
 
-def verify_with(settings: CampaignSettings) -> Check:
+def verify_with(settings: CampaignSettings) -> ExampleCheck:
     """``fxfuzz.oracles.verify`` on the settings' device, stage share and contract."""
     contract = contract_option(settings.contract)
     return lambda case, pass_fn: verify(case, pass_fn, contract, settings.device, settings.stage_share)
@@ -209,7 +213,7 @@ class Subject:
     database (None: not at all)."""
 
     strategy: st.SearchStrategy[Any] | None = None
-    check: Check | None = None
+    check: ExampleCheck | None = None
     codec: Codec | None = GRAPH_CASES
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fxfuzz.campaign.engine import (
     Bucket,
     CampaignResult,
-    Check,
+    ExampleCheck,
     Hooks,
     Progress,
     StopReason,
@@ -180,7 +180,7 @@ def gate_cases(baseline: str, settings: CampaignSettings) -> st.SearchStrategy[G
     return fresh_cases(settings.domain, load_pass(baseline, contract), contract)
 
 
-def gate_check(baseline: str, blame: Blame, settings: CampaignSettings, both_modes: bool = True) -> Check:
+def gate_check(baseline: str, blame: Blame, settings: CampaignSettings, both_modes: bool = True) -> ExampleCheck:
     """The judgement of a gate case (a worker process loads it by name, ``fxfuzz.campaign.supervisor``):
     the regressions of the pass under test against ``baseline``, in both grad modes (fresh
     cases) or in the case's own (corpus cases, captured under each mode)."""
@@ -384,5 +384,3 @@ def _final_regression(r: ParallelResult, settings: CampaignSettings) -> bool:
 
 # The crash kinds the supervisor records itself, from a death: no worker shrinks them.
 _RECORDED_AS_IS = ("process_died", "hang")
-
-

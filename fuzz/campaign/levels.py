@@ -14,7 +14,7 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from fxfuzz.campaign.engine import Bucket, CampaignResult, Check, StopReason
+from fxfuzz.campaign.engine import Bucket, CampaignResult, ExampleCheck, StopReason
 from fxfuzz.campaign.protocol import Task
 from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, run_parallel, to_campaign_result
 from fxfuzz.campaign.worker import example_form
@@ -36,7 +36,7 @@ def program_strategy(settings: CampaignSettings) -> st.SearchStrategy[Program]:
     return module_programs()
 
 
-def program_check(blame: Blame, settings: CampaignSettings) -> Check:
+def program_check(blame: Blame, settings: CampaignSettings) -> ExampleCheck:
     """The program level's check (a ``Task.check`` factory): export with the pass in place,
     under both grad modes (``fxfuzz.oracles.program.check_program``)."""
     return functools.partial(check_program, share=settings.program_share)

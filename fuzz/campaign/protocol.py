@@ -21,7 +21,7 @@ from fxfuzz.core.settings import CampaignSettings
 @dataclass(frozen=True)
 class Task:
     """What each worker judges, when not generated examples under ``verify``: ``check``, a
-    ``pkg.module:factory`` whose ``factory(blame=..., **check_args)`` returns the Check to
+    ``pkg.module:factory`` whose ``factory(blame=..., **check_args)`` returns the ExampleCheck to
     judge with (the gate's candidate-vs-baseline judgement); ``examples``, a
     ``pkg.module:factory`` whose ``factory(**examples_args)`` returns named examples to judge
     once each, in order, instead of generated ones (meant for one worker: each judges them all);

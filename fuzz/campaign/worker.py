@@ -63,7 +63,7 @@ def example_form(task: Task) -> ExampleForm:
 
 
 def judgement(start: WorkerStart, blame: Callable[[bool], None]) -> Any:
-    """The Check this worker judges examples with: the task's factory's, which tells ``blame``
+    """The ExampleCheck this worker judges examples with: the task's factory's, which tells ``blame``
     whether the pass under test is running, or verify's under the settings."""
     if start.task.check is None:
         from fxfuzz.campaign.engine import verify_with

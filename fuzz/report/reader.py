@@ -49,7 +49,8 @@ MAX_CODE = 50_000
 # Findings of one report: a real campaign has tens of buckets.
 MAX_FINDINGS = 10_000
 
-Check = Callable[[Any], bool]
+# Whether one value of a report field is acceptable.
+Validator = Callable[[Any], bool]
 # Paired surrogates decode to one character; any left is alone.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -91,27 +92,27 @@ def _dict(v: Any) -> bool:
     return isinstance(v, dict)
 
 
-def _optional(check: Check) -> Check:
+def _optional(check: Validator) -> Validator:
     return lambda v: v is None or check(v)
 
 
-def _either(*checks: Check) -> Check:
+def _either(*checks: Validator) -> Validator:
     return lambda v: any(c(v) for c in checks)
 
 
-def _list(check: Check) -> Check:
+def _list(check: Validator) -> Validator:
     return lambda v: isinstance(v, list) and len(v) <= MAX_ITEMS and all(check(x) for x in v)
 
 
-def _pair(first: Check, second: Check) -> Check:
+def _pair(first: Validator, second: Validator) -> Validator:
     return lambda v: isinstance(v, list) and len(v) == 2 and first(v[0]) and second(v[1])
 
 
-def _values(check: Check) -> Check:
+def _values(check: Validator) -> Validator:
     return lambda v: isinstance(v, dict) and all(check(x) for x in v.values())
 
 
-def _fields(required: dict[str, Check], optional: dict[str, Check] | None = None) -> Check:
+def _fields(required: dict[str, Validator], optional: dict[str, Validator] | None = None) -> Validator:
     """An object with every ``required`` field and any of the ``optional`` ones, each passing its
     check; other fields are not looked at."""
     optional = optional or {}
@@ -149,7 +150,7 @@ _COVERAGE = _either(
 _SETTING = _either(_scalar, _list(_scalar))
 _SETTINGS = lambda v: _values(_either(_SETTING, _values(_SETTING)))(v) and all(_name(k) for k in v)  # noqa: E731
 # The workers_detail fields a merge adds up or concatenates, and those that keep a common value.
-WORKERS_DETAIL: dict[str, Check] = {
+WORKERS_DETAIL: dict[str, Validator] = {
     "restarts": _count, "unserializable_examples": _count, "excused_deaths": _count, "errors": _list(_str),
     "unrepeated_deaths": _list(_str), "internal_errors": _list(_str), "notes": _list(_str), "example_timeout_s": _optional(_seconds),
     "database": _either(_SETTING, _values(_SETTING)),
@@ -159,13 +160,13 @@ _MERGED_FROM = _fields({"path": _name, "shard": _optional(_name), "seed": _SEED,
 # Every field a merge carries: those every report.json has, and those it may lack (a report
 # written before they were recorded). Any other field is dropped as the report is read: nothing
 # unchecked reaches the merged report or its documents.
-REQUIRED: dict[str, Check] = {
+REQUIRED: dict[str, Validator] = {
     "schema": _count, "tool": _name, "version": _name, "torch_version": _name, "pass": _name, "domain": _name,
     "contract": lambda v: v in CONTRACT_NAMES, "examples": _count, "duration_s": _seconds, "stopped_by": _name,
     "findings": lambda v: isinstance(v, list) and len(v) <= MAX_FINDINGS,
     "stats": lambda v: _values(_number)(v) and len(v) <= MAX_ITEMS and all(_name(k) for k in v),
 }  # fmt: skip
-OPTIONAL: dict[str, Check] = {
+OPTIONAL: dict[str, Validator] = {
     "python_version": _name, "ops": _list(_name), "level": _name, "device": _name, "command": _name, "started": _name,
     "contract_source": _name, "stage_share": _optional(_number), "program_share": _optional(_number),
     "max_shrink_s": _optional(_seconds), "settings": _SETTINGS,
@@ -173,12 +174,12 @@ OPTIONAL: dict[str, Check] = {
     "repro_errors": _list(_str), "timeline": _list(_pair(_seconds, _count)), "coverage": _COVERAGE,
     "workers_detail": _optional(_fields({}, WORKERS_DETAIL)), "merged_from": _list(_MERGED_FROM),
 }  # fmt: skip
-FINDING: dict[str, Check] = {
+FINDING: dict[str, Validator] = {
     "id": is_bucket_id, "oracle": _name, "kind": _name, "message": _str, "details": _dict, "count": _count,
     "known": _bool, "known_reason": _optional(_str), "repro": _optional(_name), "graph_nodes": _optional(_count),
     "graph_hash": _optional(_name), "ambient_grad": _optional(_bool), "graph_code": _optional(_str),
 }  # fmt: skip
-FINDING_OPTIONAL: dict[str, Check] = {"domain": _optional(_name)}
+FINDING_OPTIONAL: dict[str, Validator] = {"domain": _optional(_name)}
 
 
 def read_report(folder: str) -> dict[str, Any]:
@@ -241,7 +242,7 @@ def cut(text: str, limit: int = MAX_TEXT) -> str:
     return f"{text[:limit]} [... {len(text) - limit} more characters cut by fxfuzz merge]"
 
 
-def _only(data: dict[str, Any], *fields: dict[str, Check]) -> dict[str, Any]:
+def _only(data: dict[str, Any], *fields: dict[str, Validator]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if any(k in f for f in fields)}
 
 
@@ -287,7 +288,9 @@ def _check_tree(path: str, value: Any) -> None:
                 stack.extend((k, depth + 1) for k in v)
 
 
-def _check_fields(where: str, data: dict[str, Any], required: dict[str, Check], optional: dict[str, Check]) -> None:
+def _check_fields(
+    where: str, data: dict[str, Any], required: dict[str, Validator], optional: dict[str, Validator]
+) -> None:
     for key, check in required.items():
         if key not in data or not check(data[key]):
             raise ReportError(f"{where}: missing or malformed field {key!r}")
