@@ -104,7 +104,7 @@ def _assert_clean(findings: list[Any], case: Any) -> None:
     assert not findings, "\n".join(["fxfuzz findings:", *map(str, findings), "on the case:", str(case)])
 
 
-def _judge(pass_fn: Any, baseline: Any, case: Any) -> None:
+def _assert_holds(pass_fn: Any, baseline: Any, case: Any) -> None:
     """Every finding of the pass, or with a baseline only its regressions against it."""
     from fxfuzz.oracles import verify
     from fxfuzz.oracles.differential import regressions
@@ -116,7 +116,7 @@ def _corpus_property(pass_fn: Any, baseline: Any, entry: Any) -> None:
     from fxfuzz.strategies.corpus import capture
 
     for ambient in (True, False):
-        _judge(pass_fn, baseline, capture(entry, ambient))
+        _assert_holds(pass_fn, baseline, capture(entry, ambient))
 
 
 def _properties(pass_fn: Any, baseline: Any, domain: str = "export") -> dict[str, Callable[[], None]]:
@@ -129,12 +129,12 @@ def _properties(pass_fn: Any, baseline: Any, domain: str = "export") -> dict[str
     from hypothesis import given
 
     @given(graph_cases(domain=domain, ambient=generation_ambient(pass_fn)))
-    def judged(case: Any) -> None:
-        _judge(pass_fn, baseline, case)
+    def on_drawn(case: Any) -> None:
+        _assert_holds(pass_fn, baseline, case)
 
     def generated_graphs() -> None:
         with reproducible_draws():  # the same cases whatever the user's suite imported
-            judged()
+            on_drawn()
 
     props: dict[str, Callable[[], None]] = {"generated_graphs": generated_graphs}
     for entry in MODULES:

@@ -8,7 +8,7 @@ repeated: one defect, one bucket). ``internal_kinds`` are the kinds of a behavio
 judge internals all the same (a name, what is saved for backward), dropped where the contract
 does not judge internals. Adding a check is one row here and its function.
 
-The contract selects the checks in ``judged`` and nowhere else (``fxfuzz.core.contract``).
+The contract selects the checks in ``within_contract`` and nowhere else (``fxfuzz.core.contract``).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class Observed:
             assert self.ref is not None
             with step("transformed runs and comparison"):
                 semantic, got = compare_graphs(self.gm, self.ref, self.comparing)
-            self.traced = AtSizes({}, self.ref, got, judged(self.contract, SEMANTIC, semantic))
+            self.traced = AtSizes({}, self.ref, got, within_contract(self.contract, SEMANTIC, semantic))
         # A quantized result was calibrated on the case's inputs: values at other sizes, drawn
         # afresh, fall outside the ranges it observed, and its bound does not hold there.
         if Needs.OTHER_SIZES in needs and not self._sized and self.contract.values != "quantized":
@@ -334,7 +334,7 @@ def original_raised(f: Finding) -> bool:
     return f.kind.endswith("raises_differently") and original not in (None, "succeeded")
 
 
-def judged(contract: PassContract, row: Check, findings: list[Finding]) -> list[Finding]:
+def within_contract(contract: PassContract, row: Check, findings: list[Finding]) -> list[Finding]:
     """``findings`` of ``row`` that ``contract`` judges: internals only where it judges them,
     under refinement no finding about what the result did where the original raised, and
     derivatives only where the result is differentiated (``verify`` runs the graphs of a
@@ -396,18 +396,19 @@ def run_checks(ctx: Observed) -> list[Finding]:
         try:
             ctx.build(row.needs)
         except Exception as e:
-            findings += judged(ctx.contract, row, impossible(ctx, row, e))
+            findings += within_contract(ctx.contract, row, impossible(ctx, row, e))
             unbuilt = True
             continue
         if not row.runs(ctx):
             continue
         with step(row.step.format(device=ctx.device)):
-            seen = judged(ctx.contract, row, guarded(ctx, row, partial(row.check, ctx, ctx.traced)))
+            seen = within_contract(ctx.contract, row, guarded(ctx, row, partial(row.check, ctx, ctx.traced)))
             findings += seen
             known.update(f.kind for f in seen)
             if row.at_sizes:
                 for at in _sizes(ctx, row):
                     findings += new_kinds(
-                        at.tagged(judged(ctx.contract, row, guarded(ctx, row, partial(row.check, ctx, at)))), known
+                        at.tagged(within_contract(ctx.contract, row, guarded(ctx, row, partial(row.check, ctx, at)))),
+                        known,
                     )
     return findings

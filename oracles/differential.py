@@ -34,7 +34,7 @@ _BEHAVIOUR = {"crash", "equivalence", "gradients", "effects", "rng"}
 
 
 @dataclass
-class Judged:
+class Verified:
     """One pass on one case: its findings and, when it did not crash, what it returned."""
 
     findings: list[Finding]
@@ -84,7 +84,7 @@ def interface_differences(candidate: Interface, baseline: Interface, compare_spe
     return found
 
 
-def judge(case: GraphCase, pass_fn: PassFn, stage_share: float = DEFAULT_STAGE_SHARE) -> Judged:
+def verify_keeping_output(case: GraphCase, pass_fn: PassFn, stage_share: float = DEFAULT_STAGE_SHARE) -> Verified:
     """``fxfuzz.oracles.verify`` of ``pass_fn`` on ``case`` (``stage_share`` of cases through
     export's stages), keeping the first graph the pass returned."""
     outputs: list[tuple[fx.GraphModule, Interface]] = []
@@ -97,7 +97,7 @@ def judge(case: GraphCase, pass_fn: PassFn, stage_share: float = DEFAULT_STAGE_S
         return out
 
     findings = verify(case, recording, contract_of(pass_fn), stage_share=stage_share)
-    return Judged(findings, *outputs[0]) if outputs else Judged(findings, None)
+    return Verified(findings, *outputs[0]) if outputs else Verified(findings, None)
 
 
 def disagreements(case: GraphCase, candidate_gm: fx.GraphModule, baseline_gm: fx.GraphModule) -> list[Finding]:
@@ -137,10 +137,10 @@ def regressions(
     only once the baseline has survived the case without crashing (if both crash, the
     candidate's crash is no regression)."""
     blame(False)
-    base = judge(case, baseline, stage_share)
+    base = verify_keeping_output(case, baseline, stage_share)
     failed_by_baseline = {f.oracle for f in base.findings}
     blame("crash" not in failed_by_baseline)
-    cand = judge(case, candidate, stage_share)
+    cand = verify_keeping_output(case, candidate, stage_share)
     failed_by_candidate = {f.oracle for f in cand.findings}
     found = [f for f in cand.findings if f.oracle not in failed_by_baseline]
     both_failed = failed_by_baseline & failed_by_candidate & set(_RUN_ORACLES)

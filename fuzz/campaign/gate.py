@@ -185,8 +185,8 @@ def gate_check(baseline: str, blame: Blame, settings: CampaignSettings, both_mod
     the regressions of the pass under test against ``baseline``, in both grad modes (fresh
     cases) or in the case's own (corpus cases, captured under each mode)."""
     base = load_pass(baseline, contract_option(settings.contract))
-    judged = regressions_both_modes if both_modes else regressions
-    return lambda case, candidate: judged(case, candidate, base, blame, settings.stage_share)
+    regressions_of = regressions_both_modes if both_modes else regressions
+    return lambda case, candidate: regressions_of(case, candidate, base, blame, settings.stage_share)
 
 
 def corpus_with(saved: str) -> list[tuple[str, GraphCase]]:

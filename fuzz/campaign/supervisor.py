@@ -305,7 +305,7 @@ class Supervisor:
             self._retire(w)
             self._replace(w)
         else:
-            self._judge(w, _death_finding(code), how)
+            self._settle_death(w, _death_finding(code), how)
 
     def _failed(self, w: _Worker) -> None:
         """A worker that died of fxfuzz's own error (``Raised``): blamed on nothing, and not
@@ -313,7 +313,7 @@ class Supervisor:
         campaign ends with exit 70 whatever more its slot would draw (``INTERNAL_ERROR``)."""
         self._retire(w)
 
-    def _judge(self, w: _Worker, finding: dict[str, Any], how: str) -> None:
+    def _settle_death(self, w: _Worker, finding: dict[str, Any], how: str) -> None:
         """A death during an example (an exit, or a kill past the example timeout): settled now,
         or judged by the replacement, which runs the example again first."""
         if not w.blamed or w.rerun is not None or w.case is None:
@@ -463,7 +463,9 @@ class Supervisor:
                 if w.state is WorkerState.FAILED:
                     self._failed(w)
                 else:
-                    self._judge(w, self._hang_finding(), f"did not return within {self.settings.example_timeout_s:g}s")
+                    self._settle_death(
+                        w, self._hang_finding(), f"did not return within {self.settings.example_timeout_s:g}s"
+                    )
 
     def _hang_finding(self) -> dict[str, Any]:
         return {

@@ -62,7 +62,7 @@ def example_form(task: Task) -> ExampleForm:
     return _factory(task.form) if task.form else GRAPH_FORM
 
 
-def judgement(start: WorkerStart, blame: Callable[[bool], None]) -> Any:
+def example_check(start: WorkerStart, blame: Callable[[bool], None]) -> Any:
     """The ExampleCheck this worker judges examples with: the task's factory's, which tells ``blame``
     whether the pass under test is running, or verify's under the settings."""
     if start.task.check is None:
@@ -152,7 +152,7 @@ def worker_main(start: WorkerStart, conn: Connection, cov: Any) -> None:
     # The example the previous worker of this slot died on: run first, to see if it repeats.
     rerun = [form.from_data(start.rerun)] if start.rerun is not None else []
     pass_fn = load_pass(start.pass_spec, contract_option(start.settings.contract))
-    report = _Reporter(conn, judgement(start, lambda on_pass: conn.send(Blame(on_pass))), cov, form)
+    report = _Reporter(conn, example_check(start, lambda on_pass: conn.send(Blame(on_pass))), cov, form)
     hooks = Hooks(
         report.progress, conn.poll, report.on_bucket, report.on_minimized
     )  # any message from the parent means stop

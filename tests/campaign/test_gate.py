@@ -15,7 +15,7 @@ from fxfuzz.campaign.engine import StopReason
 from fxfuzz.campaign.gate import _final_regression, fresh_cases, run_gate, run_gate_parallel
 from fxfuzz.campaign.protocol import Task, WorkerStart
 from fxfuzz.campaign.supervisor import BucketRecord, ParallelCampaign, ParallelResult, run_parallel
-from fxfuzz.campaign.worker import judgement
+from fxfuzz.campaign.worker import example_check
 from fxfuzz.core.contract import MEANING, SET_GRAD
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.settings import CampaignSettings
@@ -155,12 +155,12 @@ def test_cli_broken_candidate_exits_1_and_its_repros_replay(tmp_path, cli):
     assert report2["corpus_cases"] == len(repros) + 2 * len(corpus_modules()) + 2
 
 
-def test_worker_judgement_is_the_gates():
+def test_worker_example_check_is_the_gates():
     """What a gate worker loads by name judges as the in-process gate does: both grad
     modes, regressions only (the real pass against itself has none)."""
     heard = []
     task = Task("fxfuzz.campaign.gate:gate_check", {"baseline": "set_grad"})
-    judge = judgement(WorkerStart("set_grad", CampaignSettings(), task, [], 0.0, 0), heard.append)
+    judge = example_check(WorkerStart("set_grad", CampaignSettings(), task, [], 0.0, 0), heard.append)
     case = no_grad_region_case(True)
     assert judge(case, REAL) == []
     assert heard == [False, True, False, True]  # per grad mode: the baseline, then the candidate
