@@ -25,7 +25,7 @@ from torch.export.graph_signature import (
 )
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
-SET_GRAD = torch._C._set_grad_enabled
+SET_GRAD_ENABLED = torch._C._set_grad_enabled
 SYM_SIZE = torch.ops.aten.sym_size.int
 
 
@@ -186,7 +186,7 @@ class GraphBuilder:
 
     def set_grad(self, mode: bool) -> fx.Node:
         """Record a grad-mode toggle exactly as pre-dispatch tracing does."""
-        node = self.graph.call_function(SET_GRAD, (mode,))
+        node = self.graph.call_function(SET_GRAD_ENABLED, (mode,))
         node.meta["val"] = None
         self.grad_mode = mode
         return node

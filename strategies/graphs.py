@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import BOTH, DOMAIN_CHOICES, INDUCTOR_FORMS
-from fxfuzz.strategies.builder import SET_GRAD, GraphBuilder
+from fxfuzz.strategies.builder import SET_GRAD_ENABLED, GraphBuilder
 from fxfuzz.strategies.forms import aten_cases
 from fxfuzz.strategies.inductor import inductor_cases
 from fxfuzz.strategies.inputs import base_shapes, draw_inputs
@@ -79,9 +79,9 @@ def _drop_metas(draw: st.DrawFn, graph: fx.Graph) -> int:
 
 def _shape_stats(gm: fx.GraphModule, stats: Counter) -> None:
     calls = [n for n in gm.graph.nodes if n.op == "call_function"]
-    if calls and calls[0].target is SET_GRAD:
+    if calls and calls[0].target is SET_GRAD_ENABLED:
         stats["toggle:first_node"] += 1
-    if calls and calls[-1].target is SET_GRAD:
+    if calls and calls[-1].target is SET_GRAD_ENABLED:
         stats["toggle:last_node"] += 1
 
 

@@ -6,11 +6,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
-from fxfuzz.strategies.builder import AUTOCAST_ENTER, AUTOCAST_EXIT, SET_GRAD, GraphBuilder
+from fxfuzz.strategies.builder import AUTOCAST_ENTER, AUTOCAST_EXIT, SET_GRAD_ENABLED, GraphBuilder
 from hypothesis import strategies as st
 from torch import fx
 
-_MODE_CALLS = (SET_GRAD, AUTOCAST_ENTER, AUTOCAST_EXIT)
+_MODE_CALLS = (SET_GRAD_ENABLED, AUTOCAST_ENTER, AUTOCAST_EXIT)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 from fxfuzz.core.case import copy_graph_module
-from fxfuzz.strategies.builder import SET_GRAD, GraphBuilder
+from fxfuzz.strategies.builder import SET_GRAD_ENABLED, GraphBuilder
 from fxfuzz.strategies.names import attr_name
 from fxfuzz.strategies.ops import SIBLINGS
 from fxfuzz.strategies.state import State, Value, count_region_shapes, pick
@@ -132,7 +132,7 @@ def mode_left(gm: fx.GraphModule, mode: bool) -> bool:
     for n in gm.graph.nodes:
         if n.op != "call_function":
             continue
-        if n.target is SET_GRAD:
+        if n.target is SET_GRAD_ENABLED:
             mode = n.args[0]
         elif n.target in (hop.cond, hop.map_impl):
             mode = mode_left(getattr(gm, n.args[1 if n.target is hop.cond else 0].target), mode)

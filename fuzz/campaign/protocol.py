@@ -76,7 +76,7 @@ class WorkerStart:
 
 
 @dataclass(frozen=True)
-class Source:
+class ExampleName:
     """The name of the listed example about to start: a death on it is reported by name."""
 
     name: str
@@ -90,7 +90,7 @@ class Started:
 
 
 @dataclass(frozen=True)
-class Blame:
+class Blaming:
     """Whether a death of the process from now on is the pass's (True at each example's start)
     or not (the gate's baseline is running)."""
 
@@ -151,7 +151,7 @@ class Raised:
     text: str
 
 
-WorkerMessage = Source | Started | Blame | Done | Counts | BucketFound | Minimized | Note | Raised | Finished
+WorkerMessage = ExampleName | Started | Blaming | Done | Counts | BucketFound | Minimized | Note | Raised | Finished
 
 
 # ---------------------------------------------------------------------------- supervisor -> worker

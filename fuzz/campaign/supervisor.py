@@ -52,15 +52,15 @@ from fxfuzz.campaign import warm, worker
 from fxfuzz.campaign.database import open_database
 from fxfuzz.campaign.engine import Bucket, CampaignResult, StopReason, bucket_id
 from fxfuzz.campaign.protocol import (
-    Blame,
+    Blaming,
     BucketFound,
     Counts,
     Done,
+    ExampleName,
     Finished,
     Minimized,
     Note,
     Raised,
-    Source,
     Started,
     Stop,
     Task,
@@ -240,9 +240,9 @@ class Supervisor:
                 w.state, w.case, w.since, w.blamed = WorkerState.JUDGING, case, time.monotonic(), True
                 if case is None:
                     self.result.unserializable += 1
-            case Blame(on_pass):
+            case Blaming(on_pass):
                 w.blamed = on_pass
-            case Source(name):
+            case ExampleName(name):
                 w.source = name
             case Done():
                 w.state, w.case = WorkerState.BETWEEN, None

@@ -28,15 +28,15 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from fxfuzz.campaign.protocol import (
-    Blame,
+    Blaming,
     BucketFound,
     Counts,
     Done,
+    ExampleName,
     Finished,
     Minimized,
     Note,
     Raised,
-    Source,
     Started,
     Task,
     WorkerMessage,
@@ -114,7 +114,7 @@ class _Reporter:
 
     def named(self, examples: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
         for name, case in examples:
-            self.send(Source(name))  # before Started: a death on it is reported by name
+            self.send(ExampleName(name))  # before Started: a death on it is reported by name
             yield name, case
 
 
@@ -152,7 +152,7 @@ def worker_main(start: WorkerStart, conn: Connection, cov: Any) -> None:
     # The example the previous worker of this slot died on: run first, to see if it repeats.
     rerun = [form.from_data(start.rerun)] if start.rerun is not None else []
     pass_fn = load_pass(start.pass_spec, contract_option(start.settings.contract))
-    report = _Reporter(conn, example_check(start, lambda on_pass: conn.send(Blame(on_pass))), cov, form)
+    report = _Reporter(conn, example_check(start, lambda on_pass: conn.send(Blaming(on_pass))), cov, form)
     hooks = Hooks(
         report.progress, conn.poll, report.on_bucket, report.on_minimized
     )  # any message from the parent means stop

@@ -12,7 +12,7 @@ from draws import draw
 from fxfuzz.oracles.execute import run_graph
 from fxfuzz.oracles.gradients import input_grads
 from fxfuzz.strategies import graph_cases
-from fxfuzz.strategies.builder import AUTOCAST_ENTER, AUTOCAST_EXIT, SET_GRAD
+from fxfuzz.strategies.builder import AUTOCAST_ENTER, AUTOCAST_EXIT, SET_GRAD_ENABLED
 from fxfuzz.strategies.ops import INPLACE_OPS, OPS
 from hypothesis import find, settings
 from torch import fx
@@ -54,7 +54,7 @@ def test_export_domain_is_balanced_and_fully_annotated(export_cases):
             for n in gm.graph.nodes:
                 if n.op != "call_function":
                     continue
-                if n.target is SET_GRAD:
+                if n.target is SET_GRAD_ENABLED:
                     mode = n.args[0]
                 elif n.target is AUTOCAST_ENTER:
                     open_autocast += 1
@@ -197,7 +197,7 @@ def test_cond_and_map_take_exports_form(export_cases):
 def _tuple_op_in_other_mode(gm: fx.GraphModule, ambient: bool) -> bool:
     mode = ambient
     for n in gm.graph.nodes:
-        if n.target is SET_GRAD:
+        if n.target is SET_GRAD_ENABLED:
             mode = n.args[0]
         elif isinstance(n.target, torch._ops.OpOverload) and isinstance(n.meta.get("val"), (tuple, list)):
             if mode != ambient:

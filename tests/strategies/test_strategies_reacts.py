@@ -8,7 +8,7 @@ import torch
 from draws import draw
 from fxfuzz.core.passes import REGISTRY, load_pass, reacts_to_of
 from fxfuzz.strategies import graph_cases
-from fxfuzz.strategies.builder import AUTOCAST_ENTER, SET_GRAD
+from fxfuzz.strategies.builder import AUTOCAST_ENTER, SET_GRAD_ENABLED
 from fxfuzz.strategies.regions import REACTION_STEPS
 from hypothesis import HealthCheck, find, settings
 from torch import fx
@@ -26,8 +26,8 @@ def _share_without(cases: list, target: object) -> float:
 def test_at_most_a_tenth_of_300_set_grad_cases_have_no_grad_toggle():
     """The issue's measure: 300 default export-domain cases for the set-grad pass. Without the
     declaration the same seed leaves more than half of them without a toggle."""
-    assert _share_without(draw(300, reacts_to=REGISTRY["set_grad"].reacts_to), SET_GRAD) <= 0.10
-    assert _share_without(draw(100), SET_GRAD) > 0.30
+    assert _share_without(draw(300, reacts_to=REGISTRY["set_grad"].reacts_to), SET_GRAD_ENABLED) <= 0.10
+    assert _share_without(draw(100), SET_GRAD_ENABLED) > 0.30
 
 
 def test_nine_cases_in_ten_hold_an_autocast_region_for_the_autocast_pass():
@@ -65,4 +65,4 @@ def test_a_failure_needing_no_toggle_still_shrinks_small():
         settings=settings(max_examples=300, database=None, deadline=None, suppress_health_check=list(HealthCheck)),
     )
     calls = [n.target for n in case.gm.graph.nodes if n.op == "call_function"]
-    assert calls.count(SET_GRAD) <= 2 and len(calls) <= 4, calls
+    assert calls.count(SET_GRAD_ENABLED) <= 2 and len(calls) <= 4, calls
