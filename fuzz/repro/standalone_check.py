@@ -18,7 +18,7 @@ from fxfuzz.core.shapes import adapt, shape_of
 from torch import fx
 
 
-def load_pass(spec):
+def load_pass_spec(spec):
     """The pass an import spec names: ``where:attr`` (``where`` a module name or a .py path,
     ``attr`` a dotted attribute), or several joined by ``+``, run in sequence."""
     parts = [_load_one(*part.rsplit(":", 1)) for part in spec.split("+")]
@@ -378,7 +378,7 @@ def main(
     loaded by its fxfuzz name ``fxfuzz_spec``."""
     faulthandler.enable()  # a pass that crashes the process still shows where
     print(f"expected finding: {expected}", flush=True)
-    pass_fn = load_pass(pass_spec)
+    pass_fn = load_pass_spec(pass_spec)
     found = problems(build_case, pass_fn, eliminates, sizes, contract)
     for line in found:
         print(f"FAIL {line}")
