@@ -153,3 +153,74 @@ def test_no_bare_top_level_packages(old, tmp_path):
         [sys.executable, "-c", f"import {old}"], capture_output=True, text=True, cwd=tmp_path, timeout=120
     )
     assert proc.returncode != 0 and "ModuleNotFoundError" in proc.stderr
+
+
+# Names that once meant several things at once (a row of the check table and three other
+# types; a pass's source module and a worker message; a contract and a torch function; two
+# pass loaders...): each is defined at the top level of one module only.
+ONE_MEANING = ("Check", "Source", "Blame", "SET_GRAD", "STAGES", "load_pass", "judge", "Judged", "judged")
+
+
+def _top_level_names(source: str) -> set[str]:
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def defined_twice(sources: dict[str, str], names: tuple[str, ...]) -> dict[str, list[str]]:
+    """Each of ``names`` that two or more of ``sources`` (module -> source) define, with them
+    (an import is no definition: using a name elsewhere is what it is for)."""
+    where: dict[str, list[str]] = {}
+    for module, source in sorted(sources.items()):
+        for name in _top_level_names(source) & set(names):
+            where.setdefault(name, []).append(module)
+    return {name: modules for name, modules in where.items() if len(modules) > 1}
+
+
+def test_each_name_means_one_thing():
+    assert defined_twice({m: p.read_text() for m, p in MODULES.items()}, ONE_MEANING) == {}
+
+
+def test_a_name_defined_in_two_modules_is_caught():
+    sources = {
+        "a": "def load_pass(spec): ...\nclass Check: ...\n",
+        "b": "load_pass = None\nCheck: type = int\nSource = 1\n",
+        "c": "from a import Check, load_pass\n",
+    }
+    assert defined_twice(sources, ONE_MEANING) == {"Check": ["a", "b"], "load_pass": ["a", "b"]}
+
+
+def _oracles_named(source: str) -> set[str]:
+    """The oracle names written as literals in the ``Finding(...)`` calls of ``source``."""
+    named = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Finding":
+            first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "oracle"), None)
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                named.add(first.value)
+    return named
+
+
+def test_a_module_named_for_an_oracle_finds_for_that_oracle_only():
+    from fxfuzz.oracles.finding import ORACLES
+
+    named_for = {m: m.rsplit(".", 1)[1] for m in MODULES if m.startswith("fxfuzz.oracles.")}
+    wrong = {
+        m: sorted(_oracles_named(MODULES[m].read_text()) - {oracle})
+        for m, oracle in named_for.items()
+        if oracle in ORACLES and _oracles_named(MODULES[m].read_text()) - {oracle}
+    }
+    assert {"fxfuzz.oracles.downstream", "fxfuzz.oracles.structure"} <= named_for.keys()
+    assert wrong == {}
+
+
+def test_a_finding_of_another_oracle_is_seen():
+    source = 'Finding("structure", "cleanup_failed", "m")\nFinding(oracle="effects", kind="k", message="m")\n'
+    assert _oracles_named(source) == {"structure", "effects"}
+    assert _oracles_named("Finding(f.oracle, 'k', 'm')\n") == set()
