@@ -5,6 +5,7 @@ import os
 import warnings
 
 import torch
+from fxfuzz.core import custom_ops  # noqa: F401  (registers fxfuzz::logged, used below at import)
 from fxfuzz.core.case import GraphCase
 from paths import HELPERS
 
