@@ -94,7 +94,7 @@ def test_baselines_own_defect_on_a_generated_graph_is_no_regression():
     import torch
     from fxfuzz.core.case import GraphCase
     from fxfuzz.core.passes import load_pass
-    from fxfuzz.pytest_plugin import _judge
+    from fxfuzz.pytest_plugin import _assert_holds
     from fxfuzz.strategies.builder import GraphBuilder
     from torch.export.graph_signature import InputKind
 
@@ -109,8 +109,8 @@ def test_baselines_own_defect_on_a_generated_graph_is_no_regression():
     case = GraphCase(gm, sig, tuple(b.inputs), ambient_grad=False)
     real = load_pass("set_grad")
     with pytest.raises(AssertionError, match="def_use_inconsistent"):
-        _judge(real, None, case)
-    _judge(real, real, case)
+        _assert_holds(real, None, case)
+    _assert_holds(real, real, case)
 
 
 def test_plugin_registers_ci_and_nightly_profiles(user_suite):
