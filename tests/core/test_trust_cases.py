@@ -550,9 +550,10 @@ def test_sizes_written_in_arguments_are_bounded_by_what_they_make():
     }
     for name, nodes in bombs.items():
         bomb = _with_nodes(_case(), *nodes)
-        with bounded(calls=LOAD_CALLS, peak_bytes=PEAK_BYTES), pytest.raises(
-            SerializeError, match="makes a tensor|exceeds|Python operators"
-        ) as refusal:
+        with (
+            bounded(calls=LOAD_CALLS, peak_bytes=PEAK_BYTES),
+            pytest.raises(SerializeError, match="makes a tensor|exceeds|Python operators") as refusal,
+        ):
             case_from_dict(bomb)
         assert "\n" not in str(refusal.value), name
     sane = [_call("r", "aten::arange.default", 4096.0), _call("o", "aten::ones.default", [4096, 4096]),
@@ -583,8 +584,9 @@ def test_size_expression_towers_are_refused_unbuilt():
         case = _case()
         case["symbols"] = {"s0": {"hint": 3, "min": 2, "max": None}}
         _node(case, "aten::sin.default")["val"]["tensor"]["shape"] = [{"sym": bomb}]
-        with bounded(calls=LOAD_CALLS, peak_bytes=PEAK_BYTES), pytest.raises(
-            UntrustedError, match="size expression refused"
+        with (
+            bounded(calls=LOAD_CALLS, peak_bytes=PEAK_BYTES),
+            pytest.raises(UntrustedError, match="size expression refused"),
         ):
             case_from_dict(case)
     assert str(parse_size(tower("Pow", 2, 2))) == "s0**4"
