@@ -73,16 +73,15 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _stop_after_calls(proc: subprocess.Popen, mark, sig: int, calls: int = 3) -> tuple[str, str, float]:
+def _stop_after_calls(proc: subprocess.Popen, mark, sig: int, calls: int = 3) -> tuple[str, str]:
     """Wait until the pass ran ``calls`` times (or the command ended), send ``sig``; the
-    command's output and how long it took to end after the signal."""
+    command's output. A command still running ``PROMPT_S`` after the signal (its budget is
+    600 s) fails the test with TimeoutExpired: the wait is the bound, nothing is timed."""
     while proc.poll() is None and not (mark.exists() and len(mark.read_text().splitlines()) >= calls):
         time.sleep(0.1)  # a file, not an event: polled
     assert proc.poll() is None, "the command ended before the signal: " + "".join(proc.communicate())
-    sent = time.monotonic()
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=PROMPT_S)
-    return out, err, time.monotonic() - sent
+    return proc.communicate(timeout=PROMPT_S)
 
 
 @pytest.mark.processes
@@ -96,7 +95,7 @@ def test_a_signal_stops_a_campaign_at_every_level_with_its_report(tmp_path, leve
         tmp_path, "run", "--level", level, "--pass", "counted.py:identity", "--budget", "600", "--no-db",
         "--report-dir", str(report_dir),
     )  # fmt: skip
-    out, err, took = _stop_after_calls(proc, tmp_path / "calls", sig)
+    out, err = _stop_after_calls(proc, tmp_path / "calls", sig)
     assert "Traceback" not in err, err
     report = json.loads((report_dir / "report.json").read_text())
     assert report["stopped_by"] == "interrupted" and report["examples"] > 0, out + err
@@ -104,7 +103,6 @@ def test_a_signal_stops_a_campaign_at_every_level_with_its_report(tmp_path, leve
     assert proc.returncode == (1 if report["new_findings"] else 128 + sig), out + err
     for name in ("report.md", "report.html", "junit.xml"):
         assert (report_dir / name).stat().st_size > 0
-    assert took < PROMPT_S
 
 
 @pytest.mark.processes
@@ -116,12 +114,11 @@ def test_sigterm_ends_a_program_level_run_whose_pass_hangs_with_its_report(tmp_p
         tmp_path, "run", "--level", "program", "--pass", "counted.py:hangs", "--budget", "600", "--example-timeout", "600",
         "--no-db", "--report-dir", str(report_dir),
     )  # fmt: skip
-    out, err, took = _stop_after_calls(proc, tmp_path / "calls", signal.SIGTERM, calls=1)
+    out, err = _stop_after_calls(proc, tmp_path / "calls", signal.SIGTERM, calls=1)
     assert "Traceback" not in err, err
     assert proc.returncode == 128 + signal.SIGTERM, out + err
     report = json.loads((report_dir / "report.json").read_text())
     assert report["stopped_by"] == "interrupted" and not report["findings"]
-    assert took < PROMPT_S
 
 
 @pytest.mark.processes
@@ -130,7 +127,7 @@ def test_a_signal_stops_the_gate_with_its_report(tmp_path):
     proc = _start(
         tmp_path, "gate", "--candidate", "counted.py:real_pass", "--budget", "600", "--report-dir", str(report_dir)
     )
-    out, err, _ = _stop_after_calls(proc, tmp_path / "calls", signal.SIGINT)
+    out, err = _stop_after_calls(proc, tmp_path / "calls", signal.SIGINT)
     assert "Traceback" not in err, err
     assert proc.returncode == 128 + signal.SIGINT, out + err
     assert "stopped early by SIGINT" in out

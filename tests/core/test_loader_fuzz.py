@@ -1,7 +1,7 @@
 """The loaders of saved data, fuzzed (issue 33): real repro files, database entries (graph
 cases and programs) mutated field by field (deleted, retyped, huge, deeply nested, hostile
 strings, bound methods, towers of powers, huge sizes in arguments) or cut short either load or
-raise fxfuzz's one-line error, quickly; never another exception, a hang or a memory blow-up. The
+raise fxfuzz's one-line error, in bounded work; never another exception, a hang or a memory blow-up. The
 same for the files themselves (issue 48): a FIFO, a link to /dev/zero, a sparse GiB, a
 directory, a dangling or looping link, behind any chain of links, as a repro, a baseline or a
 database entry."""
@@ -12,25 +12,27 @@ import copy
 import json
 import os
 import tempfile
-import time
 from typing import Any
 
 import torch
 from fxfuzz.campaign.store import GRAPH_CASES, PROGRAMS
 from fxfuzz.core.errors import FxfuzzError
 from fxfuzz.core.program import to_data
-from fxfuzz.core.serialize import case_to_dict, memory_unsafe, target_name
+from fxfuzz.core.serialize import MAX_GRAPH_BYTES, case_to_dict, memory_unsafe, target_name
 from fxfuzz.repro.files import load_repro, repro_document
 from handmade import no_grad_region_case, pytree_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import DATA
 from test_custom_ops import CUSTOM_PROGRAM
+from work import bounded
 
 FINDING = {"oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}}
-# CPU seconds one load may take (CPU time: the suite shares its machine): a real one takes well
-# under a tenth of that.
-BOUND_S = 2.0
+# The work one load may cost (tests/helpers/work.py): calls (the costliest drawn here, a
+# document with a node repeated hundreds of times, about 400,000) and the resident memory it
+# may add: all the values a case makes together are at most MAX_GRAPH_BYTES by the loader's
+# own bound (those drawn here add at most about 20 MiB).
+LOAD_CALLS, PEAK_BYTES = 2_000_000, MAX_GRAPH_BYTES
 # Few examples per run (the whole file stays under ~20 s); CI's runs draw different ones each time.
 FUZZ = settings(max_examples=20, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
@@ -188,14 +190,13 @@ def hostile_nodes(draw: st.DrawFn, docs: list[Any]) -> Any:
 
 
 def _loads_or_refuses(load: Any, data: Any) -> Any:
-    """What ``load`` made of ``data`` (None: it was refused, in one line), within ``BOUND_S``."""
-    start = time.process_time()
+    """What ``load`` made of ``data`` (None: it was refused, in one line), within the work bounds."""
     loaded = None
-    try:
-        loaded = load(data)
-    except FxfuzzError as e:
-        assert "\n" not in str(e), str(e)
-    assert time.process_time() - start < BOUND_S
+    with bounded(calls=LOAD_CALLS, peak_bytes=PEAK_BYTES):
+        try:
+            loaded = load(data)
+        except FxfuzzError as e:
+            assert "\n" not in str(e), str(e)
     return loaded
 
 
@@ -321,9 +322,8 @@ def test_every_kind_of_file_loads_or_is_refused_unread(kind, links, doc, loader)
             key_folder = db._key_path(b"k")
             key_folder.mkdir()
             path = _make(str(key_folder), kind, links, content)
-            start = time.process_time()
-            entries = list(db.fetch(b"k"))
-            assert time.process_time() - start < BOUND_S
+            with bounded(calls=LOAD_CALLS, peak_bytes=PEAK_BYTES):
+                entries = list(db.fetch(b"k"))
             if kind == "regular":
                 assert content in entries and GRAPH_CASES.loads(content).compute_nodes() > 0
             else:
