@@ -19,14 +19,13 @@ from fxfuzz.cli.main import main
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
-from fxfuzz.core.program import GradBlock, Input, Op, Program, StateTensor, StateUpdate
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
 from fxfuzz.oracles import verify
 from fxfuzz.oracles.program import check_program
 from fxfuzz.repro.files import program_repro_source, repro_document, write_repro
 from fxfuzz.strategies import from_module, module_programs, op_spec, register_op
 from fxfuzz.strategies.custom import FXFUZZ_OPS, unregister_op
-from handmade import PLANTED, run_standalone
+from handmade import CUSTOM_PROGRAM, PLANTED, run_standalone
 from hypothesis import HealthCheck, given, seed, settings
 from paths import HELPERS, ROOT
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -211,24 +210,6 @@ def test_a_case_whose_operator_source_cannot_be_imported_is_one_line_exit_2(tmp_
     assert main(["repro", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no_such_module_for_fxfuzz" in err[0], err
-
-
-CUSTOM_PROGRAM = Program(
-    shape=(3,),
-    inputs=(Input("x0", 1, True),),
-    state=(StateTensor("b0", "buffer", 2),),
-    helpers=(),
-    submodules=(),
-    body=(
-        Op("v0", "custom_scaled_mul", ("x0", "x0")),
-        GradBlock(
-            "no_grad", None, (StateUpdate("b0", "fxfuzz.add_half_", "v0"), Op("v1", "custom_tanh_mask", ("v0",)))
-        ),
-        Op("v2", "custom_split_sign", ("v1",)),
-        Op("v3", "add", ("v2", "v0")),
-    ),
-    outputs=(("var", "v3"), ("var", "self.b0")),
-)
 
 
 def test_program_source_defines_the_custom_operators_it_calls(tmp_path):

@@ -20,11 +20,10 @@ from fxfuzz.core.errors import FxfuzzError
 from fxfuzz.core.program import to_data
 from fxfuzz.core.serialize import MAX_GRAPH_BYTES, case_to_dict, memory_unsafe, target_name
 from fxfuzz.repro.files import load_repro, repro_document
-from handmade import no_grad_region_case, pytree_case
+from handmade import CUSTOM_PROGRAM, no_grad_region_case, pytree_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import DATA
-from test_custom_ops import CUSTOM_PROGRAM
 from work import bounded
 
 FINDING = {"oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}}

@@ -25,12 +25,11 @@ from fxfuzz.core.serialize import case_from_dict, case_to_dict, resolve_target, 
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.repro.files import repro_document, saved_cases
 from fxfuzz.strategies import module_programs
-from handmade import no_grad_region_case
+from handmade import CUSTOM_PROGRAM, no_grad_region_case
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.extra.redis import RedisExampleDatabase
 from paths import DATA, HELPERS
 from redis_server import needs_redis
-from test_custom_ops import CUSTOM_PROGRAM
 from work import bounded
 
 FINDING = {"oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}}

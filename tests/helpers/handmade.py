@@ -9,7 +9,9 @@ import sys
 
 import torch
 import torch.utils._pytree as pytree
+import user_ops  # noqa: F401  (registers the custom operators CUSTOM_PROGRAM calls)
 from fxfuzz.core.case import GraphCase
+from fxfuzz.core.program import GradBlock, Input, Op, Program, StateTensor, StateUpdate
 from fxfuzz.strategies.builder import GraphBuilder
 from paths import ROOT
 from torch.export.graph_signature import InputKind
@@ -205,3 +207,23 @@ def report_with(findings):
         "stats": {"op:sin": 4},
         "timeline": [[0, 0], [1, 10], [2, 25], [3, 30]],
     }
+
+
+# A program of the custom operators user_ops.py registers (the program level, its loader);
+# importing this module registers them.
+CUSTOM_PROGRAM = Program(
+    shape=(3,),
+    inputs=(Input("x0", 1, True),),
+    state=(StateTensor("b0", "buffer", 2),),
+    helpers=(),
+    submodules=(),
+    body=(
+        Op("v0", "custom_scaled_mul", ("x0", "x0")),
+        GradBlock(
+            "no_grad", None, (StateUpdate("b0", "fxfuzz.add_half_", "v0"), Op("v1", "custom_tanh_mask", ("v0",)))
+        ),
+        Op("v2", "custom_split_sign", ("v1",)),
+        Op("v3", "add", ("v2", "v0")),
+    ),
+    outputs=(("var", "v3"), ("var", "self.b0")),
+)
