@@ -9,6 +9,7 @@ of any shape torch.fx uses, adapted to ``(gm, signature) -> (gm, signature)``
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -237,17 +238,21 @@ _TORCH_ROWS = (
 _INDUCTOR_PASSES = "torch._inductor.fx_passes"
 _JG, _PG, _FP = (f"{_INDUCTOR_PASSES}.{m}" for m in ("joint_graph", "post_grad", "freezing_patterns"))
 _IN_FAKE_MODE = CallContext(fake_mode=True)
+# Freezing runs once per graph, and what it makes (weights prepacked for mkldnn, read by ops
+# fake tensors cannot run) is for Inductor's lowering alone: no caller hands it to freezing
+# again, so its result is not judged on a second application.
+_FROZEN_ONCE = dataclasses.replace(APPROXIMATES, idempotent=False)
 _INDUCTOR_ROWS = (
     Registered("joint_graph_passes", f"{_CATALOGUE}:joint_graph_passes", APPROXIMATES, sources=(Source(_JG, mutate=False),), domain="inductor_joint", context=_IN_FAKE_MODE, calls=(f"{_JG}:joint_graph_passes",)),
     Registered("post_grad_passes", f"{_CATALOGUE}:post_grad_passes", APPROXIMATES, sources=(Source(_PG, mutate=False),), domain="inductor", context=CallContext("fake", fake_mode=True, args=(("is_inference", True),)), calls=(f"{_PG}:post_grad_passes",)),
     Registered("post_grad_passes_training", f"{_CATALOGUE}:post_grad_passes_training", APPROXIMATES, sources=(Source(_PG, mutate=False), Source("torch._functorch.partitioners", mutate=False)), domain="inductor_joint", context=CallContext("fake", fake_mode=True, args=(("is_inference", False),))),
     Registered("reinplace_inplaceable_ops", f"{_CATALOGUE}:reinplace_inplaceable_ops", REFINES, sources=(Source(f"{_INDUCTOR_PASSES}.reinplace", mutate=False),), domain="inductor", context=_IN_FAKE_MODE, calls=(f"{_INDUCTOR_PASSES}.reinplace:reinplace_inplaceable_ops",)),
     Registered("decompose_auto_functionalized", f"{_CATALOGUE}:decompose_auto_functionalized", REFINES, sources=(Source(_PG, ("decompose_auto_functionalized",), mutate=False),), domain="inductor", context=_IN_FAKE_MODE, calls=(f"{_PG}:decompose_auto_functionalized",)),
-    Registered("freezing_passes", f"{_CATALOGUE}:freezing_passes", APPROXIMATES, sources=(Source(_FP, mutate=False), Source(f"{_INDUCTOR_PASSES}.binary_folding", mutate=False)), domain="inductor_frozen", context=CallContext("fake", "aot_example_inputs", fake_mode=True, config=(("freezing", True),)), calls=(f"{_FP}:freezing_passes",)),
+    Registered("freezing_passes", f"{_CATALOGUE}:freezing_passes", _FROZEN_ONCE, sources=(Source(_FP, mutate=False), Source(f"{_INDUCTOR_PASSES}.binary_folding", mutate=False)), domain="inductor_frozen", context=CallContext("fake", "aot_example_inputs", fake_mode=True, config=(("freezing", True),)), calls=(f"{_FP}:freezing_passes",)),
 )  # fmt: skip
 
 
-def _pattern_row(name: str, pattern_list: str, domain: str) -> Registered:
+def _pattern_row(name: str, pattern_list: str, domain: str, contract: PassContract = APPROXIMATES) -> Registered:
     """The row of one of Inductor's pattern lists (``module:attr`` or ``module:attr[i]``),
     applied on its own as its pass applies it, without the entries that lower to Inductor's
     IR (``fxfuzz.core.catalogue.PatternList``)."""
@@ -255,7 +260,7 @@ def _pattern_row(name: str, pattern_list: str, domain: str) -> Registered:
     return Registered(
         name,
         f"{_CATALOGUE}:patterns.{name}",
-        APPROXIMATES,
+        contract,
         sources=(Source(pattern_list.partition(":")[0], mutate=False),),
         domain=domain,
         context=_IN_FAKE_MODE,
@@ -272,8 +277,11 @@ _PATTERN_ROWS = (
     _pattern_row("replace_random_patterns", f"{_INDUCTOR_PASSES}.replace_random:patterns", "inductor_joint"),
     _pattern_row("post_grad_patterns_1", f"{_PG}:pass_patterns[1]", "inductor"),
     _pattern_row("post_grad_patterns_2", f"{_PG}:pass_patterns[2]", "inductor"),
-    *(_pattern_row(f"freezing_patterns_{i}", f"{_FP}:pass_patterns[{i}]", "inductor_frozen") for i in range(6)),
-    _pattern_row("binary_folding", f"{_FP}:binary_folding_pass", "inductor_frozen"),
+    *(
+        _pattern_row(f"freezing_patterns_{i}", f"{_FP}:pass_patterns[{i}]", "inductor_frozen", _FROZEN_ONCE)
+        for i in range(6)
+    ),
+    _pattern_row("binary_folding", f"{_FP}:binary_folding_pass", "inductor_frozen", _FROZEN_ONCE),
 )
 
 # pt2e quantization (torchao): prepare, one calibration call on the case's inputs, convert; the
