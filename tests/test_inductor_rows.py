@@ -161,3 +161,33 @@ def test_the_training_rows_forward_and_backward_joined_compute_the_joint_graph()
 
     assert verify(case, join(broken=False)) == []
     assert any(f.oracle == "equivalence" for f in verify(case, join(broken=True)))
+
+
+class _ReturnsAlias(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.ops.aten.alias.default(x), x.sin()
+
+
+def returns_the_input_itself(gm: fx.GraphModule, graph_signature):
+    """What remove_noop_ops does to ``alias(x)`` returned: the output becomes ``x`` itself."""
+    for node in list(gm.graph.nodes):
+        if node.target is torch.ops.aten.alias.default:
+            node.replace_all_uses_with(node.args[0])
+            gm.graph.erase_node(node)
+    gm.recompile()
+    return gm, graph_signature
+
+
+def test_an_output_aliasing_an_input_may_become_that_input_on_inductors_forms_alone():
+    """AOTAutograd regenerates an output aliasing an input from its base, so on Inductor's form
+    the graph returning the input itself is no finding; the same graph judged as an aten-domain
+    case (whose caller sees the object returned) is one."""
+    import dataclasses
+
+    case = lower_inductor(from_module(_ReturnsAlias(), (torch.tensor([1.0, 2.0]),)), INFERENCE)
+    assert case is not None and any(n.target is torch.ops.aten.alias.default for n in case.gm.graph.nodes)
+    assert verify(case, returns_the_input_itself, REGISTRY["remove_noop_ops"].contract) == []
+    found = verify(
+        dataclasses.replace(case, domain="aten"), returns_the_input_itself, REGISTRY["remove_noop_ops"].contract
+    )
+    assert [f.kind for f in found] == ["identity_mismatch"]

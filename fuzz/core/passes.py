@@ -234,7 +234,9 @@ _TORCH_ROWS = (
 # fake example inputs, extra arguments and config patches its caller passes. Those whose pattern
 # entries reassociate float arithmetic (attention and partial-softmax rewrites, binary folding,
 # pad_mm, decomposed matmuls) are held to ``approximates``; on Inductor's forms every contract
-# judges its graphs undifferentiated (contract.on_form).
+# judges its graphs undifferentiated (contract.on_form). joint_graph_passes runs under
+# ``config.fallback_random``: by default it swaps eager's random calls for Inductor's own
+# generator, whose numbers differ by design; with it, Inductor promises eager's numbers.
 _INDUCTOR_PASSES = "torch._inductor.fx_passes"
 _JG, _PG, _FP = (f"{_INDUCTOR_PASSES}.{m}" for m in ("joint_graph", "post_grad", "freezing_patterns"))
 _IN_FAKE_MODE = CallContext(fake_mode=True)
@@ -243,7 +245,7 @@ _IN_FAKE_MODE = CallContext(fake_mode=True)
 # again, so its result is not judged on a second application.
 _FROZEN_ONCE = dataclasses.replace(APPROXIMATES, idempotent=False)
 _INDUCTOR_ROWS = (
-    Registered("joint_graph_passes", f"{_CATALOGUE}:joint_graph_passes", APPROXIMATES, sources=(Source(_JG, mutate=False),), domain="inductor_joint", context=_IN_FAKE_MODE, calls=(f"{_JG}:joint_graph_passes",)),
+    Registered("joint_graph_passes", f"{_CATALOGUE}:joint_graph_passes", APPROXIMATES, sources=(Source(_JG, mutate=False),), domain="inductor_joint", context=CallContext(fake_mode=True, config=(("fallback_random", True),)), calls=(f"{_JG}:joint_graph_passes",)),
     Registered("post_grad_passes", f"{_CATALOGUE}:post_grad_passes", APPROXIMATES, sources=(Source(_PG, mutate=False),), domain="inductor", context=CallContext("fake", fake_mode=True, args=(("is_inference", True),)), calls=(f"{_PG}:post_grad_passes",)),
     Registered("post_grad_passes_training", f"{_CATALOGUE}:post_grad_passes_training", APPROXIMATES, sources=(Source(_PG, mutate=False), Source("torch._functorch.partitioners", mutate=False)), domain="inductor_joint", context=CallContext("fake", fake_mode=True, args=(("is_inference", False),))),
     Registered("reinplace_inplaceable_ops", f"{_CATALOGUE}:reinplace_inplaceable_ops", REFINES, sources=(Source(f"{_INDUCTOR_PASSES}.reinplace", mutate=False),), domain="inductor", context=_IN_FAKE_MODE, calls=(f"{_INDUCTOR_PASSES}.reinplace:reinplace_inplaceable_ops",)),
@@ -270,11 +272,13 @@ def _pattern_row(name: str, pattern_list: str, domain: str, contract: PassContra
 
 # Each PatternMatcherPass that joint_graph_passes, post_grad_passes and freezing_passes apply
 # (post_grad's first list holds entries for GPUs alone: on CPU it is empty, and has no row).
+# replace_random's list has none either: it exists to give random calls Inductor's numbers in
+# place of eager's, which nothing can judge against eager; under ``fallback_random`` (which
+# the joint_graph_passes row sets, to keep eager's numbers) no caller applies it.
 _PATTERN_ROWS = (
     _pattern_row("joint_early_patterns", f"{_JG}:early_patterns", "inductor_joint"),
     _pattern_row("joint_patterns", f"{_JG}:patterns", "inductor_joint"),
     _pattern_row("joint_patterns_1", f"{_JG}:pass_patterns[1]", "inductor_joint"),
-    _pattern_row("replace_random_patterns", f"{_INDUCTOR_PASSES}.replace_random:patterns", "inductor_joint"),
     _pattern_row("post_grad_patterns_1", f"{_PG}:pass_patterns[1]", "inductor"),
     _pattern_row("post_grad_patterns_2", f"{_PG}:pass_patterns[2]", "inductor"),
     *(
