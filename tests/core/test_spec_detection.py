@@ -5,6 +5,8 @@ row gives it)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from fxfuzz.core.errors import PassSpecError
@@ -13,6 +15,7 @@ from fxfuzz.core.shapes import NoShape, Shape, shape_of
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import graph_cases
 from hypothesis import HealthCheck, given, settings
+from paths import HELPERS
 from torch import fx
 
 INDUCTOR = "torch._inductor.fx_passes"
@@ -163,7 +166,7 @@ def test_an_inductor_pattern_list_runs_and_returns_a_graph():
     assert isinstance(result[0], fx.GraphModule)
 
 
-SHAPED = "tests/shaped_passes.py"
+SHAPED = os.path.join(HELPERS, "shaped_passes.py")
 
 
 def test_pass_shape_says_how_to_call_a_pass_fxfuzz_would_misread():
