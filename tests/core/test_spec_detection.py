@@ -207,7 +207,7 @@ def test_pass_shape_is_for_one_import_spec(spec):
 
 
 def test_a_standalone_repro_calls_the_pass_in_the_shape_given():
-    from fxfuzz.repro.standalone_check import load_pass as repro_load
+    from fxfuzz.repro.standalone_check import load_pass_spec as repro_load
 
     case = _Adds_case()
     gm, _ = repro_load(f"{SHAPED}:sorts_nodes@graph")(case.gm, case.signature)
