@@ -112,7 +112,7 @@ class Observed:
         a quantized bound reads their magnitudes)."""
         assert self.ref is not None
         bound = value_bound(self.contract, self.case.gm, self.gm, self.ref.run)
-        return Comparing(self.grads_exact, bound, self.contract.views)
+        return Comparing(self.grads_exact, bound, self.contract.views, self.contract.identity)
 
     @property
     def both_ran(self) -> bool:

@@ -104,15 +104,16 @@ def _flags_differ(r: torch.Tensor, g: torch.Tensor) -> bool:
     return r.requires_grad != g.requires_grad or (r.grad_fn is None) != (g.grad_fn is None)
 
 
-def _compare_views(ref: Run, got: Run) -> list[Finding]:
+def _compare_views(ref: Run, got: Run, identity: bool = True) -> list[Finding]:
     """Outputs that alias an input or another output must keep doing so, with the same layout,
-    and an output that is an input itself must stay that input, or stay a tensor of its own.
+    and (with ``identity``) an output that is an input itself must stay that input, or stay a
+    tensor of its own.
     Where requires_grad or grad_fn presence differ, ``compare_value`` already said so (a leaf
     input returned for a view of it): one defect, one bucket."""
     assert ref.outputs is not None and got.outputs is not None
     findings = []
     for i, (ra, ga, r, g) in enumerate(zip(aliases(ref), aliases(got), ref.outputs, got.outputs)):
-        if ra == ga and ra is not None and ra[0] == "input" and not _flags_differ(r, g):
+        if identity and ra == ga and ra is not None and ra[0] == "input" and not _flags_differ(r, g):
             if (was := _itself(ref, r)) != (now := _itself(got, g)):
                 findings.append(
                     Finding(
@@ -163,12 +164,13 @@ def raised_differently(
 
 
 def check_equivalence(
-    ref: Run, got: Run, exact: Exact = True, same_device: bool = True, views: bool = True
+    ref: Run, got: Run, exact: Exact = True, same_device: bool = True, views: bool = True, identity: bool = True
 ) -> list[Finding]:
     """Outputs (structure, constants, metadata, values, autograd flags, views), inputs' state
     after the call (in-place effects), and the grad mode and autocast state left behind.
     ``same_device`` is off when the two runs live on different devices (CPU-vs-CUDA parity);
-    ``views`` off for a contract that does not judge aliasing and strides (``functional``)."""
+    ``views`` off for a contract that does not judge aliasing and strides (``functional``),
+    ``identity`` off where an input returned itself and an alias of it are alike (Inductor's forms)."""
     if not ref.ok or not got.ok:
         return raised_differently("equivalence", "raises_differently", "running the graph", ref.error, got.error)
     assert ref.outputs is not None and got.outputs is not None
@@ -185,7 +187,7 @@ def check_equivalence(
     for i, (r, g) in enumerate(zip(ref.outputs, got.outputs)):
         findings += compare_value(f"output {i}", r, g, exact, same_device)
     if same_device and views:
-        findings += _compare_views(ref, got)
+        findings += _compare_views(ref, got, identity)
     for i, (r, g) in enumerate(zip(ref.inputs, got.inputs)):
         findings += [
             f

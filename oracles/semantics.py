@@ -71,14 +71,16 @@ def compare(
     same_device: bool = True,
     grads_exact: bool = True,
     views: bool = True,
+    identity: bool = True,
 ) -> list[Finding]:
     """Equivalence, then gradients and tangents when the runs are comparable at all, then
     what autograd records where first-order behaviour agrees. Derivatives are compared as
     ``exact`` says unless ``grads_exact`` is off: then within tolerance (the sum of a
     node's gradient contributions is rounded as autograd adds them up, which a merge of
     equal nodes changes; docs/oracles.md), and a Bound (a contract that excuses rounding)
-    holds for them too. ``views`` off: aliasing and strides are not compared."""
-    findings = check_equivalence(ref.run, got.run, exact, same_device, views)
+    holds for them too. ``views`` off: aliasing and strides are not compared; ``identity`` off:
+    nor whether an output aliasing an input is that input itself."""
+    findings = check_equivalence(ref.run, got.run, exact, same_device, views, identity)
     if not (ref.run.ok and got.run.ok and ref.run.spec == got.run.spec):
         return findings
     exact_d: Exact = exact if isinstance(exact, Bound) else exact and grads_exact
@@ -136,11 +138,13 @@ class Reference:
 class Comparing:
     """How a contract has the two graphs' runs compared: derivatives bitwise or within
     tolerance (``grads_exact``), values within a Bound where it excuses rounding (None:
-    bitwise on CPU), aliasing and strides or not (``views``)."""
+    bitwise on CPU), aliasing and strides or not (``views``), an input returned itself or as a
+    tensor of its own (``identity``)."""
 
     grads_exact: bool = True
     values: Bound | None = None
     views: bool = True
+    identity: bool = True
 
 
 def compare_graphs(
@@ -151,7 +155,9 @@ def compare_graphs(
     where the original is deterministic."""
     got = observe(transformed, ref.inputs, ref.ambient_grad, ref.device)
     exact = ref.exact if how.values is None else how.values
-    return ref.unexplained(compare(ref.obs, got, ref.labels, exact, grads_exact=how.grads_exact, views=how.views)), got
+    return ref.unexplained(
+        compare(ref.obs, got, ref.labels, exact, grads_exact=how.grads_exact, views=how.views, identity=how.identity)
+    ), got
 
 
 def prefixed(findings: list[Finding], prefix: str, known: set[str]) -> list[Finding]:

@@ -65,6 +65,16 @@ def _contract_option(parser: argparse.ArgumentParser, whose: str = "the pass") -
     )
 
 
+def _pass_shape_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--pass-shape",
+        default=None,
+        metavar="SHAPE",
+        help="how to call a pass whose shape fxfuzz cannot tell: signature (gm, graph_signature), module (gm) "
+        "or graph (gm.graph) (docs/own-pass.md#pass-shapes)",
+    )
+
+
 def _timeout_option(parser: argparse.ArgumentParser, hung: str) -> None:
     parser.add_argument(
         "--example-timeout",
@@ -102,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run a fuzz campaign against a pass")
     run.add_argument("--pass", dest="pass_spec", default="set_grad", help=PASS_SPEC_HELP)
+    _pass_shape_option(run)
     run.add_argument(
         "--budget",
         type=positive_float,
@@ -188,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reduce.add_argument("path", help="an ExportedProgram saved with torch.export.save (.pt2), or a repro .json")
     reduce.add_argument("--pass", dest="pass_spec", required=True, help="registered name, pkg.module:fn or file.py:fn")
+    _pass_shape_option(reduce)
     reduce.add_argument(
         "--bucket", default=None, help="the finding to keep, by bucket id (default: the first the graph shows)"
     )
@@ -213,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=integer, default=0, help="population seed (default 0)")
     bench.add_argument("--workers", type=workers, default=2, help="workers for the speed-up over one (default 2)")
     bench.add_argument("--pass", dest="pass_spec", default="set_grad", help=PASS_SPEC_HELP)
+    _pass_shape_option(bench)
     _stage_share_option(bench, "examples")
     bench.add_argument(
         "--profile", action="store_true", help="also profile the loop (a second run) for its own time by area"
@@ -308,6 +321,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         warmed = warm.AVAILABLE and FORKS.get(args.command, lambda a: False)(args) and warm.start()
         try:
             module = importlib.import_module(f"fxfuzz.cli.{COMMANDS[args.command]}")
+            if getattr(args, "pass_shape", None) is not None:
+                from fxfuzz.core.passes import with_shape
+
+                # Carried in the spec, the shape reaches workers, reports and repros with it.
+                args.pass_spec = with_shape(args.pass_spec, args.pass_shape)
             return module.command(args)
         except BaseException:
             if warmed:  # no worker forked from it, or none left: nothing stays behind importing torch

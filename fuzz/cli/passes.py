@@ -1,4 +1,4 @@
-"""``fxfuzz passes``: the registered passes, each with its contract, domain and sources."""
+"""``fxfuzz passes``: the registered passes, each with its contract, domain, call context and sources."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ def _row(r: Registered) -> dict[str, Any]:
         "spec": r.spec,
         "contract": r.contract.name,
         "domain": r.domain,
+        "context": r.context.describe(),
         "sources": [{"module": s.module, "functions": list(s.functions), "mutate": s.mutate} for s in r.sources],
     }
 
@@ -35,12 +36,9 @@ def command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    width = {k: max(len(k), *(len(r[k]) for r in rows)) for k in ("name", "contract", "domain")}
-    print(
-        f"{'name':<{width['name']}}  {'contract':<{width['contract']}}  {'domain':<{width['domain']}}  sources (* mutated by fxfuzz mutate)"
-    )
+    columns = ("name", "contract", "domain", "context")
+    width = {k: max(len(k), *(len(r[k]) for r in rows)) for k in columns}
+    print("  ".join(f"{k:<{width[k]}}" for k in columns) + "  sources (* mutated by fxfuzz mutate)")
     for r in rows:
-        print(
-            f"{r['name']:<{width['name']}}  {r['contract']:<{width['contract']}}  {r['domain']:<{width['domain']}}  {_sources(r)}"
-        )
+        print("  ".join(f"{r[k]:<{width[k]}}" for k in columns) + f"  {_sources(r)}")
     return 0

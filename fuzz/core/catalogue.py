@@ -9,11 +9,21 @@ through ``fxfuzz.core.calls``). Each adapter is one of the shapes of
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import copy
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from fxfuzz.core.calls import example_inputs, lifted, module_form, on_program
+from fxfuzz.core.case import graph_module
+from fxfuzz.core.inductor import fake_mode_of
+from fxfuzz.core.passes import REGISTRY
 from torch import fx
 from torch.export.graph_signature import ExportGraphSignature, InputKind, OutputKind
 
@@ -288,17 +298,208 @@ def pt2e_xnnpack(
     return _pt2e(_xnnpack(False), False, gm, graph_signature)
 
 
-def joint_graph_passes(gm: fx.GraphModule) -> fx.GraphModule:
-    """Inductor's ``joint_graph_passes(graph, input_device=None)`` on a GraphModule, as
-    ``compile_fx`` calls it: its optional second parameter makes its shape ambiguous."""
-    from torch._inductor.fx_passes.joint_graph import joint_graph_passes as passes
+# ---------------------------------------------------------------------------- Inductor
 
-    return passes(gm)
+
+@contextlib.contextmanager
+def _given(name: str, gm: fx.GraphModule) -> Iterator[dict[str, Any]]:
+    """Within, the call context the row ``name`` declares (``fxfuzz.core.passes.CallContext``)
+    is given: its config patches and the graph's fake mode set; yields the arguments its
+    caller hands besides the graph (its ``args``, and the example inputs where it takes them)."""
+    from torch._inductor import config
+    from torch._inductor.virtualized import V
+
+    context = REGISTRY[name].context
+    given = dict(context.args)
+    if context.inputs == "fake":  # the fake tensors the graph was traced with, as AOTAutograd hands them on
+        given[context.inputs_as] = [n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")]
+    elif context.inputs == "real":
+        given[context.inputs_as] = list(example_inputs())
+    with contextlib.ExitStack() as stack:
+        fake = fake_mode_of(gm) if context.fake_mode else None
+        if fake is not None:
+            stack.enter_context(V.set_fake_mode(fake))
+        stack.enter_context(config.patch(dict(context.config)))
+        yield given
+
+
+def _input_device(gm: fx.GraphModule) -> Any:
+    """The device ``compile_fx`` hands the joint-graph passes: the first of its inputs' and
+    metas' devices (``get_inputs_devices``)."""
+    from torch._dynamo.utils import get_inputs_devices
+
+    return get_inputs_devices([], gm)[0]
+
+
+def joint_graph_passes(gm: fx.GraphModule) -> fx.GraphModule:
+    """Inductor's ``joint_graph_passes`` as ``compile_fx`` calls it, through
+    ``_recursive_joint_graph_passes(gm, skip_invoke_subgraph=True, input_device=...)``, which runs
+    it on each nested graph first, in the graph's fake mode."""
+    from torch._inductor.compile_fx import _recursive_joint_graph_passes
+
+    with _given("joint_graph_passes", gm):
+        return _recursive_joint_graph_passes(gm, skip_invoke_subgraph=True, input_device=_input_device(gm))
+
+
+def _post_grad(name: str, gm: fx.GraphModule) -> None:
+    """What ``compile_fx``'s ``_compile_fx_inner`` does to a graph up to and through its
+    post-grad passes, in place: views become reshapes (``view_to_reshape``), fake tensors are
+    propagated anew from the example inputs under no_grad (``fake_tensor_prop``), then
+    ``_recursive_post_grad_passes(gm, is_inference)`` in that fake mode."""
+    from torch._inductor.compile_fx import _recursive_post_grad_passes, fake_tensor_prop
+    from torch._inductor.fx_passes.post_grad import view_to_reshape
+    from torch._inductor.virtualized import V
+
+    with _given(name, gm) as given:
+        view_to_reshape(gm)
+        with torch.no_grad():
+            fake = fake_tensor_prop(gm, given["example_inputs"])
+        with V.set_fake_mode(fake):
+            _recursive_post_grad_passes(gm, is_inference=given["is_inference"])
 
 
 def post_grad_passes(gm: fx.GraphModule) -> None:
-    """Inductor's ``post_grad_passes(gm, is_inference)`` on an inference graph, in place, as
-    ``compile_fx`` calls it for one."""
-    from torch._inductor.fx_passes.post_grad import post_grad_passes as passes
+    """Inductor's ``post_grad_passes`` on an inference graph (``is_inference=True``), as
+    ``compile_fx`` runs it (``_post_grad``)."""
+    _post_grad("post_grad_passes", gm)
 
-    passes(gm, is_inference=True)
+
+def post_grad_passes_training(gm: fx.GraphModule) -> fx.GraphModule:
+    """Inductor's ``post_grad_passes`` in training (``is_inference=False``), on the graphs
+    ``compile_fx`` runs it on: the joint graph is split into forward and backward by Inductor's
+    partitioner (``min_cut_rematerialization_partition(..., compiler="inductor")``), each runs
+    through ``_post_grad``, and the pair is joined again as AOTAutograd runs it (``joined``):
+    the forward on the primals, the backward on what it saved and the tangents. So the result
+    computes what the joint graph does, and is judged against it."""
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    primals = [n for n in gm.graph.find_nodes(op="placeholder") if not n.name.startswith("tangents_")]
+    outputs = pytree.tree_leaves(gm.graph.output_node().args[0], is_leaf=lambda x: x is None)
+    fake = fake_mode_of(gm)
+    with contextlib.ExitStack() as stack:
+        if fake is not None:
+            from torch._inductor.virtualized import V
+
+            stack.enter_context(V.set_fake_mode(fake))
+        forward, backward = min_cut_rematerialization_partition(
+            gm, [], compiler="inductor", num_fwd_outputs=len(outputs) - len(primals)
+        )
+    _post_grad("post_grad_passes_training", forward)
+    _post_grad("post_grad_passes_training", backward)
+    return joined(gm, forward, backward, len(outputs) - len(primals))
+
+
+def joined(
+    joint: fx.GraphModule, forward: fx.GraphModule, backward: fx.GraphModule, forward_outputs: int
+) -> fx.GraphModule:
+    """One graph taking ``joint``'s placeholders and returning what it returns, computed as
+    AOTAutograd runs a partition: ``forward`` on the primals it takes (by name), its first
+    ``forward_outputs`` outputs the joint's, the rest what it saved; ``backward`` on those
+    (in order) and the tangents (by name), its outputs the gradients. Submodules (subgraphs
+    of cond and map) keep their names, the backward's renamed where the forward holds one."""
+    graph = fx.Graph()
+    root = torch.nn.Module()
+    inputs = {}
+    for node in joint.graph.find_nodes(op="placeholder"):
+        inputs[node.name] = graph.placeholder(node.name)
+        inputs[node.name].meta.update(node.meta)
+
+    def copied(part: fx.GraphModule, env: dict[fx.Node, fx.Node], prefix: str) -> list[Any]:
+        out = graph.graph_copy(part.graph, env)
+        for node in list(graph.nodes):
+            if node.op == "get_attr" and node not in done:
+                target = str(node.target)
+                name = target if not hasattr(root, target) else f"{prefix}{target}"
+                setattr(root, name, _attr(part, target))
+                node.target = name
+                done.add(node)
+        return list(pytree.tree_leaves(out, is_leaf=lambda x: x is None))
+
+    done: set[fx.Node] = set()
+    fw_env = {n: inputs[n.name] for n in forward.graph.find_nodes(op="placeholder")}
+    fw_out = copied(forward, fw_env, "forward_")
+    saved = iter(fw_out[forward_outputs:])
+    bw_env = {
+        n: inputs[n.name] if n.name.startswith("tangents_") else next(saved)
+        for n in backward.graph.find_nodes(op="placeholder")
+    }
+    bw_out = copied(backward, bw_env, "backward_")
+    graph.output([*fw_out[:forward_outputs], *bw_out])
+    return graph_module(root, graph)
+
+
+def reinplace_inplaceable_ops(gm: fx.GraphModule) -> None:
+    """Inductor's ``reinplace_inplaceable_ops(fake_tensor_updater, graph)`` as ``post_grad_passes``
+    calls it: with a ``FakeTensorUpdater`` of the module, in the graph's fake mode."""
+    from torch._inductor.fx_passes.reinplace import reinplace_inplaceable_ops as reinplace
+    from torch._inductor.fx_utils import FakeTensorUpdater
+
+    with _given("reinplace_inplaceable_ops", gm):
+        reinplace(FakeTensorUpdater(gm), gm.graph)
+
+
+def decompose_auto_functionalized(gm: fx.GraphModule) -> None:
+    """Inductor's ``decompose_auto_functionalized(graph)`` as ``post_grad_passes`` calls it, in the graph's fake mode."""
+    from torch._inductor.fx_passes.post_grad import decompose_auto_functionalized as decompose
+
+    with _given("decompose_auto_functionalized", gm):
+        decompose(gm.graph)
+
+
+def freezing_passes(gm: fx.GraphModule) -> None:
+    """Inductor's ``freezing_passes(gm, aot_example_inputs)`` as ``freeze`` calls it: with the
+    fake example inputs, in the graph's fake mode, under ``config.freezing``."""
+    from torch._inductor.fx_passes.freezing_patterns import freezing_passes as passes
+
+    with _given("freezing_passes", gm) as given:
+        passes(gm, given["aot_example_inputs"])
+
+
+@dataclass(frozen=True)
+class PatternList:
+    """One of Inductor's pattern lists (a ``PatternMatcherPass``, which its row's ``calls``
+    names), applied on its own as its pass applies it: ``patterns.apply(gm.graph)`` after its
+    module's ``lazy_init`` (which registers most entries), in the row's context. Entries that
+    lower to Inductor's IR (``LoweringPatternEntry``) only run inside Inductor's lowering: they
+    are left out for the call (``lowerings_of`` counts them)."""
+
+    name: str
+
+    def pattern_list(self) -> Any:
+        """The PatternMatcherPass, its module's ``lazy_init`` run first."""
+        where, _, attr = REGISTRY[self.name].calls[0].partition(":")
+        module = importlib.import_module(where)
+        init = getattr(module, "lazy_init", None)
+        if init is not None:
+            init()
+        name, _, index = attr.partition("[")
+        patterns = getattr(module, name)
+        return patterns[int(index.rstrip("]"))] if index else patterns
+
+    def __call__(self, gm: fx.GraphModule) -> None:
+        with _given(self.name, gm):
+            patterns = self.pattern_list()
+            kept = {key: [e for e in entries if not _lowers(e)] for key, entries in patterns.patterns.items()}
+            real = patterns.patterns
+            patterns.patterns = collections.defaultdict(list, kept)
+            try:
+                patterns.apply(gm.graph)
+            finally:
+                patterns.patterns = real
+
+
+def _lowers(entry: Any) -> bool:
+    from torch._inductor.pattern_matcher import LoweringPatternEntry
+
+    return isinstance(entry, LoweringPatternEntry)
+
+
+def lowerings_of(name: str) -> tuple[int, int]:
+    """How many entries the pattern row ``name``'s list holds, and how many of them lower to
+    Inductor's IR and are left out of its call."""
+    entries = [e for es in PatternList(name).pattern_list().patterns.values() for e in es]
+    return len(entries), sum(1 for e in entries if _lowers(e))
+
+
+# The pattern rows' passes, by row name: ``fxfuzz.core.catalogue:patterns.NAME``.
+patterns = SimpleNamespace(**{r.name: PatternList(r.name) for r in REGISTRY.values() if r.attr.startswith("patterns.")})

@@ -30,6 +30,9 @@ and the process state it leaves. Beyond that a contract says:
   that turn views into copies by design).
 - ``idempotent``: whether the pass applied to its own result is judged (a quantizer quantizes
   what it quantized again, which no caller does).
+- ``identity``: whether an output that aliases an input is judged for being that input itself
+  or a tensor of its own (off on Inductor's forms: AOTAutograd's wrapper regenerates every
+  output that aliases an input from its base, so which object the graph returned is unseen).
 - ``domains``: the domains whose cases the contract can judge (empty: any); a campaign on
   another is refused with one line (``check_domain``).
 - ``reacts_to``: the node kinds (``fxfuzz.strategies.regions.REACTION_STEPS``) generation draws
@@ -71,6 +74,7 @@ class PassContract:
     views: bool = True
     domains: tuple[str, ...] = ()
     idempotent: bool = True
+    identity: bool = True
 
 
 # How values are compared, from the strictest to the loosest: a pipeline's is its loosest part's.
@@ -98,6 +102,7 @@ def union(contracts: Sequence[PassContract]) -> PassContract:
         all(c.views for c in contracts),
         _common_domains([c.domains for c in contracts]),
         all(c.idempotent for c in contracts),
+        all(c.identity for c in contracts),
     )
 
 
@@ -146,9 +151,10 @@ def on_form(contract: PassContract, domain: str) -> PassContract:
     """``contract`` on the terms of the graphs of ``domain``: Inductor's forms are never
     differentiated again (its inference and frozen graphs run without grad, and its joint
     graph computes the gradients as outputs), so their graphs are judged undifferentiated,
-    whatever else the contract promises."""
-    if domain in INDUCTOR_FORMS and contract.differentiated:
-        return dataclasses.replace(contract, differentiated=False)
+    whatever else the contract promises; and the identity of an output aliasing an input is
+    not theirs to keep (``identity``: AOTAutograd regenerates such outputs from their base)."""
+    if domain in INDUCTOR_FORMS and (contract.differentiated or contract.identity):
+        return dataclasses.replace(contract, differentiated=False, identity=False)
     return contract
 
 

@@ -9,6 +9,7 @@ of any shape torch.fx uses, adapted to ``(gm, signature) -> (gm, signature)``
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fxfuzz.core.contract import (
+    APPROXIMATES,
     AUTOCAST,
     FUNCTIONAL,
     MEANING,
@@ -30,7 +32,7 @@ from fxfuzz.core.contract import (
 )
 from fxfuzz.core.errors import PassSpecError
 from fxfuzz.core.internal import call_out, calls_out
-from fxfuzz.core.shapes import Blind, NoShape, adapt, shape_of
+from fxfuzz.core.shapes import GIVEN_SHAPES, Blind, NoShape, adapt, shape_given, shape_of
 from fxfuzz.core.user_code import exits_refused
 
 PassFn = Callable[[Any, Any], tuple[Any, Any]]
@@ -57,6 +59,32 @@ class Source:
 
 
 @dataclass(frozen=True)
+class CallContext:
+    """What a catalogue row's real caller hands its pass besides the graph, which the row's
+    adapter (``fxfuzz.core.catalogue``) hands it the same way (docs/own-pass.md).
+
+    ``inputs``: the model's example inputs, ``"real"`` (the case's values) or ``"fake"`` (the
+    fake tensors the graph was traced with, its placeholders' ``val``), as the argument named
+    ``inputs_as``; ``fake_mode``: the pass runs under ``V.set_fake_mode`` of the graph's fake
+    mode, as ``compile_fx`` runs it; ``config``: ``torch._inductor.config`` patches around the
+    call; ``args``: further arguments, by name, as the caller passes them."""
+
+    inputs: str = ""
+    inputs_as: str = "example_inputs"
+    fake_mode: bool = False
+    config: tuple[tuple[str, Any], ...] = ()
+    args: tuple[tuple[str, Any], ...] = ()
+
+    def describe(self) -> str:
+        """One line for ``fxfuzz passes``: each part of the context given."""
+        parts = [f"{self.inputs_as}={self.inputs}"] if self.inputs else []
+        parts += [f"{k}={v!r}" for k, v in self.args]
+        parts += ["V.set_fake_mode"] if self.fake_mode else []
+        parts += [f"config.{k}={v!r}" for k, v in self.config]
+        return ", ".join(parts) or "-"
+
+
+@dataclass(frozen=True)
 class Registered:
     """One registry row: everything fxfuzz knows about a named pass.
 
@@ -75,6 +103,11 @@ class Registered:
     # The node kinds the pass rewrites (fxfuzz.strategies.regions.REACTION_STEPS): generation
     # draws one in nearly every case; () keeps the mix of steps of a pass that declares none.
     reacts_to: tuple[str, ...] = ()
+    # What the pass's real caller hands it besides the graph, given by the row's adapter.
+    context: CallContext = CallContext()
+    # The import specs of torch's entry points the row calls as their real caller does: named
+    # alone, they lack that context, and the spec is refused naming this row (``load_pass``).
+    calls: tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
@@ -193,8 +226,67 @@ _TORCH_ROWS = (
     # export's own passes by class: each a PassBase built with no arguments, as export builds it.
     Registered("remove_runtime_assertions", "torch._export.passes.remove_runtime_assertions:_RemoveRuntimeAssertionsPass", REFINES, sources=(Source("torch._export.passes.remove_runtime_assertions", mutate=False),)),
     Registered("view_copy", "torch._export.passes.replace_view_ops_with_view_copy_ops_pass:ReplaceViewOpsWithViewCopyOpsPass", FUNCTIONAL, sources=(Source("torch._export.passes.replace_view_ops_with_view_copy_ops_pass"),), domain="aten"),
-    Registered("remove_auto_functionalized", f"{_CATALOGUE}:unsafe_remove_auto_functionalized", MEANING, sources=(Source("torch.export._remove_auto_functionalized_pass", mutate=False), _EXPORT_PROGRAM), domain="aten"),
+    Registered("remove_auto_functionalized", f"{_CATALOGUE}:unsafe_remove_auto_functionalized", MEANING, sources=(Source("torch.export._remove_auto_functionalized_pass", mutate=False), _EXPORT_PROGRAM), domain="aten", calls=("torch.export._remove_auto_functionalized_pass:unsafe_remove_auto_functionalized_pass",)),
 )  # fmt: skip
+
+# Inductor's passes where compile_fx calls them, on the graphs of its forms (fxfuzz.core.inductor),
+# each under the context compile_fx gives it (CallContext): the graph's fake mode set, and the
+# fake example inputs, extra arguments and config patches its caller passes. Those whose pattern
+# entries reassociate float arithmetic (attention and partial-softmax rewrites, binary folding,
+# pad_mm, decomposed matmuls) are held to ``approximates``; on Inductor's forms every contract
+# judges its graphs undifferentiated (contract.on_form). joint_graph_passes runs under
+# ``config.fallback_random``: by default it swaps eager's random calls for Inductor's own
+# generator, whose numbers differ by design; with it, Inductor promises eager's numbers.
+_INDUCTOR_PASSES = "torch._inductor.fx_passes"
+_JG, _PG, _FP = (f"{_INDUCTOR_PASSES}.{m}" for m in ("joint_graph", "post_grad", "freezing_patterns"))
+_IN_FAKE_MODE = CallContext(fake_mode=True)
+# Freezing runs once per graph, and what it makes (weights prepacked for mkldnn, read by ops
+# fake tensors cannot run) is for Inductor's lowering alone: no caller hands it to freezing
+# again, so its result is not judged on a second application.
+_FROZEN_ONCE = dataclasses.replace(APPROXIMATES, idempotent=False)
+_INDUCTOR_ROWS = (
+    Registered("joint_graph_passes", f"{_CATALOGUE}:joint_graph_passes", APPROXIMATES, sources=(Source(_JG, mutate=False),), domain="inductor_joint", context=CallContext(fake_mode=True, config=(("fallback_random", True),)), calls=(f"{_JG}:joint_graph_passes",)),
+    Registered("post_grad_passes", f"{_CATALOGUE}:post_grad_passes", APPROXIMATES, sources=(Source(_PG, mutate=False),), domain="inductor", context=CallContext("fake", fake_mode=True, args=(("is_inference", True),)), calls=(f"{_PG}:post_grad_passes",)),
+    Registered("post_grad_passes_training", f"{_CATALOGUE}:post_grad_passes_training", APPROXIMATES, sources=(Source(_PG, mutate=False), Source("torch._functorch.partitioners", mutate=False)), domain="inductor_joint", context=CallContext("fake", fake_mode=True, args=(("is_inference", False),))),
+    Registered("reinplace_inplaceable_ops", f"{_CATALOGUE}:reinplace_inplaceable_ops", REFINES, sources=(Source(f"{_INDUCTOR_PASSES}.reinplace", mutate=False),), domain="inductor", context=_IN_FAKE_MODE, calls=(f"{_INDUCTOR_PASSES}.reinplace:reinplace_inplaceable_ops",)),
+    Registered("decompose_auto_functionalized", f"{_CATALOGUE}:decompose_auto_functionalized", REFINES, sources=(Source(_PG, ("decompose_auto_functionalized",), mutate=False),), domain="inductor", context=_IN_FAKE_MODE, calls=(f"{_PG}:decompose_auto_functionalized",)),
+    Registered("freezing_passes", f"{_CATALOGUE}:freezing_passes", _FROZEN_ONCE, sources=(Source(_FP, mutate=False), Source(f"{_INDUCTOR_PASSES}.binary_folding", mutate=False)), domain="inductor_frozen", context=CallContext("fake", "aot_example_inputs", fake_mode=True, config=(("freezing", True),)), calls=(f"{_FP}:freezing_passes",)),
+)  # fmt: skip
+
+
+def _pattern_row(name: str, pattern_list: str, domain: str, contract: PassContract = APPROXIMATES) -> Registered:
+    """The row of one of Inductor's pattern lists (``module:attr`` or ``module:attr[i]``),
+    applied on its own as its pass applies it, without the entries that lower to Inductor's
+    IR (``fxfuzz.core.catalogue.PatternList``)."""
+    indexed = pattern_list.endswith("]")
+    return Registered(
+        name,
+        f"{_CATALOGUE}:patterns.{name}",
+        contract,
+        sources=(Source(pattern_list.partition(":")[0], mutate=False),),
+        domain=domain,
+        context=_IN_FAKE_MODE,
+        calls=(pattern_list,) if indexed else (pattern_list, f"{pattern_list}.apply"),
+    )
+
+
+# Each PatternMatcherPass that joint_graph_passes, post_grad_passes and freezing_passes apply
+# (post_grad's first list holds entries for GPUs alone: on CPU it is empty, and has no row).
+# replace_random's list has none either: it exists to give random calls Inductor's numbers in
+# place of eager's, which nothing can judge against eager; under ``fallback_random`` (which
+# the joint_graph_passes row sets, to keep eager's numbers) no caller applies it.
+_PATTERN_ROWS = (
+    _pattern_row("joint_early_patterns", f"{_JG}:early_patterns", "inductor_joint"),
+    _pattern_row("joint_patterns", f"{_JG}:patterns", "inductor_joint"),
+    _pattern_row("joint_patterns_1", f"{_JG}:pass_patterns[1]", "inductor_joint"),
+    _pattern_row("post_grad_patterns_1", f"{_PG}:pass_patterns[1]", "inductor"),
+    _pattern_row("post_grad_patterns_2", f"{_PG}:pass_patterns[2]", "inductor"),
+    *(
+        _pattern_row(f"freezing_patterns_{i}", f"{_FP}:pass_patterns[{i}]", "inductor_frozen", _FROZEN_ONCE)
+        for i in range(6)
+    ),
+    _pattern_row("binary_folding", f"{_FP}:binary_folding_pass", "inductor_frozen", _FROZEN_ONCE),
+)
 
 # pt2e quantization (torchao): prepare, one calibration call on the case's inputs, convert; the
 # module form export hands it (fxfuzz.core.calls), judged for inference under ``quantizes``.
@@ -203,10 +295,13 @@ _PT2E = (
     Source("torchao.quantization.pt2e.prepare", mutate=False),
     Source("torchao.quantization.pt2e.convert", mutate=False),
 )
+_PT2E_CALLS = tuple(
+    f"torchao.quantization.pt2e.quantize_pt2e:{f}" for f in ("prepare_pt2e", "prepare_qat_pt2e", "convert_pt2e")
+)
 _PT2E_ROWS = (
-    Registered("pt2e_x86", f"{_CATALOGUE}:pt2e_x86", QUANTIZES, sources=(*_PT2E, Source("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer", mutate=False))),
-    Registered("pt2e_x86_qat", f"{_CATALOGUE}:pt2e_x86_qat", QUANTIZES, sources=(*_PT2E, Source("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer", mutate=False))),
-    Registered("pt2e_xnnpack", f"{_CATALOGUE}:pt2e_xnnpack", QUANTIZES, sources=(*_PT2E, Source("torchao.testing.pt2e._xnnpack_quantizer", mutate=False))),
+    Registered("pt2e_x86", f"{_CATALOGUE}:pt2e_x86", QUANTIZES, sources=(*_PT2E, Source("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer", mutate=False)), context=CallContext("real"), calls=_PT2E_CALLS),
+    Registered("pt2e_x86_qat", f"{_CATALOGUE}:pt2e_x86_qat", QUANTIZES, sources=(*_PT2E, Source("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer", mutate=False)), context=CallContext("real"), calls=_PT2E_CALLS),
+    Registered("pt2e_xnnpack", f"{_CATALOGUE}:pt2e_xnnpack", QUANTIZES, sources=(*_PT2E, Source("torchao.testing.pt2e._xnnpack_quantizer", mutate=False)), context=CallContext("real"), calls=_PT2E_CALLS),
 )  # fmt: skip
 
 REGISTRY: dict[str, Registered] = {
@@ -218,6 +313,8 @@ REGISTRY: dict[str, Registered] = {
         Registered("identity", "fxfuzz.core.passes:identity_pass", MEANING),
         *_TORCH_ROWS,
         *_PT2E_ROWS,
+        *_INDUCTOR_ROWS,
+        *_PATTERN_ROWS,
     )
 }
 
@@ -405,6 +502,29 @@ def resolve_attr(spec: str, what: str = "pass") -> Any:
     return obj
 
 
+# Separates an import spec from the shape a user named for it (``--pass-shape``): ``file.py:fn@graph``.
+SHAPE_MARK = "@"
+
+
+def with_shape(spec: str, shape: str | None) -> str:
+    """``spec`` with the shape ``--pass-shape`` named for it (``fxfuzz.core.shapes.GIVEN_SHAPES``)
+    carried in it, so that workers, reports and repros call the pass the same way; PassSpecError
+    for a registered name or a pipeline, whose parts' shapes are their own."""
+    if shape is None:
+        return spec
+    if shape not in GIVEN_SHAPES:
+        raise PassSpecError(f"unknown pass shape {shape!r}: expected one of {', '.join(GIVEN_SHAPES)}")
+    if spec in REGISTRY or PIPE in spec or ":" not in spec:
+        raise PassSpecError(f"--pass-shape names how to call one pkg.module:callable or file.py:callable, not {spec!r}")
+    return f"{spec}{SHAPE_MARK}{shape}"
+
+
+def _given_shape(target: str) -> tuple[str, str | None]:
+    """An import spec and the shape named for it after ``SHAPE_MARK`` (None: none named)."""
+    where, mark, shape = target.rpartition(SHAPE_MARK)
+    return (where, shape) if mark and shape in GIVEN_SHAPES else (target, None)
+
+
 def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> Pass:
     """The Pass that ``spec`` names, in fxfuzz's form whatever its shape.
 
@@ -417,14 +537,22 @@ def load_pass(spec: str = "set_grad", contract: PassContract | None = None) -> P
     pipeline = REGISTRY[spec].spec if spec in REGISTRY else spec
     if PIPE in pipeline:
         return _load_pipeline(spec, pipeline.split(PIPE), contract)
-    target = import_spec(spec)
+    target, given = _given_shape(import_spec(spec))
     if ":" not in target:
         raise PassSpecError(
             f"unknown pass {spec!r}: expected one of {', '.join(REGISTRY)}, pkg.module:callable or file.py:callable"
         )
+    rows = [r.name for r in REGISTRY.values() if target in r.calls]
+    if rows and given is None:
+        # Its own parameters may not say so, but named alone it would miss what its caller hands it.
+        raise PassSpecError(
+            f"{target} is called with what its caller hands it besides the graph: run it by its catalogue row "
+            f"{' or '.join(rows)} (fxfuzz passes)"
+        )
     try:
         with exits_refused(target, PassSpecError):  # a PassBase class is built: the user's code runs
-            shape, fn = shape_of(resolve_attr(target, "pass"))
+            obj = resolve_attr(target, "pass")
+            shape, fn = shape_of(obj) if given is None else shape_given(obj, given)
     except NoShape as e:
         raise PassSpecError(f"{target} {e}") from None
     pass_fn, takes = adapt(shape, fn), shape.takes_signature

@@ -44,6 +44,12 @@ class Shape(Enum):
         return self is Shape.SIGNATURE
 
 
+# The shapes a user may name with ``--pass-shape`` (a spec's ``@SHAPE`` suffix): how many
+# positional arguments each hands a callable.
+GIVEN_SHAPES = {"signature": Shape.SIGNATURE, "module": Shape.MODULE, "graph": Shape.GRAPH}
+_ARITY = {Shape.SIGNATURE: 2, Shape.MODULE: 1, Shape.GRAPH: 1}
+
+
 def _positional(params: list[inspect.Parameter]) -> tuple[int, float]:
     """How many positional arguments a callable needs at least and takes at most."""
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -131,14 +137,43 @@ def shape_of(obj: Any) -> tuple[Shape, Callable[..., Any]]:
         )
     if most >= 2 and _is_signature(positional[1]):
         raise NoShape(
-            "is ambiguous: it can be called with (gm) or (gm, graph_signature); make its parameters all required"
+            "is ambiguous: it can be called with (gm) or (gm, graph_signature); "
+            "say which with --pass-shape signature or --pass-shape module"
         )
+    if _named_type(positional[0].annotation, "ExportedProgram"):
+        raise NoShape(f"takes an ExportedProgram, not a GraphModule: {_ADAPT} (fxfuzz.core.calls.on_program)")
+    inputs = [p.name for p in positional[1:] if p.name in INPUTS_NAMES]
+    if inputs:
+        # Its default (none, or ()) is not what its caller hands it (pre_grad_passes, fuse_fx).
+        raise NoShape(f"takes the model's example inputs as {inputs[0]!r}, which fxfuzz does not hand a pass: {_ADAPT}")
     # Further optional parameters (joint_graph_passes' input_device) keep their defaults.
     return (Shape.GRAPH if _is_graph(positional[0]) else Shape.MODULE), obj
 
 
+# The names a parameter taking the model's example inputs goes by: its caller always hands them.
+INPUTS_NAMES = ("example_inputs", "aot_example_inputs", "sample_args", "inputs")
+
 # How to run a pass fxfuzz cannot call by its parameters alone (docs/own-pass.md).
-_ADAPT = "name its catalogue row (fxfuzz passes), or write a one-line adapter that calls it as its caller does (docs/own-pass.md)"
+_ADAPT = (
+    "name its catalogue row (fxfuzz passes), say how it is called with --pass-shape signature|module|graph, "
+    "or write a one-line adapter that calls it as its caller does (docs/own-pass.md)"
+)
+
+
+def shape_given(obj: Any, name: str) -> tuple[Shape, Callable[..., Any]]:
+    """The callable ``obj`` with the shape a user named (``--pass-shape``, ``GIVEN_SHAPES``),
+    called so whatever its parameters say; NoShape where it cannot be called with that
+    many positional arguments, or is no callable."""
+    shape = GIVEN_SHAPES[name]
+    if not callable(obj) or isinstance(obj, type):
+        raise NoShape(f"is a {type(obj).__name__}, not a callable that --pass-shape {name} can call")
+    try:
+        inspect.signature(obj).bind(*range(_ARITY[shape]))
+    except TypeError as e:
+        raise NoShape(f"cannot be called as --pass-shape {name} says ({shape.value}): {e}") from None
+    except ValueError:
+        pass  # parameters Python cannot read: the user said how to call it
+    return shape, obj
 
 
 def by_position(sig: ExportGraphSignature, gm: fx.GraphModule) -> ExportGraphSignature:

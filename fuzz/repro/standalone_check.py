@@ -14,13 +14,14 @@ import traceback
 
 import torch
 from fxfuzz.core.rebuild import inputs_at
-from fxfuzz.core.shapes import adapt, shape_of
+from fxfuzz.core.shapes import GIVEN_SHAPES, adapt, shape_given, shape_of
 from torch import fx
 
 
 def load_pass_spec(spec):
     """The pass an import spec names: ``where:attr`` (``where`` a module name or a .py path,
-    ``attr`` a dotted attribute), or several joined by ``+``, run in sequence."""
+    ``attr`` a dotted attribute, ``@SHAPE`` after it where the user named its shape), or several
+    joined by ``+``, run in sequence."""
     parts = [_load_one(*part.rsplit(":", 1)) for part in spec.split("+")]
 
     def pipeline(gm, signature):
@@ -32,6 +33,7 @@ def load_pass_spec(spec):
 
 
 def _load_one(where, attr):
+    attr, mark, shape = attr.rpartition("@") if attr.rpartition("@")[2] in GIVEN_SHAPES else (attr, "", "")
     if where.endswith(".py"):
         spec = importlib.util.spec_from_file_location("repro_pass_module", where)
         if spec is None or spec.loader is None:
@@ -42,7 +44,7 @@ def _load_one(where, attr):
         module = importlib.import_module(where)
     for part in attr.split("."):
         module = getattr(module, part)
-    return adapt(*shape_of(module))  # whatever its shape, called as fxfuzz called it
+    return adapt(*(shape_given(module, shape) if mark else shape_of(module)))  # called as fxfuzz called it
 
 
 def _clone(t):

@@ -109,10 +109,10 @@ def test_passes_lists_every_row(capsys):
 
     assert main(["passes"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:3] == ["name", "contract", "domain"]
+    assert lines[0].split()[:4] == ["name", "contract", "domain", "context"]
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert set(rows) == set(REGISTRY)
-    assert rows["aot_cse"][1:4] == ["refines", "aten", "torch._functorch.compile_utils[fx_graph_cse]*"]
+    assert rows["aot_cse"][1:5] == ["refines", "aten", "-", "torch._functorch.compile_utils[fx_graph_cse]*"]
     assert main(["passes", "--json"]) == 0
     listed = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert listed["set_grad"]["contract"] == "set_grad" and listed["dce"]["sources"][0]["module"] == "torch.fx.graph"

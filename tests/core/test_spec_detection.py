@@ -5,44 +5,67 @@ row gives it)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from fxfuzz.core.errors import PassSpecError
-from fxfuzz.core.passes import load_pass
+from fxfuzz.core.passes import REGISTRY, load_pass
 from fxfuzz.core.shapes import NoShape, Shape, shape_of
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import graph_cases
 from hypothesis import HealthCheck, given, settings
+from paths import HELPERS
 from torch import fx
 
 INDUCTOR = "torch._inductor.fx_passes"
+PT2E = "torchao.quantization.pt2e.quantize_pt2e"
 
+# Issue 51's 32 entry points, named exactly: each either loads in the shape its caller calls it
+# in (a Shape), or is refused in one line (a str the line holds). Those a catalogue row calls
+# with the context their caller gives are refused naming the row.
 RUN_BY_SHAPE = {
-    f"{INDUCTOR}.post_grad:decompose_auto_functionalized": Shape.GRAPH,  # unannotated, named graph
+    f"{INDUCTOR}.joint_graph:constant_fold_uniform_value": Shape.MODULE,
     f"{INDUCTOR}.post_grad:remove_noop_ops": Shape.GRAPH,
     f"{INDUCTOR}.post_grad:remove_assert_ops": Shape.GRAPH,
     f"{INDUCTOR}.post_grad:reorder_for_locality": Shape.GRAPH,
     f"{INDUCTOR}.post_grad:view_to_reshape": Shape.MODULE,
-    f"{INDUCTOR}.joint_graph:constant_fold_uniform_value": Shape.MODULE,
-    # graph: GraphModule wins over the name; input_device keeps its default
-    f"{INDUCTOR}.joint_graph:joint_graph_passes": Shape.MODULE,
-    f"{INDUCTOR}.joint_graph:patterns": Shape.MODULE,  # a PatternMatcherPass, run by its apply
-    "torch._inductor.constant_folding:constant_fold": Shape.MODULE,
-    "torch._export.passes.constant_folding:constant_fold": Shape.MODULE,
-    "torch.fx.passes.dialect.common.cse_pass:CSEPass": Shape.PASS_BASE,
-    "torch._export.passes.replace_set_grad_with_hop_pass:replace_set_grad_with_hop_pass": Shape.SIGNATURE,
+    "torch._inductor.pattern_matcher:stable_topological_sort": Shape.GRAPH,
+    "torch._export.passes.remove_runtime_assertions:_RemoveRuntimeAssertionsPass": Shape.PASS_BASE,
+    "torch._export.passes.replace_view_ops_with_view_copy_ops_pass:ReplaceViewOpsWithViewCopyOpsPass": Shape.PASS_BASE,
+    "torch._export.passes.functionalize_side_effectful_ops_pass:_FunctionalizeSideEffectfulOpsPass": Shape.PASS_BASE,
+    "torch._export.passes.replace_quantized_ops_with_standard_ops_pass:replace_quantized_ops_with_standard_ops": Shape.MODULE,
+    "torch._functorch.compile_utils:raise_getitems": Shape.MODULE,
+    "torch._functorch.compile_utils:strip_overloads": Shape.MODULE,
+    "torch._functorch.partitioners:reordering_to_mimic_autograd_engine": Shape.MODULE,
+    f"{INDUCTOR}.pre_grad:remove_identity": Shape.MODULE,
+    "torch._export.passes.constant_folding:constant_fold": Shape.MODULE,  # constraint_fn keeps its default
+    f"{INDUCTOR}.group_batch_fusion:group_batch_fusion_passes": Shape.GRAPH,  # as pre_grad_passes calls it
+    f"{INDUCTOR}.pre_grad:fuse_conv_bn": Shape.MODULE,
+    f"{INDUCTOR}.micro_pipeline_tp:patterns.apply": Shape.GRAPH,  # a post-grad pattern list with no row
 }
 
 REFUSED = {
-    # a second required parameter that is no signature: handed the signature, they misran
-    f"{INDUCTOR}.post_grad:post_grad_passes": "second required parameter 'is_inference'",
-    f"{INDUCTOR}.reinplace:reinplace_inplaceable_ops": "second required parameter 'graph'",
-    f"{INDUCTOR}.freezing_patterns:freezing_passes": "second required parameter 'aot_example_inputs'",
-    "torch._inductor.pattern_matcher:PatternMatcherPass.apply": "second required parameter 'gm'",
+    f"{INDUCTOR}.joint_graph:joint_graph_passes": "catalogue row joint_graph_passes",
+    f"{PT2E}:convert_pt2e": "catalogue row pt2e_x86 or pt2e_x86_qat or pt2e_xnnpack",
+    f"{PT2E}:prepare_pt2e": "catalogue row pt2e_x86 or pt2e_x86_qat or pt2e_xnnpack",
+    f"{INDUCTOR}.post_grad:post_grad_passes": "catalogue row post_grad_passes",
+    f"{INDUCTOR}.reinplace:reinplace_inplaceable_ops": "catalogue row reinplace_inplaceable_ops",
+    f"{INDUCTOR}.freezing_patterns:freezing_passes": "catalogue row freezing_passes",
+    f"{INDUCTOR}.joint_graph:early_patterns.apply": "catalogue row joint_early_patterns",
+    f"{INDUCTOR}.post_grad:decompose_auto_functionalized": "catalogue row decompose_auto_functionalized",
+    "torch.export._remove_auto_functionalized_pass:unsafe_remove_auto_functionalized_pass": "catalogue row remove_auto_functionalized",
+    # no row: refused saying how to run them
+    f"{INDUCTOR}.pre_grad:pre_grad_passes": "example inputs as 'example_inputs'",
+    f"{INDUCTOR}.pre_grad:fuse_fx": "second required parameter 'example_inputs'",
     "torch._functorch.partitioners:default_partition": "required keyword-only parameter",
     "torch._functorch.partitioners:min_cut_rematerialization_partition": "required keyword-only parameter",
-    "torch.fx.passes.reinplace:reinplace": "takes *args",
-}
+    "torch._inductor.freezing:freeze": "does not take (gm, graph_signature), (gm) or (graph)",
+}  # fmt: skip
+
+
+def test_the_issues_32_entry_points_are_all_here():
+    assert len(RUN_BY_SHAPE) + len(REFUSED) == 32
 
 
 @pytest.mark.parametrize("spec, shape", RUN_BY_SHAPE.items())
@@ -54,11 +77,25 @@ def test_torch_entry_points_are_called_in_their_own_shape(spec, shape):
 
 
 @pytest.mark.parametrize("spec, message", REFUSED.items())
-def test_entry_points_fxfuzz_cannot_call_are_refused_saying_how_to_run_them(spec, message):
+def test_entry_points_fxfuzz_cannot_call_alone_exit_2_in_one_line_saying_how_to_run_them(
+    spec, message, tmp_path, capsys
+):
+    from fxfuzz.cli.main import main
+
     with pytest.raises(PassSpecError) as e:
         load_pass(spec)
     line = str(e.value)
     assert message in line and "catalogue row" in line and "\n" not in line
+    assert main(["run", "--pass", spec, "--no-db", "--report-dir", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("spec", [s for s, m in REFUSED.items() if m.startswith("catalogue row ")])
+def test_each_refused_entry_point_with_a_row_loads_by_the_rows_name(spec):
+    rows = REFUSED[spec].rpartition("catalogue row ")[2].split(" or ")
+    assert all(spec.partition("@")[0] in REGISTRY[r].calls for r in rows)
+    for row in rows:
+        assert load_pass(row).registered is REGISTRY[row]
 
 
 def test_user_callables_are_told_apart_by_annotation_and_name():
@@ -122,8 +159,58 @@ def test_the_graph_a_counting_pass_changed_in_place_is_judged():
 
 def test_an_inductor_pattern_list_runs_and_returns_a_graph():
     gm = fx.symbolic_trace(lambda x: x.permute(1, 0).permute(1, 0) + 1)
-    pass_fn = load_pass(f"{INDUCTOR}.joint_graph:patterns")
+    pass_fn = load_pass(f"{INDUCTOR}.micro_pipeline_tp:patterns")  # a list no row calls
     from torch.export.graph_signature import ExportGraphSignature
 
     result = pass_fn(gm, ExportGraphSignature([], []))
     assert isinstance(result[0], fx.GraphModule)
+
+
+SHAPED = os.path.join(HELPERS, "shaped_passes.py")
+
+
+def test_pass_shape_says_how_to_call_a_pass_fxfuzz_would_misread():
+    """``sorts_nodes(g)`` takes a Graph: read by its parameter as a module pass it crashes (what
+    --pass-shape is for), called as --pass-shape graph says it runs clean."""
+    from fxfuzz.core.passes import with_shape
+
+    case = _Adds_case()
+    misread = verify(case, load_pass(f"{SHAPED}:sorts_nodes"))
+    assert [f.kind for f in misread if f.oracle == "crash"]
+    assert verify(case, load_pass(with_shape(f"{SHAPED}:sorts_nodes", "graph"))) == []
+
+
+def _Adds_case():
+    from fxfuzz.strategies import from_module
+
+    return from_module(_Adds(), (torch.ones(2),))
+
+
+def test_an_ambiguous_pass_exits_2_naming_pass_shape_and_runs_once_told(tmp_path, capsys):
+    from fxfuzz.cli.main import main
+
+    argv = ["run", "--pass", f"{SHAPED}:optional_signature", "--no-db", "--workers", "1", "--max-examples", "2"]
+    assert main([*argv, "--report-dir", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "--pass-shape" in err and err.count("\n") == 1
+    assert main([*argv, "--report-dir", str(tmp_path / "b"), "--pass-shape", "signature"]) == 0
+    assert main([*argv, "--report-dir", str(tmp_path / "c"), "--pass-shape", "cube"]) == 2
+    assert "unknown pass shape 'cube'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec", ["dce", f"{SHAPED}:module_identity+dce"])
+def test_pass_shape_is_for_one_import_spec(spec):
+    from fxfuzz.core.passes import with_shape
+
+    with pytest.raises(PassSpecError, match="--pass-shape names how to call one"):
+        with_shape(spec, "module")
+
+
+def test_a_standalone_repro_calls_the_pass_in_the_shape_given():
+    from fxfuzz.repro.standalone_check import load_pass_spec as repro_load
+
+    case = _Adds_case()
+    gm, _ = repro_load(f"{SHAPED}:sorts_nodes@graph")(case.gm, case.signature)
+    assert isinstance(gm, fx.GraphModule)
+    with pytest.raises(AttributeError):
+        repro_load(f"{SHAPED}:sorts_nodes")(case.copy().gm, case.signature)

@@ -179,3 +179,9 @@ for _dce in (drops_unread_calls, eliminates_dead_code, graph_eliminates_dead_cod
 for _dce in (drops_unread_calls, eliminates_dead_code, graph_eliminates_dead_code):
     _dce.fxfuzz_reacts_to = ("effect",)
 DEAD_CODE_MANAGER = PassManager([pass_result_wrapper(eliminates_dead_code)])
+
+
+def sorts_nodes(g):
+    """Takes a Graph under a name fxfuzz reads as a module's (``g``): ``--pass-shape graph`` says so."""
+    g.lint()
+    return len(g.nodes)
