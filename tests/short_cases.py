@@ -28,6 +28,7 @@ from test_oracles_known import (
     CondUnderNoGrad,
     NestedMapUnderNoGrad,
     NoGradInsideAutocast,
+    NoGradInsideAutocastDetached,
     SingleOutputRegionReadTwice,
 )
 from test_pt2e_findings import CondInMap, IntegerMul, LiteralUpdated, integer_args, reread_constant_case
@@ -86,6 +87,7 @@ def unused_constant_read() -> GraphCase:
 CASES: dict[str, tuple[str, Callable[[], GraphCase]]] = {
     "cond_under_no_grad": ("set_grad", lambda: from_module(CondUnderNoGrad(), (_grad(torch.ones(3)),))),
     "no_grad_inside_autocast": ("set_grad", lambda: from_module(NoGradInsideAutocast(), (_grad(torch.ones(3)),))),
+    "saves_for_backward": ("set_grad", lambda: from_module(NoGradInsideAutocastDetached(), (_grad(torch.ones(3)),))),
     "cond_under_enable_grad": ("set_grad", lambda: _no_grad_export(CondUnderEnableGrad(), _grad(torch.ones(3)))),
     "region_read_twice": ("set_grad", lambda: from_module(SingleOutputRegionReadTwice(), (_grad(torch.ones(3)),))),
     "users_map": ("set_grad", lambda: _saved("repro_before_namespace.json")),

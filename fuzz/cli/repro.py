@@ -97,7 +97,9 @@ def _run_full(path: str, pass_spec: str, args: argparse.Namespace) -> int:
             f"{path} names {', '.join(sorted(user))[:300]} for its operators: the full script imports them, "
             "so give each with --op"
         )
-    doc = doc | {"pass": pass_spec, **({"contract": args.contract} if args.contract else {})}
+    # Judged as the replay judges: the pass's own contract unless --contract says otherwise.
+    doc = {k: v for k, v in doc.items() if k != "contract"} | {"pass": pass_spec}
+    doc |= {"contract": args.contract} if args.contract else {}
     with tempfile.TemporaryDirectory(prefix="fxfuzz-full-") as tmp:
         script = os.path.join(tmp, repro_stem(str(doc.get("bucket", "repro"))) + ".py")
         with open(script, "w", encoding="utf-8") as fh:

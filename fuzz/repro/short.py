@@ -149,6 +149,16 @@ _JVP = """def observe(m):  # whether forward-mode AD through one call raises
         return f"raised {type(e).__name__}"
     return "ran"
 """
+_SAVED = """def observe(m):  # the tensors autograd saves for backward during one call
+    args, packed = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs], []
+    torch.set_grad_enabled(AMBIENT_GRAD)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(f"{list(t.shape)}:{t.dtype}") or t, lambda t: t):
+        try:
+            m(*args)
+        except Exception as e:
+            return f"raised {type(e).__name__}"
+    return sorted(packed)
+"""
 # How the program ends: its verdict, after ``new = run_pass(gm)``. A refinement may do anything
 # where the original raised.
 _COMPARE = """before, after = {0}, {1}
@@ -195,6 +205,7 @@ CHECKS: dict[str, tuple[str, str]] = {
     **{k: ("observe", _EQUIVALENCE) for k in _EQUIVALENCE_KINDS},
     **{k: ("grads", _EQUIVALENCE) for k in _GRADIENT_KINDS},
     "jvp_raises_differently": ("jvp", _EQUIVALENCE),
+    "saved_tensors_mismatch": ("saved", _EQUIVALENCE),
     "pass_raised": ("", _RAN),
     "lint_failed": ("", "new.graph.lint()  # raises while the bug is there\n" + _RAN),
     "cleanup_failed": ("", _CALLED + "copy.deepcopy(new)  # raises while the bug is there\n" + _RAN),
@@ -367,6 +378,7 @@ def short_program(doc: dict[str, Any], json_name: str = "") -> str | None:
         "observe": _OBSERVE.format(grads_doc="", grads="", grads_out=""),
         "grads": _OBSERVE.format(grads_doc=", input gradients", grads=_GRADS, grads_out=", grads"),
         "jvp": _JVP,
+        "saved": _SAVED,
     }[observe_kind]
     modules = sorted(
         {"copy", "sys", "torch", "torch.fx as fx"} | {m for m in writer.imports if m.partition(".")[0] != "torch"}

@@ -36,6 +36,8 @@ SHORT = [
     ("cond_under_no_grad", "gradients-grad_presence_mismatch-66e5ff94"),
     ("cond_under_no_grad", "gradients-jvp_raises_differently-e49618fd"),
     ("no_grad_inside_autocast", "equivalence-requires_grad_mismatch-ce6d8dfe"),
+    ("saves_for_backward", "gradients-saved_tensors_mismatch-bbec7ec7"),
+    ("cond_under_enable_grad", "gradients-jvp_raises_differently-e49618fd"),
     ("region_read_twice", "structure-def_use_inconsistent-99b0f75b"),
     ("users_map", "structure-def_use_inconsistent-99b0f75b"),
     ("nested_map", "crash-pass_raised-2b2fc5ab"),
@@ -99,7 +101,7 @@ def case_of_program(source: str) -> GraphCase:
         (out,) = gm.graph.find_nodes(op="output")
         signature = gs.ExportGraphSignature(
             [gs.InputSpec(gs.InputKind.USER_INPUT, gs.TensorArgument(n.name), None) for n in gm.graph.find_nodes(op="placeholder")],
-            [gs.OutputSpec(gs.OutputKind.USER_OUTPUT, gs.TensorArgument(o.name), None) for o in out.args[0]],
+            [gs.OutputSpec(gs.OutputKind.USER_OUTPUT, gs.TensorArgument(o.name) if isinstance(o, torch.fx.Node) else gs.ConstantArgument("", o), None) for o in out.args[0]],
         )  # fmt: skip
     return GraphCase(gm, signature, tuple(inputs), grad)
 
@@ -251,3 +253,36 @@ def test_no_short_program_where_the_case_or_the_pass_does_not_allow_one():
     call = {"name": "y", "op": "call_function", "target": "aten::sin.default; import os", "args": {"tuple": [{"node": "x"}]}, "kwargs": {"dict": []}}  # fmt: skip
     evil = {**graph, "nodes": [graph["nodes"][0], call, graph["nodes"][1]]}
     assert short_program(doc | {"case": case | {"graph": evil}}) is None
+
+
+@pytest.mark.processes
+def test_fxfuzz_repro_full_runs_the_complete_script_under_the_contract(cli, tmp_path):
+    """``--full`` writes the full script for the .json beside a short program and runs it: under
+    the pass's own contract (dce: refines) it passes, under ``--contract meaning`` it fails."""
+    from test_repro_contract import dce_repro
+
+    py = dce_repro(tmp_path, "meaning")
+    assert is_short(open(py).read())
+    json_path = py.removesuffix(".py") + ".json"
+    own = subprocess.run(
+        [sys.executable, "-m", "fxfuzz", "repro", "--full", json_path], capture_output=True, text=True, timeout=600
+    )
+    assert own.returncode == 0 and "OK: every check passes" in own.stdout, own.stdout + own.stderr
+    loud = subprocess.run([sys.executable, "-m", "fxfuzz", "repro", "--full", json_path, "--contract", "meaning"], capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert (
+        loud.returncode == 1 and "FAIL equivalence: running the graph of the original raised IndexError" in loud.stdout
+    )
+
+
+@pytest.mark.processes
+def test_fxfuzz_repro_full_imports_no_operator_source_the_user_did_not_name(tmp_path):
+    """The full script imports the sources of the case's operators: one the .json names that no
+    ``--op`` gave is refused in one line, before anything runs."""
+    from test_trust_cases import TESTS, _case, _write_repro
+
+    case = _case()
+    case["custom_ops"] = {"userops::scale": "user_ops"}
+    path = _write_repro(tmp_path / "user.json", case)
+    argv = [sys.executable, "-m", "fxfuzz", "repro", "--full", path, "--op", os.path.join(TESTS, "user_ops.py")]
+    run = subprocess.run(argv, capture_output=True, text=True, cwd=TESTS, timeout=300)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "user_ops" in run.stderr, run.stderr
