@@ -48,6 +48,16 @@ class Calls(torch.nn.Module):
         return self.fn(x)
 
 
+class CondAddedUnderNoGrad(torch.nn.Module):
+    """A no_grad cond result added to one that takes gradients: once the region is dropped,
+    the cond's share reaches the input's gradient."""
+
+    def forward(self, x):
+        with torch.no_grad():
+            c = torch.cond(x.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
+        return x * 2 + c
+
+
 def _grad(x: torch.Tensor) -> torch.Tensor:
     return x.requires_grad_()
 
@@ -87,6 +97,7 @@ def unused_constant_read() -> GraphCase:
 CASES: dict[str, tuple[str, Callable[[], GraphCase]]] = {
     "cond_under_no_grad": ("set_grad", lambda: from_module(CondUnderNoGrad(), (_grad(torch.ones(3)),))),
     "no_grad_inside_autocast": ("set_grad", lambda: from_module(NoGradInsideAutocast(), (_grad(torch.ones(3)),))),
+    "cond_added_under_no_grad": ("set_grad", lambda: from_module(CondAddedUnderNoGrad(), (_grad(torch.ones(3)),))),
     "saves_for_backward": ("set_grad", lambda: from_module(NoGradInsideAutocastDetached(), (_grad(torch.ones(3)),))),
     "cond_under_enable_grad": ("set_grad", lambda: _no_grad_export(CondUnderEnableGrad(), _grad(torch.ones(3)))),
     "region_read_twice": ("set_grad", lambda: from_module(SingleOutputRegionReadTwice(), (_grad(torch.ones(3)),))),

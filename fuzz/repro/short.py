@@ -130,8 +130,7 @@ _OBSERVE = """def observe(m):  # what one call shows: its outputs, the inputs af
         out = list(m(*args))
     except Exception as e:
         return f"raised {{type(e).__name__}}: {{e}}"[:300]{grads}
-    seen = [(o.detach().double().round(decimals=4).tolist(), o.dtype, o.requires_grad, o.grad_fn is not None, [o is p for p in out + args]) if torch.is_tensor(o) else o for o in out]
-    return seen, [a.tolist() for a in args], [torch.is_grad_enabled(), torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"), torch.rand(1).item()]{grads_out}
+    return [(o.detach().double().round(decimals=4).tolist(), o.dtype, o.requires_grad, o.grad_fn is not None, [o is p for p in out + args]) if torch.is_tensor(o) else o for o in out], [a.tolist() for a in args], [torch.is_grad_enabled(), torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"), torch.rand(1).item()]{grads_out}
 """
 _GRADS = """
     wanted, leaves = [o for o in out if torch.is_tensor(o) and o.requires_grad], [a for a in args if a.requires_grad]
@@ -401,8 +400,7 @@ def short_program(doc: dict[str, Any], json_name: str = "") -> str | None:
         "import " + ", ".join([*modules, *(["torch.export.graph_signature as gs"] if sig else []), *(["torch.fx.passes.fake_tensor_prop"] if metas else [])]),
         *sorted({i for p in parts for i in p.imports}),
         *graph,
-        f"inputs = [{inputs}]",
-        f"AMBIENT_GRAD, REFINES = {ambient!r}, {contract['refines']!r}  # the grad mode the graph runs under; the pass's contract",
+        f"inputs, AMBIENT_GRAD, REFINES = [{inputs}], {ambient!r}, {contract['refines']!r}  # the grad mode the graph runs under; whether the pass's contract refines",
         *(
             [f"with torch.set_grad_enabled(AMBIENT_GRAD): torch.fx.passes.fake_tensor_prop.FakeTensorProp(gm{mode}).propagate(*inputs)  # meta['val'], as tracing writes it"]
             if metas

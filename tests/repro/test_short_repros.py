@@ -37,6 +37,7 @@ SHORT = [
     ("cond_under_no_grad", "gradients-jvp_raises_differently-e49618fd"),
     ("no_grad_inside_autocast", "equivalence-requires_grad_mismatch-ce6d8dfe"),
     ("saves_for_backward", "gradients-saved_tensors_mismatch-bbec7ec7"),
+    ("cond_added_under_no_grad", "gradients-grad_value_mismatch-7964935e"),
     ("cond_under_enable_grad", "gradients-jvp_raises_differently-e49618fd"),
     ("region_read_twice", "structure-def_use_inconsistent-99b0f75b"),
     ("users_map", "structure-def_use_inconsistent-99b0f75b"),
@@ -286,3 +287,16 @@ def test_fxfuzz_repro_full_imports_no_operator_source_the_user_did_not_name(tmp_
     argv = [sys.executable, "-m", "fxfuzz", "repro", "--full", path, "--op", os.path.join(TESTS, "user_ops.py")]
     run = subprocess.run(argv, capture_output=True, text=True, cwd=TESTS, timeout=300)
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "user_ops" in run.stderr, run.stderr
+
+
+def test_the_issue_text_embeds_the_short_program_and_says_how_to_run_it():
+    """Where the .py is the short program, the issue text shows it whole (no full script
+    folded below it) and names the .json replay and ``--full``."""
+    from fxfuzz.report.issue import render_issue
+    from test_merge import _report, _row
+
+    row = _row("b", 3)
+    short = "FINDING = 'b: ```'\nimport sys\nsys.exit(1)\n"
+    text = render_issue(_report([row]), row, None, short)
+    assert "````python\n" + short + "````" in text and "<details>" not in text
+    assert "## How to run" in text and "fxfuzz repro --full repros/b.json" in text
