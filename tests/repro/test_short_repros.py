@@ -1,7 +1,7 @@
 """Short repros (fxfuzz.repro.short): a known finding's repro .py is a program of plain torch,
 at most 40 lines, no fxfuzz; it exits 1 while the bug is there, and the graph it builds shows
 the same finding when fxfuzz judges it. Each known finding with a short program is listed in
-``SHORT``, by the case that shows it (tests/short_cases.py); the others, and why, in
+``SHORT``, by the case that shows it (tests/helpers/short_cases.py); the others, and why, in
 docs/known-findings.md#short-repros, and ``LONG`` pins that they keep the full script."""
 
 from __future__ import annotations
@@ -22,13 +22,12 @@ from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.oracles import verify
 from fxfuzz.repro.files import load_repro, replayed, repro_document, write_repro
 from fxfuzz.repro.short import MAX_LINES, is_short, short_program
+from fxfuzz.strategies import from_module
+from grad_merge import GRAD_MERGE, first_example
+from paths import DATA, HELPERS, ROOT, TESTS
 from short_cases import CASES
-from test_reduce import GRAD_MERGE, first_example
 from torch.export import graph_signature as gs
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 
 # (case of tests/short_cases.py, known bucket) for every known finding that has a short program.
 SHORT = [
@@ -84,13 +83,16 @@ def written(tmp_path, name: str, bid: str) -> tuple[str, str, str]:
         return spec, py, fh.read()
 
 
-def case_of_program(source: str) -> GraphCase:
+def case_of_program(source: str, exported: bool = False) -> GraphCase:
     """The graph and inputs a short program builds, as a case fxfuzz judges: the program up to
     the pass's call, its graph given metas by fake propagation where it gave none, and the
     signature its call writes (else one of user inputs)."""
     namespace: dict = {}
     exec(compile(source.split("\nnew = copy.deepcopy(gm)")[0], "short.py", "exec"), namespace)
     gm, inputs, grad = namespace["gm"], namespace["inputs"], namespace["AMBIENT_GRAD"]
+    if exported:  # a pass whose caller exports the module first (pt2e): the graph export hands it
+        with torch.set_grad_enabled(grad):
+            return from_module(gm, tuple(inputs))
     if any("val" not in n.meta for n in gm.graph.nodes if n.op != "output"):
         mode = torch._subclasses.FakeTensorMode(allow_non_fake_inputs=True)
         with torch.set_grad_enabled(grad):
@@ -126,7 +128,7 @@ def test_a_known_findings_repro_is_a_short_program_that_recreates_it(tmp_path, n
     assert_short(source)
     run = subprocess.run([sys.executable, py], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
-    assert bid in found(case_of_program(source), spec)
+    assert bid in found(case_of_program(source, exported=spec.startswith("pt2e")), spec)
 
 
 def test_every_short_case_is_a_known_finding():
@@ -153,7 +155,7 @@ LONG = [
 
 @pytest.mark.parametrize(("spec", "path"), LONG, ids=[p for _, p in LONG])
 def test_a_finding_no_short_program_shows_keeps_the_full_script(spec, path):
-    doc = load_repro_doc(os.path.join(HERE, "data", path))
+    doc = load_repro_doc(os.path.join(DATA, path))
     assert short_program(doc) is None
 
 
@@ -168,7 +170,8 @@ def load_repro_doc(path: str) -> dict:
 @pytest.mark.parametrize("seed", [3, 4])
 def test_a_cse_findings_short_repro_recreates_it_and_passes_once_fixed(tmp_path, seed):
     """A campaign's first example of CSEPass's grad-mode merge, reduced: its repro .py is the
-    short program, which exits 1; with CSEPass's two defects fixed (tests/fixed_cse.py) it exits 0."""
+    short program, which exits 1; with CSEPass's two defects fixed (tests/helpers/fixed_cse.py) it
+    exits 0."""
     cse = load_pass("cse")
     bid, case = first_example(cse, seed, GRAD_MERGE)
     reduced = reduce_case(case, lambda c: bid in {bucket_id(f) for f in verify(c, cse)}, max_steps=400).case
@@ -183,7 +186,7 @@ def test_a_cse_findings_short_repro_recreates_it_and_passes_once_fixed(tmp_path,
     assert call in source
     fixed = tmp_path / "fixed.py"
     fixed.write_text(
-        source.replace(call, f"sys.path.insert(0, {HERE!r}); from fixed_cse import fixed_cse; new = fixed_cse(new)")
+        source.replace(call, f"sys.path.insert(0, {HELPERS!r}); from fixed_cse import fixed_cse; new = fixed_cse(new)")
     )
     run = subprocess.run([sys.executable, str(fixed)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -257,34 +260,16 @@ def test_no_short_program_where_the_case_or_the_pass_does_not_allow_one():
 
 
 @pytest.mark.processes
-def test_fxfuzz_repro_full_runs_the_complete_script_under_the_contract(cli, tmp_path):
-    """``--full`` writes the full script for the .json beside a short program and runs it: under
-    the pass's own contract (dce: refines) it passes, under ``--contract meaning`` it fails."""
-    from test_repro_contract import dce_repro
-
-    py = dce_repro(tmp_path, "meaning")
-    assert is_short(open(py).read())
-    json_path = py.removesuffix(".py") + ".json"
-    own = subprocess.run(
-        [sys.executable, "-m", "fxfuzz", "repro", "--full", json_path], capture_output=True, text=True, timeout=600
-    )
-    assert own.returncode == 0 and "OK: every check passes" in own.stdout, own.stdout + own.stderr
-    loud = subprocess.run([sys.executable, "-m", "fxfuzz", "repro", "--full", json_path, "--contract", "meaning"], capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert (
-        loud.returncode == 1 and "FAIL equivalence: running the graph of the original raised IndexError" in loud.stdout
-    )
-
-
-@pytest.mark.processes
 def test_fxfuzz_repro_full_imports_no_operator_source_the_user_did_not_name(tmp_path):
     """The full script imports the sources of the case's operators: one the .json names that no
     ``--op`` gave is refused in one line, before anything runs."""
-    from test_trust_cases import TESTS, _case, _write_repro
+    import json
 
-    case = _case()
-    case["custom_ops"] = {"userops::scale": "user_ops"}
-    path = _write_repro(tmp_path / "user.json", case)
-    argv = [sys.executable, "-m", "fxfuzz", "repro", "--full", path, "--op", os.path.join(TESTS, "user_ops.py")]
+    case = _identity_case() | {"custom_ops": {"userops::scale": "user_ops"}}
+    doc = {"bucket": "b", "pass": "set_grad", "eliminates": [], "device": "cpu", "case": case}
+    path = tmp_path / "user.json"
+    path.write_text(json.dumps(doc | {"finding": {"oracle": "equivalence", "kind": "value_mismatch", "message": "m"}}))
+    argv = [sys.executable, "-m", "fxfuzz", "repro", "--full", str(path), "--op", os.path.join(HELPERS, "user_ops.py")]
     run = subprocess.run(argv, capture_output=True, text=True, cwd=TESTS, timeout=300)
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "user_ops" in run.stderr, run.stderr
 
@@ -293,10 +278,11 @@ def test_the_issue_text_embeds_the_short_program_and_says_how_to_run_it():
     """Where the .py is the short program, the issue text shows it whole (no full script
     folded below it) and names the .json replay and ``--full``."""
     from fxfuzz.report.issue import render_issue
-    from test_merge import _report, _row
+    from handmade import report_with
 
-    row = _row("b", 3)
+    row = {"id": "b", "oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}, "count": 1,
+           "known": False, "repro": "repros/b.py", "graph_nodes": 3, "graph_code": "x", "ambient_grad": True}  # fmt: skip
     short = "FINDING = 'b: ```'\nimport sys\nsys.exit(1)\n"
-    text = render_issue(_report([row]), row, None, short)
+    text = render_issue(report_with([row]), row, None, short)
     assert "````python\n" + short + "````" in text and "<details>" not in text
     assert "## How to run" in text and "fxfuzz repro --full repros/b.json" in text

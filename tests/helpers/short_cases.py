@@ -1,7 +1,7 @@
 """Cases that show the known findings (fxfuzz-known.txt, docs/known/), for the short-repro tests:
 each the graph a real caller hands the pass (torch.export's for a small module, or a saved
 case of tests/data), with the pass it was found against. The modules are the pinning tests'
-(tests/test_oracles_known.py, tests/test_catalogue_findings.py, tests/test_pt2e_findings.py)."""
+(tests/helpers/known_modules.py)."""
 
 from __future__ import annotations
 
@@ -12,29 +12,30 @@ import torch
 from fxfuzz.core.case import GraphCase
 from fxfuzz.repro.files import load_repro
 from fxfuzz.strategies import from_module
-from test_catalogue_findings import (
-    DeadCode,
-    FoldableBuffer,
-    ReturnsAlias,
-    SameSumInTwoGradModes,
-    TwoNoGradRegions,
-    adds_into_a_new_tensor,
-    constant_after_no_grad,
-)
-from test_oracles_known import (
+from known_modules import (
     BufferUpdateUnderNoGrad,
+    CondInMap,
     CondInsideAutocast,
     CondUnderEnableGrad,
     CondUnderNoGrad,
+    DeadCode,
+    FoldableBuffer,
+    IntegerMul,
+    LiteralUpdated,
     NestedMapUnderNoGrad,
     NoGradInsideAutocast,
     NoGradInsideAutocastDetached,
+    ReturnsAlias,
+    SameSumInTwoGradModes,
     SingleOutputRegionReadTwice,
+    TwoDraws,
+    TwoNoGradRegions,
+    adds_into_a_new_tensor,
+    constant_after_no_grad,
+    integer_args,
+    reread_constant_case,
 )
-from test_pt2e_findings import CondInMap, IntegerMul, LiteralUpdated, integer_args, reread_constant_case
-from test_random_ops import TwoDraws
-
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+from paths import DATA
 
 
 class Calls(torch.nn.Module):
