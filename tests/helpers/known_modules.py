@@ -180,3 +180,16 @@ class LiteralUpdated(torch.nn.Module):
 class TwoDraws(torch.nn.Module):
     def forward(self, x):
         return x + torch.randn_like(x), torch.randn_like(x)
+
+
+def unused_constant_read() -> GraphCase:
+    """What export traces for a dead ``self.c.detach()``: a read of the constant nothing uses
+    before the one ``x + c`` takes (tests/oracles/test_catalogue_findings.py)."""
+    b = GraphBuilder(grad_mode=True)
+    x = b.placeholder("x", torch.randn(3, requires_grad=True), InputKind.USER_INPUT)
+    c = torch.linspace(-1.0, 1.0, 3)
+    reads = [b.get_attr("_tensor_constant0", c), b.graph.get_attr("_tensor_constant0")]
+    for read in reads:
+        read.meta["val"] = b.fake_mode.from_tensor(c, static_shapes=True)
+    gm, sig = b.finish([b.call(torch.ops.aten.add.Tensor, [x, reads[1]])])
+    return GraphCase(gm, sig, tuple(b.inputs))

@@ -34,6 +34,7 @@ from known_modules import (
     constant_after_no_grad,
     integer_args,
     reread_constant_case,
+    unused_constant_read,
 )
 from paths import DATA
 
@@ -76,22 +77,6 @@ def _aten(module: torch.nn.Module, *args: torch.Tensor) -> GraphCase:
 
 def _saved(name: str) -> GraphCase:
     return load_repro(os.path.join(DATA, name)).case
-
-
-def unused_constant_read() -> GraphCase:
-    """What export traces for a dead ``self.c.detach()``: a read of the constant nothing uses
-    before the one ``x + c`` takes (tests/test_catalogue_findings.py)."""
-    from fxfuzz.strategies.builder import GraphBuilder
-    from torch.export.graph_signature import InputKind
-
-    b = GraphBuilder(grad_mode=True)
-    x = b.placeholder("x", torch.randn(3, requires_grad=True), InputKind.USER_INPUT)
-    c = torch.linspace(-1.0, 1.0, 3)
-    reads = [b.get_attr("_tensor_constant0", c), b.graph.get_attr("_tensor_constant0")]
-    for read in reads:
-        read.meta["val"] = b.fake_mode.from_tensor(c, static_shapes=True)
-    gm, sig = b.finish([b.call(torch.ops.aten.add.Tensor, [x, reads[1]])])
-    return GraphCase(gm, sig, tuple(b.inputs))
 
 
 # name -> (pass spec, the case)

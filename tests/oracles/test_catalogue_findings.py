@@ -33,6 +33,7 @@ from known_modules import (
     constant_after_no_grad,
     same_sum_in_two_grad_modes,
     two_no_grad_regions,
+    unused_constant_read,
 )
 from paths import DATA, HELPERS, ROOT
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -259,18 +260,7 @@ def test_lift_constants_pass_raises_on_a_constant_read_nothing_uses():
 def test_the_unused_read_found_by_the_oracles():
     """What the campaign found (`--pass lift_constants`), shrunk: the graph export traces for
     the module above, a read of the constant nothing uses before the one ``x + c`` takes."""
-    from fxfuzz.core.case import GraphCase
-    from fxfuzz.strategies.builder import GraphBuilder
-    from torch.export.graph_signature import InputKind
-
-    b = GraphBuilder(grad_mode=True)
-    x = b.placeholder("x", torch.randn(3, requires_grad=True), InputKind.USER_INPUT)
-    c = torch.linspace(-1.0, 1.0, 3)
-    reads = [b.get_attr("_tensor_constant0", c), b.graph.get_attr("_tensor_constant0")]
-    for read in reads:
-        read.meta["val"] = b.fake_mode.from_tensor(c, static_shapes=True)
-    gm, sig = b.finish([b.call(torch.ops.aten.add.Tensor, [x, reads[1]])])
-    found = [f for f in verify(GraphCase(gm, sig, tuple(b.inputs)), load_pass("lift_constants")) if f.oracle == "crash"]
+    found = [f for f in verify(unused_constant_read(), load_pass("lift_constants")) if f.oracle == "crash"]
     assert [f.kind for f in found] == ["pass_raised"] and "StopIteration" in found[0].message, FIXED.format(
         known="docs/known/lift_constants.txt"
     )
