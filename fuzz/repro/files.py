@@ -287,8 +287,8 @@ def read_json(path: str) -> Any:
 
 
 def load_repro(path: str) -> Repro:
-    """The repro in a .json or .py file; SerializeError if malformed, UntrustedError if it asks
-    for code this run does not trust. The pass it names is information only (``trusted_pass``)."""
+    """The repro in a .json or .py file (a short program's is its .json's); SerializeError if
+    malformed, UntrustedError if it asks for code this run does not trust. The pass it names is information only (``trusted_pass``)."""
     if path.endswith(".json"):
         doc = read_json(path)
         if not isinstance(doc, dict) or not {"case", "pass", "finding"} <= doc.keys():
@@ -308,7 +308,8 @@ def load_repro(path: str) -> Repro:
             raise type(e)(f"{path}: {e}") from None
         return Repro(case, spec, finding, device, contract)
     if path.endswith(".py"):
-        return _load_py(path, _read_py(path))
+        source = _read_py(path)
+        return load_repro(replayed(path)) if is_short(source) else _load_py(path, source)
     raise SerializeError(f"{path}: expected a repro .py or .json")
 
 
@@ -342,8 +343,8 @@ def recorded_pass(path: str) -> tuple[str, str]:
     """(pass spec, device) a repro records, read without running any of it: a .py's literal
     ``PASS_SPEC`` and ``DEVICE`` assignments; running the file is the replay's job, in a child
     process. SerializeError if it is not a repro."""
-    if not path.endswith(".py"):
-        repro = load_repro(path)
+    if not path.endswith(".py") or replayed(path) != path:  # a .json, or a short program's .json
+        repro = load_repro(replayed(path))
         return repro.pass_spec, repro.device
     try:
         tree = ast.parse(_read_py(path), path)
