@@ -191,6 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument(
         "--pass", dest="pass_spec", default=None, help="replay against this pass instead of the recorded one"
     )
+    repro.add_argument(
+        "--full",
+        action="store_true",
+        help="run the complete standalone script of the repro (written for its .json, then run with this Python)",
+    )
     _timeout_option(repro, "the pass counts as hung")
     _op_option(repro)
     _contract_option(repro)

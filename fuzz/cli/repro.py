@@ -12,16 +12,26 @@ import argparse
 import os
 import select
 import signal
+import subprocess
 import sys
+import tempfile
 
 from fxfuzz.campaign import warm
 from fxfuzz.cli.setup import check_survives
 from fxfuzz.core.contract import contract_option
 from fxfuzz.core.deadline import load_within
-from fxfuzz.core.errors import FxfuzzError, SerializeError, UsageError
+from fxfuzz.core.errors import FxfuzzError, SerializeError, UntrustedError, UsageError
 from fxfuzz.core.internal import EXIT_INTERNAL, InternalError, internal_line
 from fxfuzz.core.passes import load_pass
-from fxfuzz.repro.files import load_repro, recorded_pass, trusted_pass
+from fxfuzz.repro.files import (
+    graph_repro_source,
+    load_repro,
+    read_json,
+    recorded_pass,
+    replayed,
+    repro_stem,
+    trusted_pass,
+)
 from fxfuzz.strategies.custom import register_ops
 
 
@@ -30,10 +40,11 @@ def command(args: argparse.Namespace) -> int:
     replay it in a child."""
     check_survives([], args.ops)
     register_ops(args.ops, "--op")  # before the case is read: its operators must exist
+    path = replayed(args.path)  # a short program is replayed through its .json
     spec, device = load_within(
-        args.example_timeout_s, recorded_pass, args.path
+        args.example_timeout_s, recorded_pass, path
     )  # malformed or untrusted files fail here, in one line
-    pass_spec = args.pass_spec or trusted_pass(spec, args.path)
+    pass_spec = args.pass_spec or trusted_pass(spec, path)
     check_survives([("--pass" if args.pass_spec else f"{args.path}: pass", pass_spec)], [])
     load_pass(pass_spec, contract_option(args.contract))  # a bad spec fails here, in one line
     if device == "cuda":
@@ -41,7 +52,9 @@ def command(args: argparse.Namespace) -> int:
 
         if not torch.cuda.is_available():
             raise UsageError(f"{args.path} was found with --device cuda, and torch sees no CUDA device here")
-    reports, code = _replay_in_child(args.path, pass_spec, args.contract, args.ops, args.example_timeout_s)
+    if args.full:
+        return _run_full(path, pass_spec, args)
+    reports, code = _replay_in_child(path, pass_spec, args.contract, args.ops, args.example_timeout_s)
     if code == -signal.SIGINT:
         # Ctrl-C reaches the whole process group, and the child dies of it by default: that is
         # this command interrupted, not a finding, even where this process has not yet raised
@@ -63,6 +76,35 @@ def command(args: argparse.Namespace) -> int:
         raise SerializeError(f"{args.path} is not a working fxfuzz repro: the process loading it {how}")
     print(f"fxfuzz repro: FAIL the process running the pass {how}")
     return 1
+
+
+def _run_full(path: str, pass_spec: str, args: argparse.Namespace) -> int:
+    """``--full``: the complete standalone script (``graph_repro_source``) of the repro, written
+    for its .json with the trusted ``pass_spec`` and ``--contract``, run with this Python as
+    ``python <bucket>.py`` would run it; its exit status. A full .py is run as written. The
+    operators of a user's source the case names are imported by the script, so each must be
+    one this run was given with ``--op``: a .json never makes fxfuzz import what it names."""
+    if not path.endswith(".json"):
+        if args.pass_spec or args.contract:
+            raise UsageError(f"--full runs {path} as written; give its .json to run it against --pass or --contract")
+        return subprocess.run([sys.executable, path], check=False).returncode
+    from fxfuzz.core.op_sources import FXFUZZ_SOURCE  # noqa: PLC0415  (torch: imported once the replay is decided)
+
+    doc = load_within(args.example_timeout_s, read_json, path)
+    user = {s for s in doc["case"].get("custom_ops", {}).values() if s != FXFUZZ_SOURCE}
+    if not user <= set(args.ops):
+        raise UntrustedError(
+            f"{path} names {', '.join(sorted(user))[:300]} for its operators: the full script imports them, "
+            "so give each with --op"
+        )
+    # Judged as the replay judges: the pass's own contract unless --contract says otherwise.
+    doc = {k: v for k, v in doc.items() if k != "contract"} | {"pass": pass_spec}
+    doc |= {"contract": args.contract} if args.contract else {}
+    with tempfile.TemporaryDirectory(prefix="fxfuzz-full-") as tmp:
+        script = os.path.join(tmp, repro_stem(str(doc.get("bucket", "repro"))) + ".py")
+        with open(script, "w", encoding="utf-8") as fh:
+            fh.write(graph_repro_source(doc))
+        return subprocess.run([sys.executable, script], check=False).returncode
 
 
 def _replay_in_child(

@@ -27,7 +27,7 @@ from fxfuzz.report.junit import render_junit
 from fxfuzz.report.limits import SHOWN
 from fxfuzz.report.markdown import render_markdown
 from fxfuzz.repro.files import repro_document, repro_stem, write_program_repro, write_repro
-from fxfuzz.repro.short import SHORT
+from fxfuzz.repro.short import is_short
 
 REPORT_SCHEMA_VERSION = 2
 
@@ -307,10 +307,8 @@ def _issue_text(report: dict[str, Any], report_dir: str, finding: dict[str, Any]
     if finding["repro"]:
         with open(os.path.join(report_dir, finding["repro"]), encoding="utf-8", errors="replace") as fh:
             source = fh.read()
-        short_path = os.path.join(report_dir, finding["repro"][: -len(".py")] + SHORT)
-        if os.path.isfile(short_path):
-            with open(short_path, encoding="utf-8", errors="replace") as fh:
-                short = fh.read()
+        if is_short(source):
+            source, short = None, source
     return render_issue(report, finding, source, short)
 
 

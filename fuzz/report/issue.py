@@ -78,7 +78,8 @@ def render_issue(
     report: dict[str, Any], finding: dict[str, Any], repro_source: str | None, short_source: str | None = None
 ) -> str:
     """The issue text of one bucket; ``repro_source`` is its repro .py (None: none was saved),
-    ``short_source`` its short program (``fxfuzz.repro.short``; None: the case allows none)."""
+    ``short_source`` its short program (``fxfuzz.repro.short``), which its repro .py is where
+    the case allows one (then ``repro_source`` is None)."""
     pass_spec = report["pass"]
     target = import_spec(pass_spec)
     # A program-level finding records the grad mode that showed it; its program's own field
@@ -120,8 +121,11 @@ def render_issue(
             "",
             fenced(short_source, "python"),
             "",
+            "## How to run",
+            "",
+            *_how_to_run(finding, short=True),
         ]
-    if repro_source is not None:
+    elif repro_source is not None:
         lines += [
             "<details><summary>Standalone repro script (needs only torch)</summary>",
             "",
@@ -152,8 +156,18 @@ def render_issue(
     return "\n".join(lines) + "\n"
 
 
-def _how_to_run(finding: dict[str, Any]) -> list[str]:
+def _how_to_run(finding: dict[str, Any], short: bool = False) -> list[str]:
     name = finding["repro"].rsplit("/", 1)[-1]
+    if short:
+        json_path = finding["repro"].removesuffix(".py") + ".json"
+        return [
+            f"Save the program as {code(name)} and run {code('python ' + name)}: it needs only torch, prints "
+            "what differs and exits 1 while the bug is there, 0 once it is fixed.",
+            "",
+            f"With fxfuzz installed, in the report folder: {code('fxfuzz repro ' + json_path)} (every check, in a "
+            f"child process; `--pass SPEC` checks a fix), or {code('fxfuzz repro --full ' + json_path)} (the "
+            "complete standalone script, written for it and run).",
+        ]
     return [
         f"Save the script as {code(name)} and run {code('python ' + name)}: it needs only torch, prints each "
         "failing check and exits non-zero while the bug is there (1 for a failing check), 0 once "

@@ -23,7 +23,6 @@ from fxfuzz.core.shards import parse_shard
 from fxfuzz.report.folder import ReportFolder, Written, attempt, placed, sort_findings, write_documents
 from fxfuzz.report.reader import inside_problem, read_report
 from fxfuzz.repro.files import repro_stem
-from fxfuzz.repro.short import SHORT
 
 # What makes two reports parts of one campaign: they must agree on all of these.
 IDENTITY = (
@@ -265,16 +264,15 @@ def _merge_workers(details: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_merged(merged: Merged, folder: ReportFolder) -> Written:
-    """The merged report folder: each kept repro (.py and, for graph cases, .json and any short
-    program) copied from its input, then report.json, the issue texts, report.md, report.html
-    and junit.xml, written into ``folder.work`` and moved into place. What could not be
+    """The merged report folder: each kept repro (.py and, for graph cases, .json) copied from
+    its input, then report.json, the issue texts, report.md, report.html and junit.xml, written into ``folder.work`` and moved into place. What could not be
     written, and why (a full disk), is listed: the rest is written all the same."""
     out_dir = folder.work
     unwritten: list[str] = []
     for f in merged.report["findings"]:
         if f["repro"]:
             shard_dir, repro = merged.repro_sources[f["id"]]
-            for ext in (".py", ".json", SHORT):
+            for ext in (".py", ".json"):
                 source = repro.removesuffix(".py") + ext
                 # Checked again as it is copied: only files inside the input folder are.
                 if inside_problem(shard_dir, source) is None:

@@ -28,16 +28,14 @@ from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.fileio import read_bounded, write_atomic
 from fxfuzz.core.passes import PIPE, REGISTRY, import_spec, load_pass
 from fxfuzz.core.program import CLASS_NAME, Program, module_source, pasted_source
-from fxfuzz.core.serialize import MAX_CASE_BYTES, case_from_dict, json_data, resolve_target, target_name
+from fxfuzz.core.serialize import MAX_CASE_BYTES, case_from_dict, json_data, target_name
 from fxfuzz.oracles import program_runtime
 from fxfuzz.repro import program_check, standalone_check
+from fxfuzz.repro.code import NAME, Code, code_name
 from fxfuzz.repro.judged import judged_contract
-from fxfuzz.repro.short import SHORT, short_program
+from fxfuzz.repro.short import is_short, short_program
 
 _RESERVED = {"g", "fake", "root", "torch", "fx", "sys", "operator", "importlib", "traceback", "gs"}
-# A name written into a repro as code (an attribute of torch, torch.ops or the signature module):
-# ASCII identifiers only. Everything else from the case is written as a literal (``repr``).
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def absolute_spec(spec: str) -> str:
@@ -70,54 +68,8 @@ def _escaped(c: str) -> str:
     return c.encode("unicode_escape").decode("ascii")  # \x00, \t, \u2028, a lone \ud800
 
 
-def code_name(prefix: str, name: Any, what: str) -> str:
-    """``prefix + name``, written into a repro as code, when ``name`` is dotted ASCII
-    identifiers (an attribute path): nothing a literal could hold; SerializeError otherwise."""
-    if not isinstance(name, str) or not all(_NAME.fullmatch(part) for part in name.split(".")):
-        raise SerializeError(f"{what} {str(name)[:200]!r} is not a name a repro can write as code")
-    return prefix + name
-
-
-class _Source:
-    """Python source for serialized graph data; collects the imports it needs."""
-
-    def __init__(self) -> None:
-        self.imports: set[str] = set()
-
-    def target(self, name: str) -> str:
-        if "::" in name:
-            ns, rest = name.split("::", 1)
-            return code_name("torch.ops.", f"{ns}.{rest}", "operator")
-        resolve_target(name)  # an allowed Python callable, stored as module.attr: nothing else is written
-        self.imports.add(name.rpartition(".")[0])
-        return name
-
-    def arg(self, a: Any, names: dict[str, str]) -> str:
-        if isinstance(a, list):
-            return "[" + ", ".join(self.arg(x, names) for x in a) + "]"
-        if not isinstance(a, dict):
-            return repr(a)
-        ((key, v),) = a.items()
-        if key == "node":
-            if v not in names:
-                raise SerializeError(f"an argument names node {str(v)[:200]!r}, which no earlier node is")
-            return names[v]
-        if key == "tuple":
-            items = [self.arg(x, names) for x in v]
-            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-        if key == "dict":
-            return "{" + ", ".join(f"{self.arg(k, names)}: {self.arg(x, names)}" for k, x in v) + "}"
-        if key == "float":
-            return f"float({v!r})"
-        if key == "device":
-            return f"torch.device({v!r})"
-        if key == "slice":
-            return "slice(" + ", ".join(self.arg(x, names) for x in v) + ")"
-        if key == "ellipsis":
-            return "..."
-        if key == "callable":
-            return self.target(v)
-        return code_name("torch.", v, key)  # dtype, layout, memory_format
+class _Source(Code):
+    """``Code`` that also writes tensors and whole graph builders, for the full repro."""
 
     def tensor(self, t: dict[str, Any]) -> str:
         if "value" in t:
@@ -136,7 +88,7 @@ class _Source:
         used: set[str] = set()
         for n in g["nodes"]:
             # ASCII only: Python folds other identifiers (NFKC), so two could name one variable.
-            var = n["name"] if _NAME.fullmatch(n["name"]) else "n_" + re.sub(r"[^0-9A-Za-z_]", "_", n["name"])
+            var = n["name"] if NAME.fullmatch(n["name"]) else "n_" + re.sub(r"[^0-9A-Za-z_]", "_", n["name"])
             while keyword.iskeyword(var) or var in _RESERVED or var in used:
                 var += "_"
             used.add(var)
@@ -178,18 +130,12 @@ class _Source:
 
 
 def _signature_source(sig: dict[str, Any], src: _Source) -> str:
-    def argument(a: dict[str, Any]) -> str:
-        fields = ", ".join(
-            f"{code_name('', k, 'signature field')}={src.arg(v, {})}" for k, v in a.items() if k != "type"
-        )
-        return f"{code_name('gs.', a['type'], 'signature argument')}({fields})"
-
     ins = [
-        f"        gs.InputSpec({code_name('gs.InputKind.', s['kind'], 'input kind')}, {argument(s['arg'])}, {s['target']!r}, {s['persistent']!r}),"
+        f"        gs.InputSpec({code_name('gs.InputKind.', s['kind'], 'input kind')}, {src.spec_argument(s['arg'])}, {s['target']!r}, {s['persistent']!r}),"
         for s in sig["inputs"]
     ]
     outs = [
-        f"        gs.OutputSpec({code_name('gs.OutputKind.', s['kind'], 'output kind')}, {argument(s['arg'])}, {s['target']!r}),"
+        f"        gs.OutputSpec({code_name('gs.OutputKind.', s['kind'], 'output kind')}, {src.spec_argument(s['arg'])}, {s['target']!r}),"
         for s in sig["outputs"]
     ]
     return "\n".join(
@@ -301,17 +247,17 @@ def repro_stem(bucket: str) -> str:
 
 
 def write_repro(directory: str, doc: dict[str, Any]) -> str:
-    """Write ``<bucket>.json`` and ``<bucket>.py`` into ``directory``, and ``<bucket>.short.py``
-    where the case allows one (``fxfuzz.repro.short``); return the .py path."""
+    """Write ``<bucket>.json`` and ``<bucket>.py`` into ``directory``: the .py is the short
+    program where the case allows one (``fxfuzz.repro.short``), else the full script
+    (``graph_repro_source``, which ``fxfuzz repro --full`` writes on demand for any); return
+    the .py path."""
     os.makedirs(directory, exist_ok=True)
     base = os.path.join(directory, repro_stem(doc["bucket"]))
-    source = graph_repro_source(doc)  # before writing any, so a failure leaves none
-    short = short_program(doc)
+    # Before writing either, so a failure leaves none.
+    source = short_program(doc, repro_stem(doc["bucket"]) + ".json") or graph_repro_source(doc)
     # Each whole or absent (a full disk); an OSError names the one that failed.
     write_atomic(base + ".json", json.dumps(doc, indent=1))
     write_atomic(base + ".py", source)
-    if short is not None:
-        write_atomic(base + SHORT, short)
     return base + ".py"
 
 
@@ -341,8 +287,8 @@ def read_json(path: str) -> Any:
 
 
 def load_repro(path: str) -> Repro:
-    """The repro in a .json or .py file; SerializeError if malformed, UntrustedError if it asks
-    for code this run does not trust. The pass it names is information only (``trusted_pass``)."""
+    """The repro in a .json or .py file (a short program's is its .json's); SerializeError if
+    malformed, UntrustedError if it asks for code this run does not trust. The pass it names is information only (``trusted_pass``)."""
     if path.endswith(".json"):
         doc = read_json(path)
         if not isinstance(doc, dict) or not {"case", "pass", "finding"} <= doc.keys():
@@ -362,8 +308,23 @@ def load_repro(path: str) -> Repro:
             raise type(e)(f"{path}: {e}") from None
         return Repro(case, spec, finding, device, contract)
     if path.endswith(".py"):
-        return _load_py(path, _read_py(path))
+        source = _read_py(path)
+        return load_repro(replayed(path)) if is_short(source) else _load_py(path, source)
     raise SerializeError(f"{path}: expected a repro .py or .json")
+
+
+def replayed(path: str) -> str:
+    """The file ``fxfuzz repro`` replays for ``path``: a short program's .json beside it (the
+    short program holds no case fxfuzz reads), else ``path`` itself. A short program whose
+    .json is gone is no repro fxfuzz can replay: SerializeError."""
+    if not path.endswith(".py") or not is_short(_read_py(path)):
+        return path
+    doc = path.removesuffix(".py") + ".json"
+    if not os.path.isfile(doc):
+        raise SerializeError(
+            f"{path} is a short program; fxfuzz replays the .json written beside it, and {doc} is missing"
+        )
+    return doc
 
 
 def trusted_pass(spec: str, path: str) -> str:
@@ -382,8 +343,8 @@ def recorded_pass(path: str) -> tuple[str, str]:
     """(pass spec, device) a repro records, read without running any of it: a .py's literal
     ``PASS_SPEC`` and ``DEVICE`` assignments; running the file is the replay's job, in a child
     process. SerializeError if it is not a repro."""
-    if not path.endswith(".py"):
-        repro = load_repro(path)
+    if not path.endswith(".py") or replayed(path) != path:  # a .json, or a short program's .json
+        repro = load_repro(replayed(path))
         return repro.pass_spec, repro.device
     try:
         tree = ast.parse(_read_py(path), path)

@@ -23,20 +23,23 @@ from fxfuzz.oracles import verify
 from fxfuzz.oracles.crash import crash_finding
 from fxfuzz.strategies import from_module
 from handmade import FIXED
+from known_modules import (
+    DeadCode,
+    FoldableBuffer,
+    ReturnsAlias,
+    SameSumInTwoGradModes,
+    TwoNoGradRegions,
+    adds_into_a_new_tensor,
+    constant_after_no_grad,
+    same_sum_in_two_grad_modes,
+    two_no_grad_regions,
+    unused_constant_read,
+)
 from paths import DATA, HELPERS, ROOT
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.passes.dialect.common.cse_pass import CSEPass
 
 KNOWN_DIR = Path(ROOT) / "docs" / "known"
-
-
-def two_no_grad_regions(x):
-    with torch.no_grad():
-        a = x.sin()
-    b = x.cos()
-    with torch.no_grad():
-        c = x.exp()
-    return a, b, c
 
 
 def test_cse_merges_grad_toggles_on_make_fx_graph():
@@ -53,24 +56,12 @@ def test_cse_merges_grad_toggles_on_make_fx_graph():
     assert (toggles, left, after) == (4, 2, [False, True, True]), FIXED.format(known="docs/known/cse.txt")
 
 
-class TwoNoGradRegions(torch.nn.Module):
-    def forward(self, x):
-        return two_no_grad_regions(x)
-
-
 def test_cse_merged_toggles_found_by_the_oracles():
     """The same defect through fxfuzz: the pre-dispatch graph torch.export builds for the
     module (before its set-grad pass wraps the regions), judged under the cse row's contract."""
     x = torch.randn(3, requires_grad=True)
     found = {(f.oracle, f.kind) for f in verify(from_module(TwoNoGradRegions(), (x,)), load_pass("cse"))}
     assert ("equivalence", "requires_grad_mismatch") in found, FIXED.format(known="docs/known/cse.txt")
-
-
-def same_sum_in_two_grad_modes(x):
-    a = x + x
-    with torch.no_grad():
-        b = x + x
-    return a, b
 
 
 def test_cse_merges_equal_calls_across_a_grad_toggle_on_make_fx_graph():
@@ -84,11 +75,6 @@ def test_cse_merges_equal_calls_across_a_grad_toggle_on_make_fx_graph():
     assert ([a.requires_grad, b.requires_grad], a is b) == ([True, True], True), FIXED.format(
         known="docs/known/cse.txt"
     )
-
-
-class SameSumInTwoGradModes(torch.nn.Module):
-    def forward(self, x):
-        return same_sum_in_two_grad_modes(x)
 
 
 def test_cse_merged_calls_across_a_toggle_found_by_the_oracles():
@@ -132,12 +118,6 @@ def test_cse_buckets_that_follow_from_its_two_merges_go_once_both_are_fixed(path
         assert verify(case, load_pass(os.path.join(HELPERS, "fixed_cse.py") + ":fixed_cse", REFINES)) == []
 
 
-def constant_after_no_grad(x):
-    with torch.no_grad():
-        y = x.sin()
-    return y + torch.arange(3.0).sum()
-
-
 def test_split_const_subgraphs_refuses_a_constant_after_a_toggle():
     """const_fold puts the constant computation (arange, sum) in partition 0 and the rest in 1;
     split_module wants set-grad regions' partitions in increasing node order, and the constant
@@ -152,10 +132,6 @@ def test_split_const_subgraphs_refuses_a_constant_after_a_toggle():
         assert bucket_id(crash_finding(e)) in load_known(str(KNOWN_DIR / "split_const_subgraphs.txt"))
     else:
         raise AssertionError(FIXED.format(known="docs/known/split_const_subgraphs.txt"))
-
-
-def adds_into_a_new_tensor(x):
-    return torch.tensor([1.0, 2.0, 3.0]).add_(x)
 
 
 def test_split_const_subgraphs_folds_a_fresh_copy_that_an_in_place_update_then_accumulates_into():
@@ -192,12 +168,6 @@ def test_a_deep_copy_of_a_folded_module_cannot_run():
         raise AssertionError(FIXED.format(known="docs/known/split_const_subgraphs.txt"))
 
 
-class DeadCode(torch.nn.Module):
-    def forward(self, x):
-        x.cos()  # the clean-up check judges the copy only where it removes something
-        return x.sin()
-
-
 def test_the_uncallable_copy_found_by_the_oracles():
     """The same defect through fxfuzz, on a graph with nothing to fold (split_const_subgraphs
     still returns a FoldedGraphModule, and leaves the dead ``cos`` to the clean-up check, which
@@ -208,15 +178,6 @@ def test_the_uncallable_copy_found_by_the_oracles():
     assert ("structure", "dead_code_elimination_changes_meaning") in found, FIXED.format(
         known="docs/known/split_const_subgraphs.txt"
     )
-
-
-class FoldableBuffer(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("c", torch.ones(3))
-
-    def forward(self, x):
-        return x + self.c.sin()
 
 
 def test_constant_fold_needs_quantization_ops_torch_may_lack():
@@ -235,11 +196,6 @@ def test_constant_fold_needs_quantization_ops_torch_may_lack():
         assert bucket_id(crash_finding(e)) in load_known(str(KNOWN_DIR / "constant_folding.txt"))
     else:
         raise AssertionError(FIXED.format(known="docs/known/constant_folding.txt") + " (or torchao is installed)")
-
-
-class ReturnsAlias(torch.nn.Module):
-    def forward(self, x):
-        return torch.ops.aten.alias(x)
 
 
 def test_remove_noop_ops_returns_an_input_for_its_alias():
@@ -304,18 +260,7 @@ def test_lift_constants_pass_raises_on_a_constant_read_nothing_uses():
 def test_the_unused_read_found_by_the_oracles():
     """What the campaign found (`--pass lift_constants`), shrunk: the graph export traces for
     the module above, a read of the constant nothing uses before the one ``x + c`` takes."""
-    from fxfuzz.core.case import GraphCase
-    from fxfuzz.strategies.builder import GraphBuilder
-    from torch.export.graph_signature import InputKind
-
-    b = GraphBuilder(grad_mode=True)
-    x = b.placeholder("x", torch.randn(3, requires_grad=True), InputKind.USER_INPUT)
-    c = torch.linspace(-1.0, 1.0, 3)
-    reads = [b.get_attr("_tensor_constant0", c), b.graph.get_attr("_tensor_constant0")]
-    for read in reads:
-        read.meta["val"] = b.fake_mode.from_tensor(c, static_shapes=True)
-    gm, sig = b.finish([b.call(torch.ops.aten.add.Tensor, [x, reads[1]])])
-    found = [f for f in verify(GraphCase(gm, sig, tuple(b.inputs)), load_pass("lift_constants")) if f.oracle == "crash"]
+    found = [f for f in verify(unused_constant_read(), load_pass("lift_constants")) if f.oracle == "crash"]
     assert [f.kind for f in found] == ["pass_raised"] and "StopIteration" in found[0].message, FIXED.format(
         known="docs/known/lift_constants.txt"
     )

@@ -10,12 +10,21 @@ from __future__ import annotations
 import os
 
 import torch
-from functorch.experimental.control_flow import map as cf_map
 from fxfuzz.campaign.engine import bucket_id
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import from_module
+from known_modules import (
+    BufferUpdateUnderNoGrad,
+    CondInsideAutocast,
+    CondUnderEnableGrad,
+    CondUnderNoGrad,
+    NestedMapUnderNoGrad,
+    NoGradInsideAutocast,
+    NoGradInsideAutocastDetached,
+    SingleOutputRegionReadTwice,
+)
 from paths import DATA, ROOT
 
 REAL = load_pass("set_grad")
@@ -24,12 +33,6 @@ KNOWN = os.path.join(ROOT, "fxfuzz-known.txt")
 
 def kinds(findings):
     return {(f.oracle, f.kind) for f in findings}
-
-
-class CondUnderNoGrad(torch.nn.Module):
-    def forward(self, x):
-        with torch.no_grad():
-            return torch.cond(x.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
 
 
 def test_no_grad_around_cond_is_dropped():
@@ -42,15 +45,6 @@ def test_no_grad_around_cond_is_dropped():
     assert ("equivalence", "requires_grad_mismatch") in found
 
 
-class NoGradInsideAutocast(torch.nn.Module):
-    def forward(self, x):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            with torch.no_grad():
-                y = -x
-            z = -y
-        return y, z
-
-
 def test_no_grad_inside_autocast_is_dropped():
     """The same defect with autocast around the no_grad block: the exported program's
     outputs require grad where eager's do not."""
@@ -60,31 +54,12 @@ def test_no_grad_inside_autocast_is_dropped():
     assert ("equivalence", "requires_grad_mismatch") in found
 
 
-class SingleOutputRegionReadTwice(torch.nn.Module):
-    def forward(self, x):
-        with torch.no_grad():
-            y = torch.cond(x.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
-        z = torch.cond(y.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
-        (z - y).sin()
-        return z
-
-
 def test_inlined_region_output_loses_its_users():
     """node_inline_ clears ``users`` of a region's single output node, dropping the readers
     inside the inlined region: ``node.users`` no longer lists every node that reads it, so
     replace_all_uses_with or erase_node in a later pass corrupt the graph."""
     case = from_module(SingleOutputRegionReadTwice(), (torch.ones(3, requires_grad=True),))
     assert ("structure", "def_use_inconsistent") in kinds(verify(case, REAL))
-
-
-class NestedMapUnderNoGrad(torch.nn.Module):
-    def forward(self, xs, y):
-        def body(x, y):
-            return cf_map(lambda v: v.sigmoid(), x.unsqueeze(0)).squeeze(0) + y
-
-        with torch.no_grad():
-            r = cf_map(body, xs, y)
-        return y * 2, r
 
 
 def test_nested_map_under_no_grad_crashes_the_pass():
@@ -96,30 +71,11 @@ def test_nested_map_under_no_grad_crashes_the_pass():
     assert bucket_id(crash) in load_known(KNOWN)  # the known id: file, function and line text of the raise
 
 
-class BufferUpdateUnderNoGrad(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("buf", torch.zeros(3))
-
-    def forward(self, x):
-        with torch.no_grad():
-            self.buf.add_(x)
-        return x.sin()
-
-
 def test_wrapped_buffer_update_is_dead_code():
     """The wrap_with_set_grad_enabled call around ``buf.add_`` has no users and is not marked
     side-effecting, so eliminate_dead_code deletes it and the buffer update with it."""
     case = from_module(BufferUpdateUnderNoGrad(), (torch.ones(3, requires_grad=True),))
     assert kinds(verify(case, REAL)) == {("structure", "dead_code_elimination_changes_meaning")}
-
-
-class CondUnderEnableGrad(torch.nn.Module):
-    def forward(self, x):
-        with torch.enable_grad():
-            z = x * 3
-            y = torch.cond(z.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (z,))
-        return y + x
 
 
 class NoGradBlockWithoutCond(torch.nn.Module):
@@ -150,15 +106,6 @@ def test_wrap_with_set_grad_enabled_carries_tangents():
     result, _ = REAL(case.copy().gm, case.signature)
     assert any(n.target is torch.ops.higher_order.wrap_with_set_grad_enabled for n in result.graph.nodes)
     assert verify(case, REAL) == []
-
-
-class NoGradInsideAutocastDetached(torch.nn.Module):
-    def forward(self, x):
-        y = x * 2
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            with torch.no_grad():
-                z = y * y
-        return x.sin(), z.detach()
 
 
 def test_dropped_no_grad_region_saves_tensors_for_backward():
@@ -193,12 +140,6 @@ def test_save_load_rejects_a_hop_without_outputs():
     assert [(f.kind, f.details["exception"]) for f in found] == [("save_load_raised", "SpecViolationError")]
     with open(KNOWN) as fh:
         assert bucket_id(found[0]) in fh.read()
-
-
-class CondInsideAutocast(torch.nn.Module):
-    def forward(self, x):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            return torch.cond(x.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
 
 
 def test_autocast_around_cond_is_left_in_place():

@@ -14,20 +14,16 @@ from pathlib import Path
 import handmade as hm
 import pytest
 import torch
-from functorch.experimental import control_flow
 from fxfuzz.campaign.engine import bucket_id
-from fxfuzz.core.case import GraphCase
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import from_module
-from fxfuzz.strategies.builder import GraphBuilder
+from known_modules import CondInMap, IntegerMul, LiteralUpdated, integer_args, reread_constant_case
 from paths import ROOT
-from torch.export.graph_signature import InputKind
 
 KNOWN_DIR = Path(ROOT) / "docs" / "known"
 FIXED = "fixed upstream: drop its line from {known} and its section in docs/known-findings.md"
-aten = torch.ops.aten
 
 
 def known(row: str) -> dict[str, str]:
@@ -35,18 +31,6 @@ def known(row: str) -> dict[str, str]:
 
 
 # --- Inductor's constant_fold deletes an attribute another get_attr still reads -------------
-
-
-def reread_constant_case() -> GraphCase:
-    """As the campaign drew it, minimized: a tensor constant read by two get_attr nodes (export
-    traces one read per use); one read feeds ``cos`` (folded), the other an op on an input."""
-    b = GraphBuilder(grad_mode=True)
-    x = b.placeholder("x", torch.tensor([1.0, 2.0, 3.0]), InputKind.USER_INPUT)
-    first = b.get_attr("_tensor_constant0", torch.tensor([0.5, -1.0, 2.0]))
-    second = b.graph.get_attr("_tensor_constant0")
-    second.meta.update(first.meta)
-    gm, sig = b.finish([b.call(aten.cos.default, [first]), b.call(aten.minimum.default, [second, x])])
-    return GraphCase(gm, sig, tuple(b.inputs))
 
 
 @pytest.mark.parametrize(
@@ -83,15 +67,6 @@ def test_the_deleted_attribute_found_by_the_oracles():
 # --- torchao's X86InductorQuantizer observes an integer mul ------------------------------------
 
 
-class IntegerMul(torch.nn.Module):
-    def forward(self, x, n):
-        return x * 2.0, n * n
-
-
-def integer_args():
-    return torch.randn(3), torch.arange(3)
-
-
 def test_x86_quantizer_observes_an_integer_mul():
     """``export(...).module()``, prepared with the X86 Inductor quantizer's default config: the
     annotation of ``mul`` takes no account of dtype, so a HistogramObserver watches an int64
@@ -123,18 +98,6 @@ def test_the_integer_mul_found_by_the_oracles(row):
 
 
 # --- convert_pt2e deletes the subgraphs of a HOP nested in a HOP's subgraph ------------------
-
-
-class CondInMap(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(3, 3)
-
-    def forward(self, xs):
-        def body(x):
-            return torch.cond(x.sum() > 0, lambda v: v.cos(), lambda v: v.sin(), (x,))
-
-        return self.lin(control_flow.map(body, xs))
 
 
 def test_delete_all_unused_submodules_drops_nested_subgraphs():
@@ -172,11 +135,6 @@ def test_convert_pt2e_raises_on_the_module_export_hands_it():
     with pytest.raises(Exception, match="DuplicateDQPass") as raised:
         convert_pt2e(prepared)
     assert "references nonexistent attribute" in str(raised.value.__cause__)
-
-
-class LiteralUpdated(torch.nn.Module):
-    def forward(self, x):
-        return torch.tensor([1.0, 2.0, 3.0]).mul_(x)
 
 
 def test_inductor_constant_fold_folds_a_value_the_graph_then_updates():

@@ -14,7 +14,7 @@ from fxfuzz.core.case import GraphCase
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
 from fxfuzz.oracles import verify
-from fxfuzz.repro.files import load_repro, repro_document, write_repro
+from fxfuzz.repro.files import graph_repro_source, load_repro, repro_document, write_repro
 from fxfuzz.strategies import graph_cases
 from handmade import PLANTED, independent_outputs_case, no_grad_region_case, raising_case, run_standalone
 from hypothesis import assume, given, settings
@@ -120,10 +120,15 @@ def test_a_repro_whose_original_graph_raises_gives_fxfuzz_repros_verdict(tmp_pat
     case = raising_case()
     assert verify(case, real) == []
     finding = {"oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}}
-    py = write_repro(str(tmp_path / "repros"), repro_document("raises", finding, case_to_dict(case), "set_grad"))
+    doc = repro_document("raises", finding, case_to_dict(case), "set_grad")
+    py = write_repro(str(tmp_path / "repros"), doc)  # the short program
     assert main(["repro", py]) == 0
-    with_fxfuzz = subprocess.run([sys.executable, py], capture_output=True, text=True, timeout=300)
-    for run in (run_standalone(py), with_fxfuzz):
+    short = subprocess.run([sys.executable, py], capture_output=True, text=True, timeout=300)
+    assert short.returncode == 0 and "Traceback" not in short.stderr, short.stdout + short.stderr
+    full = tmp_path / "full.py"  # the full script, as fxfuzz repro --full writes it
+    full.write_text(graph_repro_source(doc))
+    with_fxfuzz = subprocess.run([sys.executable, str(full)], capture_output=True, text=True, timeout=300)
+    for run in (run_standalone(str(full)), with_fxfuzz):
         assert run.returncode == 0 and "OK" in run.stdout and "Traceback" not in run.stderr, run.stdout + run.stderr
 
 

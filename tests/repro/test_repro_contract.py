@@ -1,6 +1,6 @@
 """Repros are judged under the contract the campaign held the pass to, wherever they are judged:
-``fxfuzz repro FILE.json`` and the standalone ``.py`` (with fxfuzz importable, and without it,
-where only its compact check runs). A check the compact one does not re-implement is never
+``fxfuzz repro FILE.json``, the short program and the full script (with fxfuzz importable, and
+without it, where only its compact check runs). A check the compact one does not re-implement is never
 reported fixed."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from fxfuzz.core.passes import load_pass
 from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.oracles import verify
 from fxfuzz.repro import standalone_check
-from fxfuzz.repro.files import repro_document, write_repro
+from fxfuzz.repro.files import graph_repro_source, repro_document, write_repro
+from fxfuzz.repro.short import is_short
 from fxfuzz.strategies import from_module
 from paths import HELPERS
 
@@ -36,14 +37,24 @@ class DeadIndexSelect(torch.nn.Module):
         return x.sin()
 
 
-def dce_repro(tmp_path, contract: str | None) -> str:
-    """The .py of the dce pass's repro of that case (written as a campaign writes it), held to
-    ``contract`` (None: dce's own, refines)."""
+def dce_doc(contract: str | None) -> dict:
+    """The dce pass's repro document of that case, held to ``contract`` (None: dce's own, refines)."""
     case = from_module(DeadIndexSelect(), (torch.randn(3), torch.tensor([7])))
     (finding,) = verify(case, load_pass("dce"), MEANING)
     assert finding.kind == "raises_differently"
-    doc = repro_document(bucket_id(finding), finding.to_dict(), case_to_dict(case), "dce", contract_name=contract)
-    return write_repro(str(tmp_path / (contract or "own")), doc)
+    return repro_document(bucket_id(finding), finding.to_dict(), case_to_dict(case), "dce", contract_name=contract)
+
+
+def dce_repro(tmp_path, contract: str | None) -> str:
+    """The .py of that repro, written as a campaign writes it: the short program."""
+    return write_repro(str(tmp_path / (contract or "own")), dce_doc(contract))
+
+
+def dce_full(tmp_path, contract: str | None) -> str:
+    """The full script of that repro, as ``fxfuzz repro --full`` writes it."""
+    path = tmp_path / f"full_{contract or 'own'}.py"
+    path.write_text(graph_repro_source(dce_doc(contract)))
+    return str(path)
 
 
 def run_py(path: str, *prefix: str) -> subprocess.CompletedProcess:
@@ -69,15 +80,26 @@ def test_fxfuzz_repro_of_the_json_follows_the_contract(cli, tmp_path):
 @pytest.mark.parametrize("fxfuzz_there", [False, True], ids=["compact check only", "with fxfuzz's oracles"])
 def test_the_standalone_repro_follows_the_contract(tmp_path, fxfuzz_there):
     prefix = () if fxfuzz_there else ("-c", WITHOUT_ORACLES)
-    own = run_py(dce_repro(tmp_path, None), *prefix)
+    own = run_py(dce_full(tmp_path, None), *prefix)
     assert own.returncode == 0 and "FAIL" not in own.stdout, own.stdout + own.stderr
-    meaning = run_py(dce_repro(tmp_path, "meaning"), *prefix)
+    meaning = run_py(dce_full(tmp_path, "meaning"), *prefix)
     assert (
         meaning.returncode == 1
         and "FAIL equivalence: running the graph of the original raised IndexError" in meaning.stdout
     ), meaning.stdout + meaning.stderr
     if not fxfuzz_there:
         assert "fxfuzz oracles" not in meaning.stdout  # only the compact check ran
+
+
+@pytest.mark.processes
+def test_the_short_program_follows_the_contract(tmp_path):
+    """The .py is the short program: under dce's own contract (refines) the original's raise
+    excuses the result's run (exit 0); under ``meaning`` the same program exits 1."""
+    own = run_py(dce_repro(tmp_path, None))
+    assert own.returncode == 0, own.stdout + own.stderr
+    meaning = run_py(dce_repro(tmp_path, "meaning"))
+    assert meaning.returncode == 1 and "raised IndexError" in meaning.stdout, meaning.stdout + meaning.stderr
+    assert is_short(open(dce_repro(tmp_path, "meaning")).read())
 
 
 def _case_builder():
@@ -108,3 +130,20 @@ def test_a_quiet_compact_check_says_fixed_only_for_a_check_it_reimplements(capsy
     out = capsys.readouterr().out
     assert code == status and says in out
     assert ("fixed" in out) == (status == 0)
+
+
+@pytest.mark.processes
+def test_fxfuzz_repro_full_runs_the_complete_script_under_the_contract(cli, tmp_path):
+    """``--full`` writes the full script for the .json beside a short program and runs it: under
+    the pass's own contract (dce: refines) it passes, under ``--contract meaning`` it fails."""
+    py = dce_repro(tmp_path, "meaning")
+    assert is_short(open(py).read())
+    json_path = py.removesuffix(".py") + ".json"
+    own = subprocess.run(
+        [sys.executable, "-m", "fxfuzz", "repro", "--full", json_path], capture_output=True, text=True, timeout=600
+    )
+    assert own.returncode == 0 and "OK: every check passes" in own.stdout, own.stdout + own.stderr
+    loud = subprocess.run([sys.executable, "-m", "fxfuzz", "repro", "--full", json_path, "--contract", "meaning"], capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert (
+        loud.returncode == 1 and "FAIL equivalence: running the graph of the original raised IndexError" in loud.stdout
+    )

@@ -22,6 +22,7 @@ from fxfuzz.strategies.ops import RANDOM_OPS
 from fxfuzz.strategies.regions import RANDOM
 from fxfuzz.tools.bench import population
 from handmade import FIXED
+from known_modules import TwoDraws
 from paths import HELPERS
 from torch import fx
 
@@ -62,11 +63,6 @@ class UnusedDraw(torch.nn.Module):
     def forward(self, x):
         torch.rand_like(x)  # its result unused: only the generator's state shows it
         return x.sin()
-
-
-class TwoDraws(torch.nn.Module):
-    def forward(self, x):
-        return x + torch.randn_like(x), torch.randn_like(x)
 
 
 def frozen_draws(gm):
