@@ -38,6 +38,8 @@ settings.register_profile("nightly", deadline=None, max_examples=2000, suppress_
 _OPTION = "--fxfuzz-pass"
 # The names of the operators this session's --fxfuzz-op added to the op table.
 _OPS_KEY = pytest.StashKey[list]()
+# Option -> the pass it names, loaded once per session (``_loaded_pass``).
+_PASSES_KEY = pytest.StashKey[dict[str, Any]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -68,7 +70,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--fxfuzz-contract",
         dest="fxfuzz_contract",
-        default=CampaignSettings.contract,
+        default=None,  # the pass's own
         choices=CONTRACT_NAMES,
         help=contract_help("the pass and the baseline"),
     )
@@ -143,18 +145,24 @@ def _properties(pass_fn: Any, baseline: Any, domain: str = "export") -> dict[str
 
 
 def _loaded_pass(config: pytest.Config, option: str = "fxfuzz_pass") -> Any:
-    from fxfuzz.core.contract import contract_option
+    """The pass ``option`` names held to ``--fxfuzz-contract``, resolved once per session
+    (``fxfuzz.core.identity.resolve_pass``): the items and the fixture share it."""
+    loaded = config.stash.setdefault(_PASSES_KEY, {})
+    if option not in loaded:
+        loaded[option] = _resolved(config, option)
+    return loaded[option]
+
+
+def _resolved(config: pytest.Config, option: str) -> Any:
     from fxfuzz.core.errors import PassSpecError, UsageError
-    from fxfuzz.core.passes import load_pass
+    from fxfuzz.core.identity import resolve_pass
 
     try:
-        contract = contract_option(config.getoption("fxfuzz_contract"))
-    except UsageError as e:
-        raise pytest.UsageError(f"--fxfuzz-contract: {e}") from None
-    try:
-        return load_pass(config.getoption(option), contract)
+        return resolve_pass(config.getoption(option), config.getoption("fxfuzz_contract"))[0]
     except PassSpecError as e:
         raise pytest.UsageError(f"--{option.replace('_', '-')}: {e}") from None
+    except UsageError as e:
+        raise pytest.UsageError(f"--fxfuzz-contract: {e}") from None
 
 
 def _domain(config: pytest.Config, pass_fn: Any) -> str:

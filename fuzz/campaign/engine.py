@@ -24,7 +24,7 @@ from fxfuzz.campaign.database import open_database
 from fxfuzz.campaign.reduce import reduce_case
 from fxfuzz.campaign.store import GRAPH_CASES, Codec, SavedFailures, database_key
 from fxfuzz.core.case import Example, GraphCase
-from fxfuzz.core.contract import contract_option
+from fxfuzz.core.identity import PassIdentity
 from fxfuzz.core.inductor import drain_reach
 from fxfuzz.core.passes import PassFn, generation_ambient, generation_kinds
 from fxfuzz.core.reproducible import reproducible_draws
@@ -107,6 +107,8 @@ class CampaignResult:
     stats: Counter = field(default_factory=Counter)
     stopped_by: StopReason = StopReason.EXAMPLES
     notes: list[str] = field(default_factory=list)  # one line each, for the user (saved examples left out)
+    # The pass it judged (its settings' identity); None for a caller's own callable.
+    identity: PassIdentity | None = None
 
     @property
     def examples_per_s(self) -> float:
@@ -201,9 +203,9 @@ def run_examples(
 
 
 def verify_with(settings: CampaignSettings) -> ExampleCheck:
-    """``fxfuzz.oracles.verify`` on the settings' device, stage share and contract."""
-    contract = contract_option(settings.contract)
-    return lambda case, pass_fn: verify(case, pass_fn, contract, settings.device, settings.stage_share)
+    """``fxfuzz.oracles.verify`` on the settings' device and stage share, holding the pass to
+    its own contract (a loaded pass carries the ``--contract`` it was resolved with)."""
+    return lambda case, pass_fn: verify(case, pass_fn, None, settings.device, settings.stage_share)
 
 
 @dataclass(frozen=True)
@@ -251,18 +253,15 @@ class Campaign:
         subject: Subject,
     ) -> None:
         self.pass_fn, self.settings, self.hooks = pass_fn, settings, hooks
-        contract = contract_option(settings.contract)
         self.strategy = (
             subject.strategy
             if subject.strategy is not None
             else graph_cases(
-                domain=settings.domain,
-                reacts_to=generation_kinds(pass_fn, contract),
-                ambient=generation_ambient(pass_fn, contract),
+                domain=settings.domain, reacts_to=generation_kinds(pass_fn), ambient=generation_ambient(pass_fn)
             )
         )
         self.check = subject.check if subject.check is not None else verify_with(settings)
-        self.result = CampaignResult()
+        self.result = CampaignResult(identity=settings.identity)
         if database is None and settings.db is not None:
             database = open_database(settings.db, self.result.notes.append)
         self.store = (

@@ -14,6 +14,7 @@ cases alongside the corpus.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import tempfile
@@ -38,8 +39,8 @@ from fxfuzz.campaign.protocol import Task
 from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, Supervisor, to_campaign_result, worker_seed
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
-from fxfuzz.core.contract import PassContract, contract_option
-from fxfuzz.core.passes import PassFn, generation_kinds, load_pass
+from fxfuzz.core.identity import resolve_pass
+from fxfuzz.core.passes import Pass, PassFn, generation_kinds
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
 from fxfuzz.core.settings import NO_EXAMPLE_LIMIT, CampaignSettings
 from fxfuzz.oracles import Finding
@@ -155,36 +156,48 @@ def run_gate(
             dataclasses.replace(settings, budget_s=remaining),
             database=database,
             hooks=Hooks(progress, stop),
-            subject=Subject(fresh_cases(settings.domain, baseline, contract_option(settings.contract)), check),
+            subject=Subject(fresh_cases(settings.domain, baseline), check),
         )
         add_fresh(result, fresh)
     result.campaign.duration_s = time.monotonic() - start
     return result
 
 
-def fresh_cases(domain: str, baseline: PassFn, contract: PassContract | None = None) -> st.SearchStrategy[GraphCase]:
+def fresh_cases(domain: str, baseline: PassFn) -> st.SearchStrategy[GraphCase]:
     """The fresh cases of a gate: graph cases of ``domain``, half of them drawn for the node
-    kinds generation draws for the *baseline* under the gate's contract (``generation_kinds``;
+    kinds generation draws for the *baseline*, held to the gate's contract (``generation_kinds``;
     a candidate under review is a plain callable that declares none), half of today's mix.
     Each half alone misses a defect the other finds in seconds (docs/benchmark.md, "Time to
     find"): defects in a region's handling show on the owed toggles, defects about tensor
     attributes on the mix's adversarial cases."""
     mix = graph_cases(domain=domain)
-    kinds = generation_kinds(baseline, contract)
+    kinds = generation_kinds(baseline)
     return st.one_of(mix, graph_cases(domain=domain, reacts_to=kinds)) if kinds else mix
+
+
+@functools.cache
+def _baseline(spec: str, contract: str | None) -> Pass:
+    """The baseline ``spec`` names held to the gate's ``--contract``, loaded once per worker
+    process (its cases and its check both need it)."""
+    return resolve_pass(spec, contract)[0]
+
+
+def _given(settings: CampaignSettings) -> str | None:
+    """The ``--contract`` the gate's candidate (its settings' pass) was given: the baseline
+    is held to it too."""
+    return None if settings.identity is None else settings.identity.given
 
 
 def gate_cases(baseline: str, settings: CampaignSettings) -> st.SearchStrategy[GraphCase]:
     """``fresh_cases`` in a worker process, which loads the baseline by name (``fxfuzz.campaign.worker``)."""
-    contract = contract_option(settings.contract)
-    return fresh_cases(settings.domain, load_pass(baseline, contract), contract)
+    return fresh_cases(settings.domain, _baseline(baseline, _given(settings)))
 
 
 def gate_check(baseline: str, blame: Blame, settings: CampaignSettings, both_modes: bool = True) -> ExampleCheck:
     """The judgement of a gate case (a worker process loads it by name, ``fxfuzz.campaign.supervisor``):
     the regressions of the pass under test against ``baseline``, in both grad modes (fresh
     cases) or in the case's own (corpus cases, captured under each mode)."""
-    base = load_pass(baseline, contract_option(settings.contract))
+    base = _baseline(baseline, _given(settings))
     regressions_of = regressions_both_modes if both_modes else regressions
     return lambda case, candidate: regressions_of(case, candidate, base, blame, settings.stage_share)
 
@@ -198,7 +211,6 @@ def corpus_with(saved: str) -> list[tuple[str, GraphCase]]:
 
 
 def run_gate_parallel(
-    candidate: str,
     baseline: str,
     saved: Sequence[tuple[str, GraphCase]],
     settings: CampaignSettings,
@@ -207,7 +219,8 @@ def run_gate_parallel(
     log_dir: str | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> GateResult:
-    """``run_gate`` with every case judged in worker processes (``fxfuzz.campaign.supervisor``).
+    """``run_gate`` with every case judged in worker processes (``fxfuzz.campaign.supervisor``),
+    the candidate the settings' pass (``identity``).
 
     With two or more ``settings.workers``, fresh cases start with the corpus: one worker judges
     the corpus (the ``saved`` cases, then the built-in one) and then draws fresh cases, the
@@ -234,24 +247,20 @@ def run_gate_parallel(
             check, {"baseline": baseline, "both_modes": False}, f"{__name__}:corpus_with", {"saved": fh.name}
         )
         corpus_settings = dataclasses.replace(settings, workers=1, max_examples=CampaignSettings.max_examples, db=None)
-        corpus_campaign = ParallelCampaign(candidate, corpus_settings, corpus_task, log_dir)
+        corpus_campaign = ParallelCampaign(corpus_settings, corpus_task, log_dir)
         if settings.workers == 1:
             corpus = gate.phase(corpus_campaign)
             gate.corpus_done.set()
             left = settings.budget_s - (time.monotonic() - gate.start)
             if left > 0 and gate.goes_on(corpus):
-                gate.phase(
-                    ParallelCampaign(candidate, dataclasses.replace(settings, budget_s=left), fresh_task, log_dir)
-                )
+                gate.phase(ParallelCampaign(dataclasses.replace(settings, budget_s=left), fresh_task, log_dir))
         else:
-            corpus_thread = threading.Thread(
-                target=gate.corpus_then_fresh, args=(corpus_campaign, candidate, fresh_task, log_dir)
-            )
+            corpus_thread = threading.Thread(target=gate.corpus_then_fresh, args=(corpus_campaign, fresh_task, log_dir))
             corpus_thread.start()
             # Fresh cases until the gate says (budget spent and corpus judged, or a final regression).
             along = dataclasses.replace(settings, workers=settings.workers - 1, budget_s=math.inf)
             try:
-                gate.phase(ParallelCampaign(candidate, along, fresh_task, log_dir, first_log=1), ends=gate.budget_over)
+                gate.phase(ParallelCampaign(along, fresh_task, log_dir, first_log=1), ends=gate.budget_over)
             finally:
                 corpus_thread.join()
             gate.raise_from_thread()
@@ -316,7 +325,7 @@ class _Gate:
             result.stopped_by = StopReason.STOPPED if self.final.is_set() else StopReason.BUDGET
         return result
 
-    def corpus_then_fresh(self, corpus: ParallelCampaign, candidate: str, fresh: Task, log_dir: str | None) -> None:
+    def corpus_then_fresh(self, corpus: ParallelCampaign, fresh: Task, log_dir: str | None) -> None:
         """The corpus worker's share: the corpus, then fresh cases for the rest of the budget
         (with no limit on examples: a limit belongs whole to the workers drawing from the start)."""
         try:
@@ -327,7 +336,7 @@ class _Gate:
                 # The seed of the slot this worker holds: its stream must not repeat the others'.
                 seed = worker_seed(self.settings.seed, self.settings.shard, self.settings.workers - 1, 0)
                 late = dataclasses.replace(self.settings, workers=1, budget_s=left, seed=seed, replay_saved=False)
-                self.phase(ParallelCampaign(candidate, late, fresh, log_dir))
+                self.phase(ParallelCampaign(late, fresh, log_dir))
         except BaseException as e:  # re-raised in the caller's thread
             self.error = e
             self.corpus_done.set()
@@ -363,6 +372,7 @@ class _Gate:
         result.internal_errors = [e for p in phases for e in p.internal_errors]
         result.excused_deaths = sum(p.excused_deaths for p in phases)
         result.campaign.duration_s = time.monotonic() - self.start
+        result.campaign.identity = self.settings.identity
         return result
 
 

@@ -19,6 +19,7 @@ from fxfuzz.campaign.protocol import Task
 from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, run_parallel, to_campaign_result
 from fxfuzz.campaign.worker import example_form
 from fxfuzz.core.choices import LEVELS
+from fxfuzz.core.identity import PassIdentity
 from fxfuzz.core.known import at_level, for_level
 from fxfuzz.core.program import Program
 from fxfuzz.core.settings import CampaignSettings
@@ -78,10 +79,11 @@ def add_level_rates(stats: MutableMapping[str, Any]) -> None:
         stats[f"{prefix}:examples_per_s"] = round(stats[f"{prefix}:examples"] * 1000 / ms, 2) if ms else 0
 
 
-def merge_results(results: list[tuple[str, CampaignResult]]) -> CampaignResult:
-    """One CampaignResult from the per-level ones, with per-level counts in ``stats``:
-    ``level:<name>:examples``, ``level:<name>:duration_ms`` and ``level:<name>:examples_per_s``."""
-    merged = CampaignResult()
+def merge_results(results: list[tuple[str, CampaignResult]], identity: PassIdentity | None = None) -> CampaignResult:
+    """One CampaignResult of the pass ``identity`` from the per-level ones, with per-level
+    counts in ``stats``: ``level:<name>:examples``, ``level:<name>:duration_ms`` and
+    ``level:<name>:examples_per_s``."""
+    merged = CampaignResult(identity=identity)
     for level, r in results:
         merged.examples += r.examples
         merged.duration_s += r.duration_s
@@ -112,14 +114,13 @@ class LevelsRun:
 
 
 def run_levels(
-    pass_spec: str,
     settings: CampaignSettings,
     *,
     log_dir: str | None = None,
     progress: Callable[[int, int, float], None] | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> LevelsRun:
-    """Run the campaign of ``pass_spec`` at ``settings.level`` in worker processes, as the graph
+    """Run the campaign of the settings' pass (``identity``) at ``settings.level`` in worker processes, as the graph
     level's (``fxfuzz.campaign.supervisor``: the pass never runs in this process, each example
     under ``settings.example_timeout_s``, a death judged and reported); ``mixed`` runs the graph
     level, then the program level, each for its share of the budget (time one level leaves
@@ -143,11 +144,11 @@ def run_levels(
         task = level_task(name)
         before = (sum(r.examples for _, r in results), sum(len(r.buckets) for _, r in results), spent)
         shown = None if progress is None else functools.partial(_progress_after, progress, before)
-        parallel = run_parallel(ParallelCampaign(pass_spec, level_settings, task, log_dir=log_dir), shown, stop)
+        parallel = run_parallel(ParallelCampaign(level_settings, task, log_dir=log_dir), shown, stop)
         spent += parallel.duration_s
         results.append((name, to_campaign_result(parallel, example_form(task))))
         workers.append((name, parallel))
-    return LevelsRun(merge_results(results), workers)
+    return LevelsRun(merge_results(results, settings.identity), workers)
 
 
 def _progress_after(

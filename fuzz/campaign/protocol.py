@@ -42,9 +42,9 @@ class Task:
 @dataclass(frozen=True)
 class WorkerStart:
     """Everything one worker process needs; ``settings`` are this worker's (its seed, its share
-    of the examples, whether it replays the saved failures)."""
+    of the examples, whether it replays the saved failures; the pass under test, its
+    ``identity``)."""
 
-    pass_spec: str
     settings: CampaignSettings
     task: Task
     ops: list[Any]  # the user operators of the supervisor's op table (op_specs), registered first

@@ -21,6 +21,7 @@ from typing import Any
 
 from fxfuzz.core.deadline import load_within
 from fxfuzz.core.errors import SerializeError, UntrustedError
+from fxfuzz.core.identity import identity_of, store_key
 from fxfuzz.core.passes import Pass, PassFn
 from fxfuzz.core.program import _TYPES, PROGRAM_OPS, SIZE_OPS, Program, from_data, module_source, to_data
 from fxfuzz.core.serialize import (
@@ -40,12 +41,9 @@ def database_key(pass_fn: PassFn, domain: str) -> bytes:
     """Where a campaign's examples live in the database: one entry per pass and domain, so a
     failure replays first on the next campaign against the same pass."""
     if isinstance(pass_fn, Pass):
-        # The name loaded passes were keyed by before fxfuzz became one package, so databases
-        # written then keep replaying.
-        name = f"fuzz.passes:{pass_fn.target}"
-    else:
-        name = f"{getattr(pass_fn, '__module__', '')}:{getattr(pass_fn, '__qualname__', repr(pass_fn))}"
-    return hashlib.sha384(f"fxfuzz|{name}|{domain}".encode()).digest()
+        return identity_of(pass_fn).database_key(domain)
+    name = f"{getattr(pass_fn, '__module__', '')}:{getattr(pass_fn, '__qualname__', repr(pass_fn))}"
+    return store_key(name, domain)
 
 
 @dataclass(frozen=True)

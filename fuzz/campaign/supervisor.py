@@ -67,10 +67,10 @@ from fxfuzz.campaign.protocol import (
     WorkerMessage,
     WorkerStart,
 )
-from fxfuzz.campaign.store import GRAPH_FORM, Codec, ExampleForm, SavedFailures, database_key
+from fxfuzz.campaign.store import GRAPH_FORM, Codec, ExampleForm, SavedFailures
 from fxfuzz.core.errors import SerializeError
+from fxfuzz.core.identity import PassIdentity
 from fxfuzz.core.op_sources import named_sources
-from fxfuzz.core.passes import load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding
 from fxfuzz.strategies.custom import op_specs
@@ -78,18 +78,20 @@ from fxfuzz.strategies.custom import op_specs
 
 @dataclass(frozen=True)
 class ParallelCampaign:
-    """A campaign in worker processes: the pass (its spec, which each worker loads), the
-    settings (``workers`` of them, ``example_timeout_s`` each example, ``db`` their database),
-    what each worker judges, where their logs go (``worker{first_log + index}.log``), and the
-    source files whose coverage they measure (empty: none)."""
+    """A campaign in worker processes: the settings (the pass's ``identity``, which each worker
+    loads the pass from; ``workers`` of them, ``example_timeout_s`` each example, ``db`` their
+    database), what each worker judges, where their logs go (``worker{first_log + index}.log``),
+    and the source files whose coverage they measure (empty: none)."""
 
-    pass_spec: str
     settings: CampaignSettings
     task: Task = Task()
     log_dir: str | None = None
     coverage_include: tuple[str, ...] = ()
     # The gate runs its corpus worker (slot 0) beside the others: theirs start at 1.
     first_log: int = 0
+
+    def __post_init__(self) -> None:
+        self.settings.pass_identity()  # refused here, not in every worker
 
 
 @dataclass
@@ -126,6 +128,7 @@ class ParallelResult:
     notes: list[str] = field(default_factory=list)  # one line each, for the user: a shared database lost
     excused_deaths: int = 0  # examples a worker died on while its check said the pass was not running
     minimized: set[str] = field(default_factory=set)  # buckets whose shrinking is over
+    identity: PassIdentity | None = None  # the pass the workers judged
 
 
 # ---------------------------------------------------------------------------- parent side
@@ -176,7 +179,7 @@ class Supervisor:
 
     def __init__(self, campaign: ParallelCampaign) -> None:
         self.campaign, self.settings = campaign, campaign.settings
-        self.result = ParallelResult()
+        self.result = ParallelResult(identity=campaign.settings.identity)
         self.deadline = time.time() + self.settings.budget_s
         self.start = time.monotonic()
         self.workers: list[_Worker] = []
@@ -210,7 +213,6 @@ class Supervisor:
             replay_saved=self.settings.replay_saved and index == 0 and generation == 0,
         )
         start = WorkerStart(
-            self.campaign.pass_spec,
             settings,
             self.campaign.task,
             self.ops,
@@ -555,11 +557,11 @@ def worker_log(log_dir: str, index: int) -> str:
 def _saved_failures(campaign: ParallelCampaign, codec: Codec, on_lost: Callable[[str], None]) -> SavedFailures | None:
     """The store workers save minimized failures in (through ``codec``), for the examples that
     kill a worker."""
-    db = campaign.settings.db
-    if db is None:
+    settings = campaign.settings
+    if settings.db is None:
         return None
-    key = database_key(load_pass(campaign.pass_spec), campaign.settings.domain)
-    return SavedFailures(open_database(db, on_lost), key, codec)
+    key = settings.pass_identity().database_key(settings.domain)
+    return SavedFailures(open_database(settings.db, on_lost), key, codec)
 
 
 def _size(case: dict[str, Any], nodes: int) -> tuple[int, int]:
@@ -618,4 +620,4 @@ def to_campaign_result(r: ParallelResult, form: ExampleForm = GRAPH_FORM) -> Cam
             case = None
         data = rec.case if form.graph_case else None
         buckets[bid] = Bucket(bid, Finding(**rec.finding), case, max(1, r.counts.get(bid, 0)), data, rec.source)
-    return CampaignResult(r.examples, r.duration_s, buckets, r.stats, r.stopped_by)
+    return CampaignResult(r.examples, r.duration_s, buckets, r.stats, r.stopped_by, identity=r.identity)

@@ -118,14 +118,15 @@ class _Reporter:
             yield name, case
 
 
-# The modules worker_main imports, this one, and the module of torch's that fxfuzz imports only
-# on first use: the warm interpreter workers fork from imports them, and nothing else, once
-# (tests/campaign/test_workers.py checks both).
+# The modules worker_main imports (with those resolve_pass imports as it loads the pass), this
+# one, and the module of torch's that fxfuzz imports only on first use: the warm interpreter
+# workers fork from imports them, and nothing else, once (tests/campaign/test_workers.py checks both).
 PRELOAD = (
     __name__,
     "fxfuzz.campaign.database",
     "fxfuzz.campaign.engine",
     "fxfuzz.core.contract",
+    "fxfuzz.core.identity",
     "fxfuzz.core.op_sources",
     "fxfuzz.core.passes",
     "fxfuzz.core.serialize",
@@ -139,9 +140,8 @@ def worker_main(start: WorkerStart, conn: Connection, cov: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
     from fxfuzz.campaign.database import open_database
     from fxfuzz.campaign.engine import Hooks, Subject, run_campaign, run_examples
-    from fxfuzz.core.contract import contract_option
+    from fxfuzz.core.identity import resolve_pass
     from fxfuzz.core.op_sources import load_sources
-    from fxfuzz.core.passes import load_pass
     from fxfuzz.strategies.custom import register_first
 
     # Before the example to re-run is rebuilt: its operators then exist, defined by the spec.
@@ -151,7 +151,9 @@ def worker_main(start: WorkerStart, conn: Connection, cov: Any) -> None:
     form = example_form(start.task)
     # The example the previous worker of this slot died on: run first, to see if it repeats.
     rerun = [form.from_data(start.rerun)] if start.rerun is not None else []
-    pass_fn = load_pass(start.pass_spec, contract_option(start.settings.contract))
+    # This process's one load of the pass, as the command resolved it (fxfuzz.core.identity).
+    identity = start.settings.pass_identity()
+    pass_fn, _ = resolve_pass(identity.spec, identity.given)
     report = _Reporter(conn, example_check(start, lambda on_pass: conn.send(Blaming(on_pass))), cov, form)
     hooks = Hooks(
         report.progress, conn.poll, report.on_bucket, report.on_minimized

@@ -16,9 +16,9 @@ from fxfuzz.cli.interrupt import StopSignals, exit_status
 from fxfuzz.cli.progress import ProgressPrinter
 from fxfuzz.cli.run import EXIT_TESTED_NOTHING, internal_status, unwritten_status
 from fxfuzz.cli.setup import check_survives, worker_logs
-from fxfuzz.core.contract import contract_option
+from fxfuzz.core.identity import identify, resolve_pass
 from fxfuzz.core.known import load_known_files
-from fxfuzz.core.passes import default_domain, load_pass
+from fxfuzz.core.passes import default_domain
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.report.folder import Extras, default_report_dir, report_folder, utc_now, write_all
 from fxfuzz.repro.files import Corpus, saved_cases
@@ -30,7 +30,8 @@ def command(a: argparse.Namespace) -> int:
     final regression (``run_gate_parallel``); write the report; print each regression."""
     # A bad spec fails here, in one line, before any worker starts.
     check_survives([("--candidate", a.candidate), ("--baseline", a.baseline)], a.ops)
-    candidate, baseline = (load_pass(spec, contract_option(a.contract)) for spec in (a.candidate, a.baseline))
+    candidate = identify(a.candidate, a.contract)
+    baseline, _ = resolve_pass(a.baseline, a.contract)
     register_ops(a.ops, "--op")  # the workers register them too (the supervisor hands them over)
     corpus = saved_cases(a.corpus, a.example_timeout_s) if a.corpus else Corpus([], [], [])
     saved, notes = corpus.cases, corpus.untrusted + corpus.unloadable  # files left out stay where they are
@@ -38,16 +39,14 @@ def command(a: argparse.Namespace) -> int:
     budget_s, max_examples = campaign_limits(a.budget, a.max_examples)
     domain = a.domain or default_domain(baseline, "both")
     settings = CampaignSettings.from_options(
-        a, budget_s=budget_s, max_examples=max_examples, known=frozenset(known), domain=domain
+        a, budget_s=budget_s, max_examples=max_examples, known=frozenset(known), domain=domain, identity=candidate
     )
     folder = report_folder(a.report_dir or default_report_dir())  # last: a refusal above leaves no folder behind
     progress = ProgressPrinter(budget_s, max_examples)
     started = utc_now()
     log_dir = worker_logs(folder)  # the corpus's worker is worker 0
     with StopSignals() as stop:
-        result = run_gate_parallel(
-            a.candidate, a.baseline, saved, settings, progress=progress.update, log_dir=log_dir, stop=stop
-        )
+        result = run_gate_parallel(a.baseline, saved, settings, progress=progress.update, log_dir=log_dir, stop=stop)
         signum = stop.signum  # a signal from here on only asks to finish the report
         progress.close()
         if signum is not None:
@@ -62,7 +61,7 @@ def command(a: argparse.Namespace) -> int:
             "candidate": a.candidate,
             "baseline": a.baseline,
             # What both sides were held to, and whether fxfuzz chose that for a pass it does not know.
-            "contract": candidate.contract.name,
+            "contract": candidate.contract,
             "contract_source": candidate.contract_source,
             "ops": a.ops,
             "domain": settings.domain,

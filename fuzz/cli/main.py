@@ -60,7 +60,7 @@ def _contract_option(parser: argparse.ArgumentParser, whose: str = "the pass") -
     parser.add_argument(
         "--contract",
         choices=CONTRACT_NAMES,
-        default=_DEFAULTS.contract,
+        default=None,  # the pass's own
         help=contract_help(whose),
     )
 

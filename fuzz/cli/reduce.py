@@ -8,9 +8,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from fxfuzz.core.contract import contract_option
 from fxfuzz.core.errors import UsageError
-from fxfuzz.core.passes import load_pass
+from fxfuzz.core.identity import resolve_pass
 from fxfuzz.core.pt2 import load_exported
 from fxfuzz.repro.files import load_repro
 from fxfuzz.repro.reduce import reduce_finding, settings_for
@@ -19,7 +18,7 @@ from fxfuzz.strategies.custom import register_ops
 
 def command(args: argparse.Namespace) -> int:
     register_ops(args.ops, "--op")  # before the case is read: its operators must exist
-    pass_fn = load_pass(args.pass_spec, contract_option(args.contract))  # a bad spec fails here, in one line
+    pass_fn, identity = resolve_pass(args.pass_spec, args.contract)  # a bad spec fails here, in one line
     if args.path.endswith(".json"):
         case = load_repro(args.path).case
     elif args.path.endswith((".pt2", ".pt", ".zip")):
@@ -32,8 +31,7 @@ def command(args: argparse.Namespace) -> int:
     reduced = reduce_finding(
         case,
         pass_fn,
-        args.pass_spec,
-        settings_for(args.contract, args.device),
+        settings_for(identity, args.device),
         args.out,
         args.bucket,
         args.max_steps,

@@ -18,13 +18,13 @@ import tempfile
 
 from fxfuzz.campaign import warm
 from fxfuzz.cli.setup import check_survives
-from fxfuzz.core.contract import contract_option
 from fxfuzz.core.deadline import load_within
 from fxfuzz.core.errors import FxfuzzError, SerializeError, UntrustedError, UsageError
+from fxfuzz.core.identity import PassIdentity, resolve_pass
 from fxfuzz.core.internal import EXIT_INTERNAL, InternalError, internal_line
-from fxfuzz.core.passes import load_pass
 from fxfuzz.repro.files import (
     graph_repro_source,
+    held_to,
     load_repro,
     read_json,
     recorded_pass,
@@ -46,14 +46,14 @@ def command(args: argparse.Namespace) -> int:
     )  # malformed or untrusted files fail here, in one line
     pass_spec = args.pass_spec or trusted_pass(spec, path)
     check_survives([("--pass" if args.pass_spec else f"{args.path}: pass", pass_spec)], [])
-    load_pass(pass_spec, contract_option(args.contract))  # a bad spec fails here, in one line
+    _, identity = resolve_pass(pass_spec, args.contract)  # a bad spec fails here, in one line
     if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise UsageError(f"{args.path} was found with --device cuda, and torch sees no CUDA device here")
     if args.full:
-        return _run_full(path, pass_spec, args)
+        return _run_full(path, identity, args)
     reports, code = _replay_in_child(path, pass_spec, args.contract, args.ops, args.example_timeout_s)
     if code == -signal.SIGINT:
         # Ctrl-C reaches the whole process group, and the child dies of it by default: that is
@@ -78,9 +78,9 @@ def command(args: argparse.Namespace) -> int:
     return 1
 
 
-def _run_full(path: str, pass_spec: str, args: argparse.Namespace) -> int:
+def _run_full(path: str, identity: PassIdentity, args: argparse.Namespace) -> int:
     """``--full``: the complete standalone script (``graph_repro_source``) of the repro, written
-    for its .json with the trusted ``pass_spec`` and ``--contract``, run with this Python as
+    for its .json with the trusted pass and ``--contract`` (``identity``), run with this Python as
     ``python <bucket>.py`` would run it; its exit status. A full .py is run as written. The
     operators of a user's source the case names are imported by the script, so each must be
     one this run was given with ``--op``: a .json never makes fxfuzz import what it names."""
@@ -98,8 +98,7 @@ def _run_full(path: str, pass_spec: str, args: argparse.Namespace) -> int:
             "so give each with --op"
         )
     # Judged as the replay judges: the pass's own contract unless --contract says otherwise.
-    doc = {k: v for k, v in doc.items() if k != "contract"} | {"pass": pass_spec}
-    doc |= {"contract": args.contract} if args.contract else {}
+    doc = {k: v for k, v in doc.items() if k != "contract"} | held_to(identity)
     with tempfile.TemporaryDirectory(prefix="fxfuzz-full-") as tmp:
         script = os.path.join(tmp, repro_stem(str(doc.get("bucket", "repro"))) + ".py")
         with open(script, "w", encoding="utf-8") as fh:
@@ -151,7 +150,7 @@ def replay(path: str, pass_spec: str, contract: str, report_fd: int, ops: list[s
             report.write("loaded\n")
             # The contract a repro records is its writer's word, not a verdict: it is judged
             # under the pass's own unless this command's --contract says otherwise.
-            pass_fn = load_pass(pass_spec, contract_option(contract or None))
+            pass_fn, _ = resolve_pass(pass_spec, contract or None)
         except FxfuzzError as e:
             report.write(f"error {str(e).replace(chr(10), ' ')}\n")
             return 2

@@ -19,7 +19,6 @@ from fxfuzz.cli.setup import CampaignSetup, campaign_setup, worker_logs
 from fxfuzz.cli.summary import print_summary
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.internal import EXIT_INTERNAL, internal_line
-from fxfuzz.core.passes import Pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.report.folder import Extras, ReportFolder, utc_now, write_all
 from fxfuzz.report.reader import internal_errors
@@ -53,9 +52,7 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
     # Off by default: tracing costs about 75% more CPU per example on Python 3.11 (docs/benchmark.md).
     targets = coverage_targets(args.pass_spec, setup.pass_fn) if settings.coverage else []
     log_dir = worker_logs(setup.folder)
-    campaign = ParallelCampaign(
-        args.pass_spec, settings, log_dir=log_dir, coverage_include=tuple(t.path for t in targets)
-    )
+    campaign = ParallelCampaign(settings, log_dir=log_dir, coverage_include=tuple(t.path for t in targets))
     started = utc_now()
     progress = ProgressPrinter(settings.budget_s, settings.max_examples)
     # Entered after the checks: a signal before it ends a run that has done nothing yet.
@@ -80,7 +77,7 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
         extras = Extras(
             known=setup.known, coverage=coverage, timeline=parallel.timeline, workers=workers, incomplete=incomplete
         )
-        written = write_all(result, run_meta(args, settings, started, setup.pass_fn), setup.folder, extras)
+        written = write_all(result, run_meta(args, settings, started), setup.folder, extras)
     report = written.report
     print_summary(report, written.where, written.unwritten)
     _print_notes(report["workers_detail"]["notes"])
@@ -104,17 +101,16 @@ def _workers_account(runs: list[ParallelResult], settings: CampaignSettings, fol
     }
 
 
-def run_meta(
-    args: argparse.Namespace, settings: CampaignSettings, started: str, pass_fn: Pass, **more: object
-) -> dict[str, object]:
+def run_meta(args: argparse.Namespace, settings: CampaignSettings, started: str, **more: object) -> dict[str, object]:
     """report.json's run metadata: the fields it has always had (``more`` after the pass and
-    its operators), then the settings whole."""
+    its operators), then the settings whole (the pass's identity among them)."""
     k, n = settings.shard
+    identity = settings.pass_identity()
     return {
-        "pass": args.pass_spec,
+        "pass": identity.spec,
         # What the pass was held to, and whether fxfuzz chose that for a pass it does not know.
-        "contract": pass_fn.contract.name,
-        "contract_source": pass_fn.contract_source,
+        "contract": identity.contract,
+        "contract_source": identity.contract_source,
         "ops": args.ops,
         **more,
         "domain": settings.domain,
@@ -169,7 +165,7 @@ def _levels(args: argparse.Namespace) -> int:
     progress = ProgressPrinter(settings.budget_s, settings.max_examples)
     plan = budget_plan(settings.level, settings.budget_s)
     with StopSignals() as stop:
-        run = run_levels(args.pass_spec, settings, log_dir=log_dir, progress=progress.update, stop=stop)
+        run = run_levels(settings, log_dir=log_dir, progress=progress.update, stop=stop)
         signum = stop.signum
         progress.close()
         result = run.result
@@ -190,9 +186,7 @@ def _levels(args: argparse.Namespace) -> int:
         extras = Extras(known=setup.known, workers=workers, incomplete=incomplete)
         written = write_all(
             result,
-            run_meta(
-                args, settings, started, setup.pass_fn, level=settings.level, program_share=settings.program_share
-            ),
+            run_meta(args, settings, started, level=settings.level, program_share=settings.program_share),
             setup.folder,
             extras,
         )

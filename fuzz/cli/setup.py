@@ -11,10 +11,11 @@ from typing import Any
 from fxfuzz.campaign.database import DatabaseSpec, check_reachable, parse_databases
 from fxfuzz.campaign.limits import campaign_limits
 from fxfuzz.core.choices import DEFAULT_DB
-from fxfuzz.core.contract import check_domain, contract_option
+from fxfuzz.core.contract import check_domain
 from fxfuzz.core.errors import UsageError
+from fxfuzz.core.identity import resolve_pass
 from fxfuzz.core.known import load_known_files
-from fxfuzz.core.passes import Pass, default_domain, load_pass
+from fxfuzz.core.passes import Pass, default_domain
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.report.folder import ReportFolder, default_report_dir, report_folder
 from fxfuzz.strategies.custom import loading_ends, register_ops
@@ -49,8 +50,8 @@ def check_survives(passes: Sequence[tuple[str, str]], ops: Sequence[str]) -> Non
 
 @dataclass
 class CampaignSetup:
-    """What ``fxfuzz run`` checked and resolved before any work: the pass, the known
-    findings (with their reasons), the report folder and the settings."""
+    """What ``fxfuzz run`` checked and resolved before any work: the pass (its identity is the
+    settings'), the known findings (with their reasons), the report folder and the settings."""
 
     pass_fn: Pass
     known: dict[str, str]
@@ -75,7 +76,7 @@ def campaign_setup(args: Any, workers: int) -> CampaignSetup:
     written, resolve the limits and the settings of a campaign in ``workers`` processes; bad
     input raises UsageError (one line, exit 2)."""
     check_survives([("--pass", args.pass_spec)], args.ops)
-    pass_fn = load_pass(args.pass_spec, contract_option(args.contract))
+    pass_fn, identity = resolve_pass(args.pass_spec, args.contract)  # this process's one load of it
     register_ops(args.ops, "--op")
     known = load_known_files(args.known)
     database = database_setup(args)
@@ -90,6 +91,7 @@ def campaign_setup(args: Any, workers: int) -> CampaignSetup:
         # report never states more than ran.
         workers=min(workers, max_examples),
         domain=args.domain or default_domain(pass_fn, CampaignSettings.domain),
+        identity=identity,
     )
     check_domain(pass_fn.contract, settings.domain)
     folder = report_folder(args.report_dir or default_report_dir())  # last: a refusal above leaves no folder behind

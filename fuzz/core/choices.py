@@ -21,6 +21,9 @@ BOTH = ("export", "adversarial")
 DOMAIN_CHOICES = (*DOMAINS, "both")
 # The contracts a pass may be held to by name (fxfuzz.core.contract.CONTRACTS holds them).
 CONTRACT_NAMES = ("meaning", "refines", "post_grad", "approximates", "quantizes", "functional", "set_grad", "autocast")
+# Where a pass's contract came from: its registry row, the caller (``--contract``), the
+# callable's own ``fxfuzz_contract`` declaration, or the default for a pass fxfuzz does not know.
+CONTRACT_SOURCES = ("registered", "given", "declared", "default")
 
 # What each choice means, in the words every --help shows (the CLI's and the pytest plugin's:
 # tests/cli/test_options.py keeps them to these tables).

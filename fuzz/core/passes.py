@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from fxfuzz.core.choices import CONTRACT_SOURCES
 from fxfuzz.core.contract import (
     APPROXIMATES,
     AUTOCAST,
@@ -345,11 +346,6 @@ class Pass:
     @property
     def registered(self) -> Registered | None:
         return REGISTRY.get(self.spec)
-
-
-# Where a pass's contract came from: its registry row, the caller (``--contract``), the
-# callable's own ``fxfuzz_contract`` declaration, or the default for a pass fxfuzz does not know.
-CONTRACT_SOURCES = ("registered", "given", "declared", "default")
 
 
 def contract_of(pass_fn: Any) -> PassContract:

@@ -1,10 +1,10 @@
 """One campaign's settings as one frozen value, every default defined here once.
 
 The command line builds it (``CampaignSettings.from_options``: every field whose name a parsed
-option carries), passes it whole through the gate, the levels and the supervisor to each
-worker (as JSON, ``to_data``/``from_data``), and writes it whole into report.json's meta
-(``report_form``, Redis passwords left out). Torch-free, so ``fxfuzz --help`` and the pytest
-plugin can read the defaults.
+option carries, and the pass's identity, resolved once), passes it whole through the gate, the
+levels and the supervisor to each worker (as JSON, ``to_data``/``from_data``), and writes it
+whole into report.json's meta (``report_form``, Redis passwords left out). Torch-free, so
+``fxfuzz --help`` and the pytest plugin can read the defaults.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from fxfuzz.core.choices import DEFAULT_PROGRAM_SHARE, DEFAULT_STAGE_SHARE
+from fxfuzz.core.identity import PassIdentity
 
 # ``--budget`` alone, or neither limit: seconds a campaign runs.
 DEFAULT_BUDGET_S = 60.0
@@ -49,13 +50,23 @@ class CampaignSettings:
     device: str = "cpu"  # verify's device: cuda adds CUDA runs and CPU/CUDA parity
     workers: int = 1
     example_timeout_s: float = 60.0  # seconds before a pass counts as hung (worker processes only)
-    contract: str | None = None  # the contract checked, by name; None: the pass's own
+    # The pass under test as the command resolved it (fxfuzz.core.identity): its spec, the
+    # --contract given, the contract it is held to. Required by campaigns in worker processes,
+    # which load the pass from it; None for a caller of run_campaign with its own callable,
+    # held to that callable's own contract.
+    identity: PassIdentity | None = None
     shard: tuple[int, int] = (1, 1)  # (K, N): shard K of N, seeds apart from the other shards'
     known: frozenset[str] = frozenset()  # baseline buckets: counted, not shrunk
     coverage: bool = False  # measure line and branch coverage of the pass's source (workers only)
     db: DatabaseSpec | None = None  # None: examples are neither read nor saved
     # Run the database's saved failures first; in a parallel campaign only the first worker does.
     replay_saved: bool = True
+
+    def pass_identity(self) -> PassIdentity:
+        """``identity``, which a campaign in worker processes needs: they load the pass from it."""
+        if self.identity is None:
+            raise ValueError("a campaign in worker processes needs CampaignSettings.identity: the pass they load")
+        return self.identity
 
     @classmethod
     def from_options(cls, options: object, **resolved: Any) -> CampaignSettings:
@@ -68,23 +79,27 @@ class CampaignSettings:
         """The settings as JSON data, exactly (``from_data`` reads them back)."""
         data = dataclasses.asdict(self)
         data["known"] = sorted(self.known)
+        data["identity"] = None if self.identity is None else self.identity.to_data()
         return data
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> CampaignSettings:
-        db = data["db"]
+        db, identity = data["db"], data["identity"]
         return cls(
             **{
                 **data,
                 "shard": tuple(data["shard"]),
                 "known": frozenset(data["known"]),
                 "db": None if db is None else DatabaseSpec(db["local"], tuple(db["shared"])),
+                "identity": None if identity is None else PassIdentity.from_data(identity),
             }
         )
 
     def report_form(self) -> dict[str, Any]:
-        """``to_data`` as report.json records it: Redis passwords left out."""
+        """``to_data`` as report.json records it: Redis passwords left out, and the pass's
+        identity, which report.json records once, beside (from the campaign's result)."""
         data = self.to_data()
+        del data["identity"]
         if self.db is not None:
             data["db"] = {"local": self.db.local, "shared": [redact(url) for url in self.db.shared]}
         return data

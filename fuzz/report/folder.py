@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from fxfuzz.campaign.engine import Bucket, CampaignResult
 from fxfuzz.core.errors import SerializeError, UsageError
+from fxfuzz.core.identity import PassIdentity
 from fxfuzz.core.known import known_reason
 from fxfuzz.core.program import Program
 from fxfuzz.core.serialize import case_to_dict
@@ -182,6 +183,8 @@ def report_dict(result: CampaignResult, meta: dict[str, Any], extras: Extras | N
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
         **meta,
+        # The pass as the campaign resolved it (fxfuzz.core.identity); the reader reads it back typed.
+        "identity": None if result.identity is None else result.identity.to_data(),
         "duration_s": round(result.duration_s, 3),
         "examples": result.examples,
         "examples_per_s": round(result.examples_per_s, 2),
@@ -242,18 +245,19 @@ def _write_atomic(path: str, text: str) -> None:
 
 
 def write_repros(
-    result: CampaignResult, report_dir: str, pass_spec: str, device: str = "cpu", contract: str | None = None
+    result: CampaignResult, report_dir: str, identity: PassIdentity, device: str = "cpu"
 ) -> tuple[dict[str, str], list[str], list[str]]:
-    """``repros/<bucket>.py`` (and ``.json`` for graph cases) for every bucket with an example:
-    bucket id -> .py path relative to ``report_dir``, why any bucket got none, and the repros
-    that could not be written (as ``attempt`` lists them)."""
+    """``repros/<bucket>.py`` (and ``.json`` for graph cases) for every bucket with an example,
+    against the pass ``identity`` as it was held: bucket id -> .py path relative to
+    ``report_dir``, why any bucket got none, and the repros that could not be written (as
+    ``attempt`` lists them)."""
     directory = os.path.join(report_dir, "repros")
     out: dict[str, str] = {}
     errors: list[str] = []
     unwritten: list[str] = []
     for b in result.buckets.values():
         try:
-            path = _write_repro(b, directory, pass_spec, device, contract)
+            path = _write_repro(b, directory, identity, device)
         except SerializeError as e:  # the finding is still reported, without a .py
             errors.append(f"no repro for {b.id}: {e}")
             continue
@@ -271,14 +275,14 @@ def write_repros(
     return out, errors, unwritten
 
 
-def _write_repro(b: Bucket, directory: str, pass_spec: str, device: str, contract: str | None) -> str | None:
+def _write_repro(b: Bucket, directory: str, identity: PassIdentity, device: str) -> str | None:
     """The repro of one bucket, its .py path; None for a bucket without an example."""
     if isinstance(b.case, Program):
         return write_program_repro(directory, b.id, str(b.finding), b.case)
     data = b.case_data if b.case_data is not None else (case_to_dict(b.case) if b.case is not None else None)  # type: ignore[arg-type]
     if data is None:
         return None
-    return write_repro(directory, repro_document(b.id, b.finding.to_dict(), data, pass_spec, device, contract))
+    return write_repro(directory, repro_document(b.id, b.finding.to_dict(), data, identity, device))
 
 
 def write_documents(report: dict[str, Any], report_dir: str) -> list[str]:
@@ -313,12 +317,13 @@ def _issue_text(report: dict[str, Any], report_dir: str, finding: dict[str, Any]
 
 
 def write_all(result: CampaignResult, meta: dict[str, Any], folder: ReportFolder, extras: Extras) -> Written:
-    """Repros first (the report links them), then the report's documents (``write_documents``),
-    into ``folder.work``, then the folder moved into place; what cannot be written (a full disk)
-    is listed, and the rest written all the same."""
-    given = meta.get("contract") if meta.get("contract_source") == "given" else None  # --contract, for the replay
+    """Repros first (the report links them: against the pass of ``result.identity``), then the
+    report's documents (``write_documents``), into ``folder.work``, then the folder moved into
+    place; what cannot be written (a full disk) is listed, and the rest written all the same."""
+    if result.identity is None:
+        raise ValueError("a report's repros need the pass its campaign judged (CampaignResult.identity)")
     extras.repros, extras.repro_errors, repros_unwritten = write_repros(
-        result, folder.work, meta["pass"], meta.get("device", "cpu"), given
+        result, folder.work, result.identity, meta.get("device", "cpu")
     )
     report = report_dict(result, meta, extras)
     return placed(folder, report, repros_unwritten + write_documents(report, folder.work))

@@ -19,9 +19,10 @@ from typing import Any
 from fxfuzz.campaign.coverage import union_coverage
 from fxfuzz.campaign.levels import add_level_rates
 from fxfuzz.core.errors import ReportError, UsageError
+from fxfuzz.core.identity import PassIdentity
 from fxfuzz.core.shards import parse_shard
 from fxfuzz.report.folder import ReportFolder, Written, attempt, placed, sort_findings, write_documents
-from fxfuzz.report.reader import inside_problem, read_report
+from fxfuzz.report.reader import inside_problem, pass_identity, read_report
 from fxfuzz.repro.files import repro_stem
 
 # What makes two reports parts of one campaign: they must agree on all of these.
@@ -148,6 +149,17 @@ def _check_compatible(inputs: list[tuple[str, dict[str, Any]]]) -> None:
             a, b = _identity(r0, key), _identity(r, key)
             if a != b:
                 raise ReportError(f"cannot merge {first} and {folder}: different {key} ({a} vs {b})")
+        # The pass as each resolved it: the same spec may name another file's pass, or the same
+        # contract name come from elsewhere.
+        a, b = (pass_identity(x) for x in (r0, r))
+        if a != b:
+            raise ReportError(f"cannot merge {first} and {folder}: different pass ({_shown(a)} vs {_shown(b)})")
+
+
+def _shown(identity: PassIdentity | None) -> str:
+    if identity is None:
+        return "not recorded"
+    return f"{identity.target} held to {identity.contract} ({identity.contract_source})"
 
 
 def _identity(report: dict[str, Any], key: str) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 from fxfuzz.core.choices import CONTRACT_NAMES
 from fxfuzz.core.errors import ReportError
 from fxfuzz.core.fileio import read_bounded, refusal
+from fxfuzz.core.identity import PassIdentity
 from fxfuzz.core.known import is_bucket_id
 from fxfuzz.repro.files import repro_stem
 
@@ -155,6 +156,16 @@ WORKERS_DETAIL: dict[str, Validator] = {
     "unrepeated_deaths": _list(_str), "internal_errors": _list(_str), "notes": _list(_str), "example_timeout_s": _optional(_seconds),
     "database": _either(_SETTING, _values(_SETTING)),
 }  # fmt: skip
+
+
+def _pass_identity(v: Any) -> bool:
+    try:
+        PassIdentity.from_data(v)
+    except ValueError:
+        return False
+    return all(_name(x) for x in (v["spec"], v["target"], v["contract"], *v["eliminates"]))
+
+
 _MERGED_FROM = _fields({"path": _name, "shard": _optional(_name), "seed": _SEED, "examples": _count})
 
 # Every field a merge carries: those every report.json has, and those it may lack (a report
@@ -173,6 +184,7 @@ OPTIONAL: dict[str, Validator] = {
     "seed": _SEED, "workers": _count, "shard": _optional(_name), "incomplete": _optional(_str),
     "repro_errors": _list(_str), "timeline": _list(_pair(_seconds, _count)), "coverage": _COVERAGE,
     "workers_detail": _optional(_fields({}, WORKERS_DETAIL)), "merged_from": _list(_MERGED_FROM),
+    "identity": _optional(_pass_identity),
 }  # fmt: skip
 FINDING: dict[str, Validator] = {
     "id": is_bucket_id, "oracle": _name, "kind": _name, "message": _str, "details": _dict, "count": _count,
@@ -322,6 +334,13 @@ def inside_problem(folder: str, relative: str) -> str | None:
         return "is missing"
     problem = refusal(st, MAX_FILE_BYTES)  # a FIFO or device would block or never end
     return problem and f"is {problem}"
+
+
+def pass_identity(report: dict[str, Any]) -> PassIdentity | None:
+    """The pass a report's campaign judged, typed (``read_report`` checked it); None for a
+    report written before reports recorded it."""
+    data = report.get("identity")
+    return None if data is None else PassIdentity.from_data(data)
 
 
 def internal_errors(report: dict[str, Any]) -> list[str]:

@@ -22,13 +22,13 @@ from typing import Any
 from fxfuzz.core import custom_ops, rebuild, shapes
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import CONTRACT_NAMES, DEVICES
-from fxfuzz.core.contract import contract_option
 from fxfuzz.core.deadline import load_within
 from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.fileio import read_bounded, write_atomic
-from fxfuzz.core.passes import PIPE, REGISTRY, import_spec, load_pass
+from fxfuzz.core.identity import PassIdentity
+from fxfuzz.core.passes import PIPE, REGISTRY, import_spec
 from fxfuzz.core.program import CLASS_NAME, Program, module_source, pasted_source
-from fxfuzz.core.serialize import MAX_CASE_BYTES, case_from_dict, json_data, target_name
+from fxfuzz.core.serialize import MAX_CASE_BYTES, case_from_dict, json_data
 from fxfuzz.oracles import program_runtime
 from fxfuzz.repro import program_check, standalone_check
 from fxfuzz.repro.code import NAME, Code, code_name
@@ -217,26 +217,25 @@ if __name__ == "__main__":
 
 
 def repro_document(
-    bucket: str,
-    finding: dict[str, Any],
-    case: dict[str, Any],
-    pass_spec: str,
-    device: str = "cpu",
-    contract_name: str | None = None,
+    bucket: str, finding: dict[str, Any], case: dict[str, Any], identity: PassIdentity, device: str = "cpu"
 ) -> dict[str, Any]:
-    """The machine-readable repro: the serialized case, the pass spec, the contract it was
-    held to where ``--contract`` named one (``contract_name``; else the pass's own, left out), the
-    finding and the device the campaign verified on (a ``cuda:`` finding only shows when
+    """The machine-readable repro: the serialized case, the pass as ``held_to`` records it,
+    the finding and the device the campaign verified on (a ``cuda:`` finding only shows when
     replayed there)."""
-    contract = load_pass(pass_spec, contract_option(contract_name)).contract
+    return {"bucket": bucket, **held_to(identity), "finding": finding, "device": device, "case": case}
+
+
+def held_to(identity: PassIdentity) -> dict[str, Any]:
+    """What a repro document records of its pass, all from its ``identity``: the spec, the
+    contract it was held to where ``--contract`` named one (else the pass's own, left out), and
+    what that contract says (the calls it eliminates, whether it refines, whether the result is
+    differentiated: what the standalone check judges by)."""
     return {
-        "bucket": bucket,
-        "pass": absolute_spec(pass_spec),
-        **({"contract": contract_name} if contract_name is not None else {}),
-        "eliminates": [target_name(t) for t in contract.eliminates],
-        "finding": finding,
-        "device": device,
-        "case": case,
+        "pass": absolute_spec(identity.spec),
+        **({"contract": identity.given} if identity.given is not None else {}),
+        "eliminates": list(identity.eliminates),
+        "refines": identity.refines,
+        "differentiated": identity.differentiated,
     }
 
 

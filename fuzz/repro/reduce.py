@@ -3,7 +3,6 @@ as the repro a campaign writes for a bucket (``repros/<bucket>.py`` and ``.json`
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -11,6 +10,7 @@ from fxfuzz.campaign.engine import bucket_id, verify_with
 from fxfuzz.campaign.reduce import Reduction, reduce_case
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.errors import UsageError
+from fxfuzz.core.identity import PassIdentity
 from fxfuzz.core.passes import PassFn
 from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.core.settings import CampaignSettings
@@ -33,14 +33,14 @@ class Reduced:
 
 
 def findings_of(case: GraphCase, pass_fn: PassFn, settings: CampaignSettings) -> dict[str, Finding]:
-    """The findings ``verify`` makes of ``case`` under ``settings`` (contract, device), by bucket id."""
+    """The findings ``verify`` makes of ``case`` under ``settings`` (device; the contract is the
+    pass's own, as resolved), by bucket id."""
     return {bucket_id(f): f for f in verify_with(settings)(case, pass_fn)}
 
 
 def reduce_finding(
     case: GraphCase,
     pass_fn: PassFn,
-    pass_spec: str,
     settings: CampaignSettings,
     out_dir: str,
     bucket: str | None = None,
@@ -48,7 +48,8 @@ def reduce_finding(
     deadline: float | None = None,
 ) -> Reduced | None:
     """Reduce ``case`` while the finding of ``bucket`` (None: the first ``verify`` makes) holds
-    and write its repro under ``out_dir/repros``; None when ``case`` shows no finding.
+    and write its repro (against ``settings.identity``, which ``pass_fn`` is) under
+    ``out_dir/repros``; None when ``case`` shows no finding.
     UsageError when it shows others but not ``bucket``."""
     found = findings_of(case, pass_fn, settings)
     if not found:
@@ -64,12 +65,12 @@ def reduce_finding(
         )
         finding = findings_of(reduction.case, pass_fn, settings).get(bucket, found[bucket])
     doc = repro_document(
-        bucket, finding.to_dict(), case_to_dict(reduction.case), pass_spec, settings.device, settings.contract
+        bucket, finding.to_dict(), case_to_dict(reduction.case), settings.pass_identity(), settings.device
     )
     path = write_repro(os.path.join(out_dir, "repros"), doc)
     return Reduced(bucket, finding, case.compute_nodes(), reduction, path)
 
 
-def settings_for(contract: str | None, device: str) -> CampaignSettings:
-    """The settings ``reduce_finding`` judges under."""
-    return dataclasses.replace(CampaignSettings(), contract=contract, device=device)
+def settings_for(identity: PassIdentity, device: str) -> CampaignSettings:
+    """The settings ``reduce_finding`` judges the pass ``identity`` under."""
+    return CampaignSettings(device=device, identity=identity)

@@ -347,8 +347,7 @@ def _full_oracles(build_case, device, sizes, contract, fxfuzz_spec):
     the device is present: the exact verdict. None otherwise."""
     try:
         from fxfuzz.core.case import GraphCase
-        from fxfuzz.core.contract import contract_option
-        from fxfuzz.core.passes import load_pass as load_fxfuzz_pass
+        from fxfuzz.core.identity import resolve_pass
         from fxfuzz.oracles import verify
     except ImportError:
         return None
@@ -356,7 +355,7 @@ def _full_oracles(build_case, device, sizes, contract, fxfuzz_spec):
         return None
     gm, sig, inputs, ambient = build_case()
     case = GraphCase(gm, sig, tuple(inputs), ambient, sizes=tuple(sizes))
-    pass_fn = load_fxfuzz_pass(fxfuzz_spec, contract_option((contract or {}).get("given")))
+    pass_fn, _ = resolve_pass(fxfuzz_spec, (contract or {}).get("given"))
     return [str(f) for f in verify(case, pass_fn, device=device)]
 
 

@@ -36,9 +36,9 @@ import torch
 from fxfuzz.campaign import warm
 from fxfuzz.campaign.engine import CampaignResult, Hooks, Subject, run_campaign
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
-from fxfuzz.core.contract import contract_option
+from fxfuzz.core.identity import resolve_pass
 from fxfuzz.core.internal import package_part
-from fxfuzz.core.passes import PassFn, generation_kinds, identity_pass, load_pass
+from fxfuzz.core.passes import PassFn, generation_kinds, identity_pass
 from fxfuzz.core.settings import NO_TIME_LIMIT_S, CampaignSettings
 from fxfuzz.oracles import verify
 from fxfuzz.oracles.timing import collecting
@@ -177,7 +177,7 @@ def child_main(cfg: dict[str, Any], conn: Connection) -> None:
     run the loop, send its rate and peak RSS."""
     for specs in cfg["ops"]:
         register_first(specs)
-    pass_fn = load_pass(cfg["pass"], contract_option(cfg["contract"]))
+    pass_fn, _ = resolve_pass(cfg["pass"], cfg["contract"])
     harness_loop(WARMUP, cfg["seed"] + 7919, pass_fn, cfg["stage_share"])  # first-call caches
     conn.send("ready")
     conn.recv()
@@ -287,7 +287,7 @@ def run_bench(
     """Measure the pass, the harness loop and the worker speed-up on one population, with
     ``stage_share`` of the examples through the export stages (0: none), the pass held to
     ``contract`` (None: its own)."""
-    pass_fn = load_pass(pass_spec, contract_option(contract))
+    pass_fn, _ = resolve_pass(pass_spec, contract)
     cases = population(graphs, seed, reacts_to=generation_kinds(pass_fn))
     nodes = statistics.median(c.compute_nodes() for c in cases)
     pass_times, pass_cpu, changed = zip(*pass_times_ms(cases, pass_fn))

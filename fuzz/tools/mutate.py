@@ -19,9 +19,8 @@ from typing import Any
 
 from fxfuzz.campaign.engine import Bucket
 from fxfuzz.campaign.gate import StopGate, run_gate
-from fxfuzz.core.contract import contract_option
 from fxfuzz.core.deadline import Overdue, alarm
-from fxfuzz.core.passes import load_pass
+from fxfuzz.core.identity import resolve_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.tools.mutants import Mutant, load_pass_variant
 
@@ -69,7 +68,7 @@ def run_mutant(
     """Gate one mutant of the registered pass ``pass_name`` against the real pass until the
     first regression or ``budget_s``, with fresh cases of ``domain``; ``stop()`` turning true
     ends the gate early (the mutant then reads as survived: the caller drops it)."""
-    baseline = load_pass(pass_name, contract_option(contract))
+    baseline, _ = resolve_pass(pass_name, contract)
     mutated = load_pass_variant(pass_name, mutant)
     kills: list[str] = []
 

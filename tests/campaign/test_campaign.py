@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fxfuzz.campaign.engine import CampaignResult, Hooks, Subject, run_campaign
 from fxfuzz.campaign.store import GRAPH_CASES, SavedFailures, database_key
+from fxfuzz.core.contract import SET_GRAD
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles.crash import crash_finding
@@ -132,14 +133,8 @@ def test_buckets_deduplicate_and_hooks_see_each_bucket():
 
     # Held to set_grad, the plain callable keeps the mix, whose smallest case is the empty graph
     # (under meaning, fxfuzz's default, nine cases in ten owe a grad toggle).
-    result = campaign(
-        always,
-        budget_s=60,
-        max_examples=15,
-        check=crash_only,
-        on_bucket=lambda b: seen.append(b.id),
-        contract="set_grad",
-    )
+    always.fxfuzz_contract = SET_GRAD
+    result = campaign(always, budget_s=60, max_examples=15, check=crash_only, on_bucket=lambda b: seen.append(b.id))
     assert list(result.buckets) == [seen[0]] and set(seen) == {seen[0]}
     (bucket,) = result.buckets.values()
     assert bucket.count == result.examples == 15
@@ -259,7 +254,8 @@ def test_a_bucket_a_shrink_attempt_shows_first_is_kept():
 
     seen, db = [], InMemoryExampleDatabase()
     # Held to set_grad, so generation keeps the mix whose first example is the empty graph.
-    result = campaign(identity, budget_s=60, max_examples=100, seed=0, check=check, database=db, contract="set_grad",
+    identity.fxfuzz_contract = SET_GRAD
+    result = campaign(identity, budget_s=60, max_examples=100, seed=0, check=check, database=db,
                           max_shrink_s=10, on_bucket=seen.append, stop=lambda: len({b.finding.kind for b in seen}) > 1)  # fmt: skip
     assert sorted(b.finding.kind for b in result.buckets.values()) == ["a_raised", "b_raised"]
     assert result.examples == first[1] and len(calls) > first[1]

@@ -14,6 +14,7 @@ import user_ops
 from fxfuzz.campaign.supervisor import ParallelCampaign, Supervisor, run_parallel
 from fxfuzz.cli.main import main
 from fxfuzz.core.errors import UsageError
+from fxfuzz.core.identity import identify
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.strategies import register_op
 from fxfuzz.strategies.custom import op_specs, unregister_op
@@ -46,7 +47,8 @@ def test_run_with_op_draws_it_in_two_workers_and_its_finding_replays_in_a_fresh_
 def test_run_parallel_hands_the_operators_registered_in_python_to_its_workers():
     entry = register_op(user_ops.SCALE)  # by object: its spec is the module attribute holding it
     try:
-        result = run_parallel(ParallelCampaign("identity", CampaignSettings(workers=2, max_examples=40, budget_s=300)))
+        settings = CampaignSettings(workers=2, max_examples=40, budget_s=300, identity=identify("identity"))
+        result = run_parallel(ParallelCampaign(settings))
     finally:
         unregister_op(entry.name)
     assert not result.worker_errors, result.worker_errors
@@ -59,8 +61,9 @@ def test_a_worker_restarted_after_a_death_draws_the_operator_again():
     entry = register_op(f"{source}:SCALE")
     try:
         # Seed 1: 3 deaths in the first 10 examples (7 in 40, at twice the time).
-        settings = CampaignSettings(seed=1, workers=1, max_examples=10, budget_s=300)
-        result = run_parallel(ParallelCampaign(f"{source}:segfaults_on_scale", settings))
+        pass_ = identify(f"{source}:segfaults_on_scale")
+        settings = CampaignSettings(seed=1, workers=1, max_examples=10, budget_s=300, identity=pass_)
+        result = run_parallel(ParallelCampaign(settings))
     finally:
         unregister_op(entry.name)
     # The first worker dies on an example calling the operator, its replacement on that
@@ -75,7 +78,7 @@ def test_a_registration_no_worker_can_rebuild_is_refused_not_dropped():
     entry = register_op(torch.ops.userops.scale, arguments=user_ops._factor)
     try:
         with pytest.raises(UsageError, match="userops::scale.*register it by spec"):
-            Supervisor(ParallelCampaign("identity", CampaignSettings(workers=2)))
+            Supervisor(ParallelCampaign(CampaignSettings(workers=2, identity=identify("identity"))))
     finally:
         unregister_op(entry.name)
 

@@ -16,6 +16,7 @@ from fxfuzz.campaign.protocol import Task, WorkerStart
 from fxfuzz.campaign.supervisor import BucketRecord, ParallelCampaign, ParallelResult, Supervisor, run_parallel
 from fxfuzz.campaign.worker import example_check
 from fxfuzz.core.contract import MEANING, SET_GRAD
+from fxfuzz.core.identity import identify
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles.differential import regressions, regressions_both_modes
@@ -159,7 +160,7 @@ def test_worker_example_check_is_the_gates():
     modes, regressions only (the real pass against itself has none)."""
     heard = []
     task = Task("fxfuzz.campaign.gate:gate_check", {"baseline": "set_grad"})
-    judge = example_check(WorkerStart("set_grad", CampaignSettings(), task, [], 0.0, 0), heard.append)
+    judge = example_check(WorkerStart(CampaignSettings(identity=identify("set_grad")), task, [], 0.0, 0), heard.append)
     case = no_grad_region_case(True)
     assert judge(case, REAL) == []
     assert heard == [False, True, False, True]  # per grad mode: the baseline, then the candidate
@@ -285,7 +286,8 @@ def test_fresh_cases_are_judged_while_the_corpus_is():
     """With two workers, fresh cases start with the corpus: a budget spent before the corpus
     is judged still gives them the corpus's time (with one worker it would give them none),
     and the corpus is judged whole."""
-    result = run_gate_parallel("set_grad", "set_grad", [], CampaignSettings(budget_s=0.001, max_examples=2, workers=2))
+    settings = CampaignSettings(budget_s=0.001, max_examples=2, workers=2, identity=identify("set_grad"))
+    result = run_gate_parallel("set_grad", [], settings)
     assert result.corpus_cases == len(gate_corpus()) and result.campaign.examples >= 1
     assert not result.buckets and not result.worker_errors
 
@@ -296,7 +298,7 @@ def test_the_gate_stops_at_its_first_final_regression(workers, corpus):
     """A regression on a corpus case is final (nothing shrinks it): the gate ends there, with
     no budget or example limit reached and the corpus not judged whole."""
     spec = os.path.join(HELPERS, "broken_passes.py") + ":crashes"
-    result = run_gate_parallel(spec, "set_grad", [], CampaignSettings(budget_s=1e9, workers=workers))
+    result = run_gate_parallel("set_grad", [], CampaignSettings(budget_s=1e9, workers=workers, identity=identify(spec)))
     assert result.campaign.stopped_by is StopReason.STOPPED
     assert [b.finding.oracle for b in result.buckets.values()] == ["crash"]
     assert result.corpus_cases < len(corpus)
@@ -325,7 +327,8 @@ def test_a_worker_says_when_a_buckets_shrinking_is_over():
     """The supervisor hears from the worker when a fresh bucket is minimized (the engine's
     ``on_minimized``), which is what makes a fresh regression final."""
     spec = os.path.join(HELPERS, "broken_passes.py") + ":crashes"
-    result = run_parallel(ParallelCampaign(spec, CampaignSettings(budget_s=1e9, max_examples=3, max_shrink_s=5)))
+    settings = CampaignSettings(budget_s=1e9, max_examples=3, max_shrink_s=5, identity=identify(spec))
+    result = run_parallel(ParallelCampaign(settings))
     assert result.buckets and set(result.minimized) == set(result.buckets)
 
 
@@ -357,12 +360,13 @@ def test_fresh_cases_draw_the_baselines_node_kinds_in_half_the_cases():
     assert 0 < gate < mix, (gate, mix)
     # A baseline that declares no kinds, held to set_grad's contract (as this one declares, and
     # as mutants are), keeps the mix alone; held to meaning it draws meaning's kinds for half.
+    crashes = os.path.join(HELPERS, "broken_passes.py") + ":crashes"
     assert (
         repr(fresh_cases("export", bp.crashes))
-        == repr(fresh_cases("export", bp.crashes, SET_GRAD))
+        == repr(fresh_cases("export", load_pass(crashes, SET_GRAD)))
         == repr(graph_cases(domain="export"))
     )
-    assert repr(fresh_cases("export", bp.crashes, MEANING)) == repr(
+    assert repr(fresh_cases("export", load_pass(crashes, MEANING))) == repr(
         st.one_of(graph_cases(domain="export"), graph_cases(domain="export", reacts_to=MEANING.reacts_to))
     )
 
@@ -374,11 +378,9 @@ def test_the_corpus_goes_on_after_the_case_that_killed_its_worker(tmp_path, corp
     death or a timeout that does not repeat there (an outside kill, a loaded machine) is a
     restart, no finding."""
     (tmp_path / "faulty.py").write_text(FAULTY)
+    candidate = identify(f"{tmp_path / 'faulty.py'}:{fault}")
     result = run_gate_parallel(
-        f"{tmp_path / 'faulty.py'}:{fault}",
-        "set_grad",
-        [],
-        CampaignSettings(budget_s=1e9, max_examples=1, example_timeout_s=5),
+        "set_grad", [], CampaignSettings(budget_s=1e9, max_examples=1, example_timeout_s=5, identity=candidate)
     )
     assert result.corpus_cases == len(corpus) and result.restarts == 1 and result.campaign.examples == 1
     assert not result.buckets

@@ -248,10 +248,12 @@ def test_an_exception_slow_to_read_is_bounded_by_the_example_timeout(tmp_path):
     """Its text is read while the example runs, so an exception whose ``__str__`` never
     returns is the pass's hang, ended by ``--example-timeout``, not a worker busy for hours."""
     from fxfuzz.campaign.supervisor import ParallelCampaign, run_parallel
+    from fxfuzz.core.identity import identify
     from fxfuzz.core.settings import CampaignSettings
 
-    settings = CampaignSettings(workers=1, max_examples=1, budget_s=600, example_timeout_s=3)
-    result = run_parallel(ParallelCampaign("broken_passes:raises_slow_to_read", settings, log_dir=str(tmp_path)))
+    pass_ = identify("broken_passes:raises_slow_to_read")
+    settings = CampaignSettings(workers=1, max_examples=1, budget_s=600, example_timeout_s=3, identity=pass_)
+    result = run_parallel(ParallelCampaign(settings, log_dir=str(tmp_path)))
     assert [(r.finding["oracle"], r.finding["kind"]) for r in result.buckets.values()] == [("crash", "hang")]
     assert not result.internal_errors
 
@@ -317,12 +319,14 @@ def test_a_gate_whose_worker_dies_of_fxfuzzs_error_exits_70_with_no_regression(t
 
 @pytest.mark.processes
 def test_a_repro_checked_into_fxfuzzs_error_exits_70_not_fail(tmp_path):
+    from fxfuzz.core.identity import identify
     from fxfuzz.core.serialize import case_to_dict
     from fxfuzz.repro.files import repro_document, write_repro
 
     finding = {"oracle": "crash", "kind": "pass_raised", "message": "m", "details": {}}
     py = write_repro(
-        str(tmp_path / "repros"), repro_document("planted", finding, case_to_dict(hm.no_grad_region_case()), "identity")
+        str(tmp_path / "repros"),
+        repro_document("planted", finding, case_to_dict(hm.no_grad_region_case()), identify("identity")),
     )
     r = _fxfuzz("repro", py, "--pass", f"{PLANTED}:identity", cwd=tmp_path)
     assert r.returncode == EXIT_INTERNAL, r.stdout + r.stderr

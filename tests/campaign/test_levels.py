@@ -9,6 +9,7 @@ import pytest
 from fxfuzz.campaign.engine import Bucket, CampaignResult
 from fxfuzz.campaign.levels import budget_plan, merge_results, run_levels
 from fxfuzz.cli.main import main
+from fxfuzz.core.identity import identify
 from fxfuzz.core.known import for_level, known_reason, load_known
 from fxfuzz.core.program import Program
 from fxfuzz.core.settings import CampaignSettings
@@ -48,8 +49,17 @@ def test_merge_keeps_levels_apart_and_counts_each():
 def test_run_levels_mixed_runs_both_levels_in_workers(tmp_path):
     # torch's known findings are not shrunk (one at the program level took a minute to shrink).
     known = frozenset(load_known("fxfuzz-known.txt"))
-    settings = CampaignSettings(level="mixed", budget_s=300, max_examples=2, seed=3, known=known, workers=1, db=None)
-    run = run_levels("set_grad", settings, log_dir=str(tmp_path))
+    settings = CampaignSettings(
+        level="mixed",
+        budget_s=300,
+        max_examples=2,
+        seed=3,
+        known=known,
+        workers=1,
+        db=None,
+        identity=identify("set_grad"),
+    )
+    run = run_levels(settings, log_dir=str(tmp_path))
     result = run.result
     assert result.stats["level:graph:examples"] == 2 and result.stats["level:program:examples"] == 2
     assert result.examples == 4

@@ -195,13 +195,15 @@ def test_the_supervisor_keeps_the_smallest_example_a_worker_died_on(tmp_path):
     """Deaths of one bucket come in any order; the database keeps the smallest example."""
     from fxfuzz.campaign.database import DatabaseSpec
     from fxfuzz.campaign.supervisor import ParallelCampaign, Supervisor
+    from fxfuzz.core.identity import identify
     from fxfuzz.core.serialize import case_to_dict
     from fxfuzz.core.settings import CampaignSettings
     from fxfuzz.oracles import Finding
     from handmade import no_grad_region_case, view_output_case
 
     small, large = case_to_dict(view_output_case()), case_to_dict(no_grad_region_case())
-    sup = Supervisor(ParallelCampaign("identity", CampaignSettings(db=DatabaseSpec(str(tmp_path / "db")))))
+    settings = CampaignSettings(db=DatabaseSpec(str(tmp_path / "db")), identity=identify("identity"))
+    sup = Supervisor(ParallelCampaign(settings))
     died = Finding("crash", "process_died", "planted", {"exception": "SIGSEGV", "frame": "<native>"})
     for case in (small, large):
         bid = sup._record_crash(died, case, None)
@@ -333,9 +335,10 @@ def test_a_worker_killed_between_examples_is_restarted_and_is_no_finding(monkeyp
     from multiprocessing.connection import Pipe
 
     from fxfuzz.campaign.supervisor import ParallelCampaign, Supervisor, WorkerState, _Worker
+    from fxfuzz.core.identity import identify
     from fxfuzz.core.settings import CampaignSettings
 
-    sup = Supervisor(ParallelCampaign("identity", CampaignSettings(max_examples=10)))
+    sup = Supervisor(ParallelCampaign(CampaignSettings(max_examples=10, identity=identify("identity"))))
     spawned: list[tuple] = []
     monkeypatch.setattr(sup, "_spawn", lambda *args: spawned.append(args))
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
@@ -448,11 +451,12 @@ def test_a_worker_has_the_surroundings_of_its_start_not_of_the_warm_interpreters
     temporary folder: its worker, forked from the interpreter the first one started, lives in
     the second's, in a session of its own, its output appended to its log."""
     from fxfuzz.campaign.supervisor import ParallelCampaign, run_parallel
+    from fxfuzz.core.identity import identify
     from fxfuzz.core.settings import CampaignSettings
 
     (tmp_path / "surroundings.py").write_text(REPORTS_SURROUNDINGS)
-    spec = f"{tmp_path / 'surroundings.py'}:the_pass"
-    settings = CampaignSettings(max_examples=1, budget_s=300, workers=1, db=None)
+    pass_ = identify(f"{tmp_path / 'surroundings.py'}:the_pass")
+    settings = CampaignSettings(max_examples=1, budget_s=300, workers=1, db=None, identity=pass_)
     lines = []
     for name in ("first", "second"):
         here = tmp_path / name
@@ -460,7 +464,7 @@ def test_a_worker_has_the_surroundings_of_its_start_not_of_the_warm_interpreters
         monkeypatch.chdir(here)
         monkeypatch.setenv("FXFUZZ_TEST_OUT", str(here / "out.json"))
         monkeypatch.setenv("TMPDIR", str(here / "tmp"))
-        result = run_parallel(ParallelCampaign(spec, settings, log_dir=str(tmp_path / "logs")))
+        result = run_parallel(ParallelCampaign(settings, log_dir=str(tmp_path / "logs")))
         assert result.examples == 1 and not result.worker_errors, result
         seen = json.loads((here / "out.json").read_text())
         assert seen == {"session_leader": True, "cwd": str(here), "tmp": str(here / "tmp"), "blocked": []}, seen
@@ -503,11 +507,11 @@ def test_an_error_outside_the_pass_is_said_with_its_log_and_is_no_finding(tmp_pa
     its traceback is, never a finding, and the slot is not restarted into the same error."""
     from fxfuzz.campaign.protocol import Task
     from fxfuzz.campaign.supervisor import ParallelCampaign, run_parallel
+    from fxfuzz.core.identity import identify
     from fxfuzz.core.settings import CampaignSettings
 
     campaign = ParallelCampaign(
-        "identity",
-        CampaignSettings(workers=1, max_examples=2, budget_s=120),
+        CampaignSettings(workers=1, max_examples=2, budget_s=120, identity=identify("identity")),
         Task(strategy="broken_passes:raising_cases"),
         log_dir=str(tmp_path),
     )

@@ -16,7 +16,6 @@ from fxfuzz.core.choices import (
     PASS_SPEC_HELP,
 )
 from fxfuzz.core.contract import CONTRACTS
-from fxfuzz.core.settings import CampaignSettings
 
 
 class _Group:
@@ -52,7 +51,7 @@ def test_the_cli_and_the_plugin_offer_the_same_choices_with_the_same_help():
     plugin, run = _plugin(), _cli("run")
     assert plugin["--fxfuzz-domain"]["choices"] == run["--domain"].choices == DOMAIN_CHOICES
     assert plugin["--fxfuzz-contract"]["choices"] == run["--contract"].choices == CONTRACT_NAMES
-    assert plugin["--fxfuzz-contract"]["default"] == run["--contract"].default == CampaignSettings.contract
+    assert plugin["--fxfuzz-contract"]["default"] is run["--contract"].default is None  # the pass's own
     assert plugin["--fxfuzz-op"]["help"] == run["--op"].help == OP_HELP
     assert PASS_SPEC_HELP in plugin["--fxfuzz-pass"]["help"] and run["--pass"].help == PASS_SPEC_HELP
     # A name may be both (functional: a domain and a contract): each table is its option's.

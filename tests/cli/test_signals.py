@@ -13,6 +13,7 @@ import time
 
 import pytest
 from fxfuzz.cli.interrupt import Abandoned, StopSignals
+from fxfuzz.core.identity import identify
 from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.repro.files import repro_document, write_repro
 from handmade import no_grad_region_case
@@ -174,7 +175,7 @@ def test_ctrl_c_during_a_replay_ends_it_in_one_line_with_no_child_left(tmp_path)
     """A terminal's Ctrl-C reaches the whole process group: fxfuzz repro and its replay child."""
     case = no_grad_region_case()
     finding = {"oracle": "crash", "kind": "k", "message": "m", "details": {}}
-    py = write_repro(str(tmp_path / "repros"), repro_document("b", finding, case_to_dict(case), "set_grad"))
+    py = write_repro(str(tmp_path / "repros"), repro_document("b", finding, case_to_dict(case), identify("set_grad")))
     proc = _start(tmp_path, "repro", py, "--pass", "counted.py:hangs")
     while proc.poll() is None and not (tmp_path / "calls").exists():
         time.sleep(0.1)  # a file, not an event: polled

@@ -13,6 +13,7 @@ import sys
 import pytest
 from fxfuzz.cli.main import main
 from fxfuzz.core.errors import PassSpecError
+from fxfuzz.core.identity import identify
 from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.core.user_code import exits_refused
 from fxfuzz.repro.files import repro_document, write_repro
@@ -32,7 +33,8 @@ def test_a_pass_or_op_that_ends_the_process_as_it_loads_is_one_line_and_exit_2(t
     monkeypatch.chdir(tmp_path)
     finding = {"oracle": "crash", "kind": "k", "message": "m"}
     py = write_repro(
-        str(tmp_path / "repros"), repro_document("b", finding, case_to_dict(no_grad_region_case()), "set_grad")
+        str(tmp_path / "repros"),
+        repro_document("b", finding, case_to_dict(no_grad_region_case()), identify("set_grad")),
     )
     commands = [
         ["run", "--pass", "ends.py:p", "--no-db", "--max-examples", "1"],

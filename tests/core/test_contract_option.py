@@ -10,6 +10,7 @@ import pytest
 from fxfuzz.core.choices import CONTRACT_NAMES
 from fxfuzz.core.contract import CONTRACTS, MEANING, REFINES, contract_option
 from fxfuzz.core.errors import UsageError
+from fxfuzz.core.identity import identify
 from fxfuzz.core.passes import load_pass
 from fxfuzz.repro.files import load_repro, repro_document
 
@@ -52,9 +53,7 @@ def test_a_repro_records_its_contract_and_refuses_a_name_outside_the_table(tmp_p
     from fxfuzz.strategies.corpus import gate_corpus
 
     _, case = gate_corpus()[0]
-    doc = repro_document(
-        "b", {"message": "m"}, case_to_dict(case), f"{SHAPED}:module_identity", contract_name="refines"
-    )
+    doc = repro_document("b", {"message": "m"}, case_to_dict(case), identify(f"{SHAPED}:module_identity", "refines"))
     assert doc["contract"] == "refines"
     path = tmp_path / "r.json"
     path.write_text(json.dumps(doc))
@@ -95,7 +94,7 @@ def test_run_holds_the_pass_and_its_workers_to_the_contract_and_reports_it(tmp_p
         ]
     )
     report = json.loads((report_dir / "report.json").read_text())
-    assert (report["contract"], report["contract_source"], report["settings"]["contract"]) == (
+    assert (report["contract"], report["contract_source"], report["identity"]["given"]) == (
         "refines",
         "given",
         "refines",

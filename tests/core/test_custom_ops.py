@@ -17,6 +17,7 @@ from draws import draw
 from fxfuzz.campaign.engine import bucket_id
 from fxfuzz.cli.main import main
 from fxfuzz.core.errors import UsageError
+from fxfuzz.core.identity import identify
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
@@ -192,7 +193,7 @@ def test_case_json_and_standalone_repro_define_the_custom_operators(tmp_path):
     assert case_from_dict(data).code() == case.code()
     found = verify(case, load_pass(spec))
     assert found, "dropping the toggles must show on this case"
-    py = write_repro(str(tmp_path / "repros"), repro_document("planted", found[0].to_dict(), data, spec))
+    py = write_repro(str(tmp_path / "repros"), repro_document("planted", found[0].to_dict(), data, identify(spec)))
     run = run_standalone(py)
     assert run.returncode == 1 and "FAIL" in run.stdout, run.stdout + run.stderr
     assert main(["repro", py]) == 1
@@ -206,7 +207,7 @@ def test_a_case_whose_operator_source_cannot_be_imported_is_one_line_exit_2(tmp_
     data["custom_ops"] = {"nosuchns::op": "no_such_module_for_fxfuzz"}
     finding = {"oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}}
     path = tmp_path / "r.json"
-    path.write_text(json.dumps(repro_document("r", finding, data, "set_grad")))
+    path.write_text(json.dumps(repro_document("r", finding, data, identify("set_grad"))))
     assert main(["repro", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no_such_module_for_fxfuzz" in err[0], err
@@ -251,7 +252,7 @@ def test_register_op_adds_a_users_operator_to_the_cases_and_their_repros(tmp_pat
     assert data["custom_ops"]["userops::scale"] in ("user_ops", os.path.join(HELPERS, "user_ops.py"))
     finding = {"oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}}
     path = tmp_path / "user.json"
-    path.write_text(json.dumps(repro_document("user", finding, data, "set_grad")))
+    path.write_text(json.dumps(repro_document("user", finding, data, identify("set_grad"))))
     # A fresh process defines the operator once the user names the source the case records
     # (the module, found from the current directory as every fxfuzz process looks for it);
     # the case's own record is information, never imported (tests/core/test_trust_cases.py).

@@ -28,6 +28,7 @@ from fxfuzz.campaign.database import (
 from fxfuzz.campaign.store import GRAPH_CASES, SavedFailures
 from fxfuzz.core import fileio
 from fxfuzz.core.fileio import RefusedFile, read_bounded, write_atomic
+from fxfuzz.core.identity import identify
 from fxfuzz.core.settings import DatabaseSpec
 from fxfuzz.repro.files import load_repro, repro_document, write_repro
 from hypothesis.configuration import set_hypothesis_home_dir, storage_directory
@@ -154,7 +155,7 @@ def _repro_doc():
     from handmade import pytree_case
 
     finding = {"oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}}
-    return repro_document("equivalence-value_mismatch-1", finding, case_to_dict(pytree_case()), "set_grad")
+    return repro_document("equivalence-value_mismatch-1", finding, case_to_dict(pytree_case()), identify("set_grad"))
 
 
 def test_repros_on_a_full_disk_are_whole_or_absent_and_the_error_names_the_file(tmp_path, monkeypatch):

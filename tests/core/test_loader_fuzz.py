@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from fxfuzz.campaign.store import GRAPH_CASES, PROGRAMS
 from fxfuzz.core.errors import FxfuzzError
+from fxfuzz.core.identity import identify
 from fxfuzz.core.program import to_data
 from fxfuzz.core.serialize import MAX_GRAPH_BYTES, case_to_dict, memory_unsafe, target_name
 from fxfuzz.repro.files import load_repro, repro_document
@@ -45,7 +46,7 @@ def _repros() -> list[dict[str, Any]]:
             with open(os.path.join(folder, name)) as fh:
                 docs.append(json.load(fh))
     for case in (no_grad_region_case(), pytree_case()):
-        docs.append(json.loads(json.dumps(repro_document("r", FINDING, case_to_dict(case), "set_grad"))))
+        docs.append(json.loads(json.dumps(repro_document("r", FINDING, case_to_dict(case), identify("set_grad")))))
     return docs
 
 

@@ -192,6 +192,7 @@ def drop_toggles(gm):
 @pytest.mark.processes
 def test_a_repro_calls_a_gm_to_gm_pass_in_its_shape(tmp_path):
     """The standalone repro (torch only) and ``fxfuzz repro`` both adapt the pass as the campaign did."""
+    from fxfuzz.core.identity import identify
     from fxfuzz.core.serialize import case_to_dict
     from fxfuzz.repro.files import repro_document, write_repro
     from handmade import run_standalone
@@ -200,7 +201,8 @@ def test_a_repro_calls_a_gm_to_gm_pass_in_its_shape(tmp_path):
     target = f"{tmp_path / 'gmpass.py'}:drop_toggles"
     case = hm.no_grad_region_case()
     (first, *_) = verify(case, load_pass(target), CONTRACT)
-    py = write_repro(str(tmp_path / "repros"), repro_document("gm-pass", first.to_dict(), case_to_dict(case), target))
+    doc = repro_document("gm-pass", first.to_dict(), case_to_dict(case), identify(target))
+    py = write_repro(str(tmp_path / "repros"), doc)
     run = run_standalone(py)
     assert run.returncode == 1 and "FAIL" in run.stdout and "Traceback" not in run.stderr, run.stdout + run.stderr
     from fxfuzz.cli.main import main

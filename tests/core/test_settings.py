@@ -19,6 +19,7 @@ from fxfuzz.campaign.engine import StopReason, Subject, run_campaign
 from fxfuzz.campaign.protocol import Task, WorkerStart
 from fxfuzz.campaign.supervisor import ParallelCampaign, run_parallel
 from fxfuzz.cli.main import build_parser
+from fxfuzz.core.identity import PassIdentity, identify
 from fxfuzz.core.settings import CampaignSettings, DatabaseSpec
 from hypothesis import strategies as st
 
@@ -60,12 +61,15 @@ def test_the_command_lines_defaults_are_the_settings_defaults():
 
 
 def test_settings_travel_as_data_exactly_and_reach_reports_without_passwords():
+    held = PassIdentity("p.py:f", "p.py:f", "refines", "refines", "given", True, True, ("aten::add.Tensor",))
     settings = CampaignSettings(
-        seed=3, known=frozenset({"a", "b"}), shard=(2, 5), db=DatabaseSpec("db", (REDIS,)), contract="none"
+        seed=3, known=frozenset({"a", "b"}), shard=(2, 5), db=DatabaseSpec("db", (REDIS,)), identity=held
     )
     assert CampaignSettings.from_data(json.loads(json.dumps(settings.to_data()))) == settings
-    report = json.dumps(settings.report_form())
+    form = settings.report_form()
+    report = json.dumps(form)
     assert PASSWORD not in report and "redis://:***@127.0.0.1:1/0" in report
+    assert "identity" not in form  # report.json records it once, beside the settings
 
 
 def test_the_stage_share_is_a_setting_of_the_campaign_not_of_the_process():
@@ -110,7 +114,7 @@ def test_a_worker_gets_its_start_through_a_private_file_not_its_command_line(tmp
     settings = CampaignSettings(
         max_examples=2, budget_s=300, workers=2, known=known, db=DatabaseSpec(str(tmp_path / "db"), (REDIS,))
     )
-    result = run_parallel(ParallelCampaign("identity", settings))
+    result = run_parallel(ParallelCampaign(dataclasses.replace(settings, identity=identify("identity"))))
     assert result.examples == 2 and not result.worker_errors and result.stopped_by == StopReason.EXAMPLES, result
     assert len(seen) == 2
     for s in seen:
@@ -122,9 +126,8 @@ def test_a_worker_gets_its_start_through_a_private_file_not_its_command_line(tmp
 
 
 def test_a_worker_start_is_read_back_whole_and_then_deleted(tmp_path):
-    start = WorkerStart(
-        "identity", CampaignSettings(known=frozenset({"x"})), Task("m:f", {"a": 1}), [], 1.5, 42, rerun={"graph": []}
-    )
+    settings = CampaignSettings(known=frozenset({"x"}), identity=identify("identity"))
+    start = WorkerStart(settings, Task("m:f", {"a": 1}), [], 1.5, 42, rerun={"graph": []})
     path = str(tmp_path / "start.json")
     start.write(path)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600

@@ -211,6 +211,7 @@ def test_a_dynamic_shape_repro_rebuilds_symbolic_metas_with_torch_alone(tmp_path
     """The standalone .py rebuilds the symbolic metas (ShapeEnv symbols with their ranges) and
     runs at the other sizes without fxfuzz; ``fxfuzz repro`` replays the .py and the .json."""
     from fxfuzz.cli.main import main
+    from fxfuzz.core.identity import identify
     from fxfuzz.repro.files import load_repro, repro_document, write_repro
     from handmade import run_standalone
 
@@ -218,7 +219,8 @@ def test_a_dynamic_shape_repro_rebuilds_symbolic_metas_with_torch_alone(tmp_path
     spec = f"{tmp_path / 'freezing.py'}:freezes"
     _, case = dynamic_corpus[0]
     finding = next(f for f in verify(case, load_pass(spec)) if "sizes" in f.details)
-    py = write_repro(str(tmp_path / "repros"), repro_document("b", finding.to_dict(), case_to_dict(case), spec))
+    doc = repro_document("b", finding.to_dict(), case_to_dict(case), identify(spec))
+    py = write_repro(str(tmp_path / "repros"), doc)
     run = run_standalone(py)
     assert run.returncode == 1 and "FAIL equivalence at sizes s" in run.stdout, run.stdout + run.stderr
     back = load_repro(py).case

@@ -18,6 +18,7 @@ from fxfuzz.campaign.engine import Subject, run_campaign
 from fxfuzz.campaign.store import GRAPH_CASES, PROGRAMS, database_key
 from fxfuzz.core import op_sources
 from fxfuzz.core.errors import SerializeError, UntrustedError
+from fxfuzz.core.identity import identify
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.program import to_data
 from fxfuzz.core.rebuild import SizeExpressionError, parse_size
@@ -133,7 +134,7 @@ def _other_torch(case: dict) -> dict:
 
 
 def _write_repro(path, case: dict, pass_spec: str = "set_grad") -> str:
-    doc = repro_document("r", FINDING, case, "set_grad")
+    doc = repro_document("r", FINDING, case, identify("set_grad"))
     doc["pass"] = pass_spec
     path.write_text(json.dumps(doc))
     return str(path)
@@ -261,7 +262,7 @@ def test_hostile_fields_are_one_serialize_error(tmp_path):
 
 
 def test_a_repro_whose_fields_are_wrong_is_one_line(tmp_path, refused):
-    base = json.loads(json.dumps(repro_document("r", FINDING, _case(), "set_grad")))
+    base = json.loads(json.dumps(repro_document("r", FINDING, _case(), identify("set_grad"))))
     for i, edit in enumerate(
         [
             {"finding": []},

@@ -207,13 +207,14 @@ def test_the_repro_of_an_effects_finding_runs_and_fails(tmp_path):
     import subprocess
     import sys
 
+    from fxfuzz.core.identity import identify
     from fxfuzz.core.serialize import case_to_dict
     from fxfuzz.repro.files import repro_document, write_repro
 
     case, spec = lowered(UnusedFirst), f"{BROKEN}:drops_unused_effect"
     (finding,) = verify(case, load_pass(spec))
     path = write_repro(
-        str(tmp_path), repro_document("effects-effects_lost-0", finding.to_dict(), case_to_dict(case), spec)
+        str(tmp_path), repro_document("effects-effects_lost-0", finding.to_dict(), case_to_dict(case), identify(spec))
     )
     done = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stdout + done.stderr

@@ -11,6 +11,7 @@ import pytest
 import torch
 from fxfuzz.cli.main import main
 from fxfuzz.core.case import GraphCase
+from fxfuzz.core.identity import identify
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
 from fxfuzz.oracles import verify
@@ -64,7 +65,7 @@ def test_repro_file_names_hold_no_character_artifact_stores_refuse(tmp_path):
     """CUDA-side kinds put a colon in the bucket id; upload-artifact (and Windows) refuse it."""
     case = no_grad_region_case(ambient=True)
     finding = {"oracle": "equivalence", "kind": "cuda:value_mismatch", "message": "m", "details": {}}
-    doc = repro_document("equivalence-cuda:value_mismatch-0123abcd", finding, case_to_dict(case), "set_grad")
+    doc = repro_document("equivalence-cuda:value_mismatch-0123abcd", finding, case_to_dict(case), identify("set_grad"))
     py = write_repro(str(tmp_path / "repros"), doc)
     assert sorted(os.listdir(tmp_path / "repros")) == [
         "equivalence-cuda_value_mismatch-0123abcd.json",
@@ -84,7 +85,7 @@ def _planted_repro(tmp_path, suffix: str = "") -> tuple[str, str, GraphCase]:
     case = no_grad_region_case(ambient=True)
     found = verify(case, load_pass(spec))
     assert found, "the planted bug must show on this case"
-    doc = repro_document("planted-bug", found[0].to_dict(), case_to_dict(case), spec)
+    doc = repro_document("planted-bug", found[0].to_dict(), case_to_dict(case), identify(spec))
     return spec, write_repro(str(tmp_path / "repros"), doc), case
 
 
@@ -120,7 +121,7 @@ def test_a_repro_whose_original_graph_raises_gives_fxfuzz_repros_verdict(tmp_pat
     case = raising_case()
     assert verify(case, real) == []
     finding = {"oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}}
-    doc = repro_document("raises", finding, case_to_dict(case), "set_grad")
+    doc = repro_document("raises", finding, case_to_dict(case), identify("set_grad"))
     py = write_repro(str(tmp_path / "repros"), doc)  # the short program
     assert main(["repro", py]) == 0
     short = subprocess.run([sys.executable, py], capture_output=True, text=True, timeout=300)
@@ -142,7 +143,7 @@ def test_a_repro_that_exits_on_its_own_is_never_read_as_fixed(tmp_path, capfd, e
     (tmp_path / "planted.py").write_text(PLANTED)
     py = write_repro(
         str(tmp_path / "repros"),
-        repro_document("exits", finding, case_to_dict(case), f"{tmp_path}/planted.py:drop_toggles"),
+        repro_document("exits", finding, case_to_dict(case), identify(f"{tmp_path}/planted.py:drop_toggles")),
     )
     assert main(["repro", py]) == 1  # the planted bug, while the file is well-behaved
     with open(py, "a") as fh:
@@ -169,7 +170,10 @@ def test_a_pass_that_kills_or_hangs_the_replay_fails_it(tmp_path, capfd, body, v
     py = write_repro(
         str(tmp_path / "repros"),
         repro_document(
-            "b", {"oracle": "crash", "kind": "k", "message": "m"}, case_to_dict(no_grad_region_case()), "set_grad"
+            "b",
+            {"oracle": "crash", "kind": "k", "message": "m"},
+            case_to_dict(no_grad_region_case()),
+            identify("set_grad"),
         ),
     )
     assert main(["repro", py, "--pass", f"{tmp_path}/bad.py:bad", "--example-timeout", "3"]) == 1
@@ -182,7 +186,7 @@ def test_a_repro_is_judged_under_the_passs_own_contract_not_the_one_it_records(t
     differentiated) cannot turn a wrong derivative into "fixed". --contract still asks for it."""
     finding = {"oracle": "gradients", "kind": "tangent_value_mismatch", "message": "m"}
     doc = repro_document(
-        "b", finding, case_to_dict(independent_outputs_case(ambient=False)), "set_grad", contract_name="post_grad"
+        "b", finding, case_to_dict(independent_outputs_case(ambient=False)), identify("set_grad", "post_grad")
     )
     path = write_repro(str(tmp_path / "repros"), doc)[:-3] + ".json"
     wrong = f"{HELPERS}/broken_passes.py:wrong_sin_grad"
@@ -218,7 +222,8 @@ def test_a_cuda_finding_is_never_called_fixed_where_cuda_is_missing(tmp_path, ca
     standalone file says it cannot judge (exit 2) instead of passing."""
     case = no_grad_region_case(ambient=True)
     finding = {"oracle": "equivalence", "kind": "cuda:value_mismatch", "message": "m", "details": {}}
-    doc = repro_document("equivalence-cuda:value_mismatch-0123abcd", finding, case_to_dict(case), "set_grad", "cuda")
+    bucket = "equivalence-cuda:value_mismatch-0123abcd"
+    doc = repro_document(bucket, finding, case_to_dict(case), identify("set_grad"), "cuda")
     py = write_repro(str(tmp_path / "repros"), doc)
     assert load_repro(py).device == load_repro(py[:-3] + ".json").device == "cuda"
     for path in (py, py[:-3] + ".json"):

@@ -12,6 +12,7 @@ import pytest
 import torch
 from fxfuzz.campaign.engine import bucket_id
 from fxfuzz.core.contract import MEANING
+from fxfuzz.core.identity import identify
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.oracles import verify
@@ -42,7 +43,7 @@ def dce_doc(contract: str | None) -> dict:
     case = from_module(DeadIndexSelect(), (torch.randn(3), torch.tensor([7])))
     (finding,) = verify(case, load_pass("dce"), MEANING)
     assert finding.kind == "raises_differently"
-    return repro_document(bucket_id(finding), finding.to_dict(), case_to_dict(case), "dce", contract_name=contract)
+    return repro_document(bucket_id(finding), finding.to_dict(), case_to_dict(case), identify("dce", contract))
 
 
 def dce_repro(tmp_path, contract: str | None) -> str:

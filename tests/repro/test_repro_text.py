@@ -15,6 +15,7 @@ import sys
 import pytest
 from fxfuzz.cli.main import main
 from fxfuzz.core.errors import SerializeError
+from fxfuzz.core.identity import identify
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.oracles import verify
@@ -97,7 +98,8 @@ def test_hostile_text_in_any_field_of_a_repro_document_stays_a_literal(monkeypat
     monkeypatch.setattr(files, "pasted_source", lambda module: f"# {module.__name__}\n")
     finding = {"oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {"x": "y"}}
     # The pytree case has every field a graph case writes: nodes, regions, metas, signature, specs.
-    doc = repro_document("equivalence-value_mismatch-0123abcd", finding, case_to_dict(pytree_case()), "set_grad")
+    bucket = "equivalence-value_mismatch-0123abcd"
+    doc = repro_document(bucket, finding, case_to_dict(pytree_case()), identify("set_grad"))
     written = 0
     for path, is_key in _paths(doc):
         for payload in PAYLOADS:
@@ -142,7 +144,7 @@ def test_a_repro_of_a_hostile_message_runs_no_code(tmp_path, hostile_dir, monkey
     (found, *_) = verify(case, load_pass(spec))
     finding = {**found.to_dict(), "message": TORCH_MESSAGE + "\n```\n" + "\n".join(PAYLOADS)}
     finding["details"] = {**finding["details"], "note": PAYLOADS[1]}
-    doc = repro_document("planted-bug", finding, case_to_dict(case), spec)
+    doc = repro_document("planted-bug", finding, case_to_dict(case), identify(spec))
     py = write_repro(str(tmp_path / "repros"), doc)
 
     run = subprocess.run([sys.executable, py], capture_output=True, text=True, cwd=tmp_path, timeout=300)

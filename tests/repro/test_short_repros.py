@@ -17,6 +17,7 @@ import torch
 from fxfuzz.campaign.engine import bucket_id
 from fxfuzz.campaign.reduce import reduce_case
 from fxfuzz.core.case import GraphCase
+from fxfuzz.core.identity import identify
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.oracles import verify
@@ -78,7 +79,7 @@ def written(tmp_path, name: str, bid: str) -> tuple[str, str, str]:
     case = build()
     findings = found(case, spec)
     assert bid in findings, (name, sorted(findings))
-    py = write_repro(str(tmp_path), repro_document(bid, findings[bid].to_dict(), case_to_dict(case), spec))
+    py = write_repro(str(tmp_path), repro_document(bid, findings[bid].to_dict(), case_to_dict(case), identify(spec)))
     with open(py) as fh:
         return spec, py, fh.read()
 
@@ -176,7 +177,7 @@ def test_a_cse_findings_short_repro_recreates_it_and_passes_once_fixed(tmp_path,
     bid, case = first_example(cse, seed, GRAD_MERGE)
     reduced = reduce_case(case, lambda c: bid in {bucket_id(f) for f in verify(c, cse)}, max_steps=400).case
     finding = {bucket_id(f): f for f in verify(reduced, cse)}[bid]
-    py = write_repro(str(tmp_path), repro_document(bid, finding.to_dict(), case_to_dict(reduced), "cse"))
+    py = write_repro(str(tmp_path), repro_document(bid, finding.to_dict(), case_to_dict(reduced), identify("cse")))
     source = open(py).read()
     assert_short(source)
     run = subprocess.run([sys.executable, py], capture_output=True, text=True, timeout=300)
@@ -199,6 +200,8 @@ def test_a_short_program_is_replayed_through_its_json(tmp_path):
         "bucket": "b",
         "pass": "cse",
         "eliminates": [],
+        "refines": True,  # as repro_document records cse's contract
+        "differentiated": True,
         "device": "cpu",
         "finding": {"oracle": "equivalence", "kind": "value_mismatch", "message": "m"},
         "case": _identity_case(),

@@ -110,10 +110,8 @@ def _found(spec: str, kinds: set[str], max_examples: int, seed: int, domain: str
     to refines on ``domain`` (0: none), and every bucket it drew."""
     found = []
     result = run_campaign(
-        load_pass(spec),
-        CampaignSettings(
-            budget_s=300, max_examples=max_examples, seed=seed, contract="refines", max_shrink_s=0, domain=domain
-        ),
+        load_pass(spec, REFINES),
+        CampaignSettings(budget_s=300, max_examples=max_examples, seed=seed, max_shrink_s=0, domain=domain),
         hooks=Hooks(stop=lambda: bool(found), on_bucket=lambda b: found.append(b) if b.finding.kind in kinds else None),
     )
     return (result.examples if found else 0), set(result.buckets)
@@ -154,13 +152,14 @@ def test_a_repro_of_a_deleted_draw_fails_standalone_and_replays(tmp_path):
     """The repro's compact check seeds its runs and compares the generator's state as the
     oracles do: it fails without fxfuzz to import, and replays through the CLI."""
     from fxfuzz.cli.main import main
+    from fxfuzz.core.identity import identify
     from fxfuzz.core.serialize import case_to_dict
     from fxfuzz.repro.files import repro_document, write_repro
     from handmade import run_standalone
 
     case, spec = from_module(UnusedDraw(), (torch.randn(3),)), f"{MUTANTS}:dce_deleting_random"
     found = verify(case, load_pass(spec))
-    doc = repro_document(bucket_id(found[0]), found[0].to_dict(), case_to_dict(case), spec)
+    doc = repro_document(bucket_id(found[0]), found[0].to_dict(), case_to_dict(case), identify(spec))
     py = write_repro(str(tmp_path / "repros"), doc)
     run = run_standalone(py)
     assert run.returncode == 1 and "random generator" in run.stdout, run.stdout + run.stderr

@@ -170,8 +170,8 @@ def _found(name: str, max_examples: int, seed: int) -> int:
     """Examples run before ``name`` drew a finding in an in-process campaign (0: none)."""
     found = []
     result = run_campaign(
-        load_pass(f"{SHAPED}:{name}"),
-        CampaignSettings(budget_s=120, max_examples=max_examples, seed=seed, contract="meaning", max_shrink_s=0),
+        load_pass(f"{SHAPED}:{name}", MEANING),
+        CampaignSettings(budget_s=120, max_examples=max_examples, seed=seed, max_shrink_s=0),
         hooks=Hooks(stop=lambda: bool(found), on_bucket=found.append),
     )
     return result.examples if found else 0
