@@ -17,24 +17,9 @@ from fxfuzz.core.identity import PassIdentity, identify, resolve_pass
 from fxfuzz.report.merge import load_inputs, merge_reports
 from fxfuzz.report.reader import pass_identity, read_report
 from fxfuzz.repro.files import repro_document
+from paths import HELPERS
 
-# A pass that notes each time it is loaded (a PassBase class: each load builds one) with the
-# id of the process that loaded it, and raises a type that depends on the graph, so that a
-# campaign finds two buckets and writes a repro of each.
-COUNTED = """
-import os
-from torch.fx.passes.infra.pass_base import PassBase
-
-
-class Counted(PassBase):
-    def __init__(self):
-        super().__init__()
-        with open(os.environ["FXFUZZ_TEST_LOADS"], "a") as fh:
-            fh.write(f"{os.getpid()}\\n")
-
-    def call(self, gm):
-        raise (ValueError if len(gm.graph.nodes) % 2 else TypeError)("planted")
-"""
+COUNTED = os.path.join(HELPERS, "counted_passes.py") + ":Counted"
 
 
 @pytest.mark.processes
@@ -42,13 +27,12 @@ def test_a_campaign_loads_its_pass_once_in_each_process(tmp_path, monkeypatch):
     """``fxfuzz run`` in this process: the command, the fork that checks loading survives and
     each worker load the pass once; the supervisor (database key) and the repro writer (a repro
     per bucket) load it not at all."""
-    (tmp_path / "counted.py").write_text(COUNTED)
     loads = tmp_path / "loads"
     monkeypatch.setenv("FXFUZZ_TEST_LOADS", str(loads))
     out = tmp_path / "report"
     status = main(
         [
-            "run", "--pass", f"{tmp_path / 'counted.py'}:Counted", "--workers", "2", "--max-examples", "6",
+            "run", "--pass", COUNTED, "--workers", "2", "--max-examples", "6",
             "--max-shrink-s", "0", "--seed", "1", "--db", str(tmp_path / "db"), "--report-dir", str(out),
         ]
     )  # fmt: skip
@@ -58,8 +42,8 @@ def test_a_campaign_loads_its_pass_once_in_each_process(tmp_path, monkeypatch):
     per_process = Counter(loads.read_text().split())
     assert per_process[str(os.getpid())] == 1, per_process
     assert set(per_process.values()) == {1} and len(per_process) >= 3, per_process  # this one, two workers
-    assert report["identity"]["spec"] == f"{tmp_path / 'counted.py'}:Counted"
-    assert pass_identity(read_report(str(out))) == identify(f"{tmp_path / 'counted.py'}:Counted")
+    assert report["identity"]["spec"] == COUNTED
+    assert pass_identity(read_report(str(out))) == identify(COUNTED)
 
 
 def test_the_identity_keys_the_database_as_loaded_passes_always_were():

@@ -4,6 +4,7 @@ broken pass, passing on the real one, under the Hypothesis profile the user pick
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import pytest
 from hypothesis import settings
@@ -75,6 +76,19 @@ def test_broken_pass_fails_the_properties(user_suite):
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) >= 1 and outcomes.get("passed", 0) >= 1  # the user's own test passes
     result.stdout.fnmatch_lines(["*FAILED*fxfuzz::corpus?nested_grad_blocks?*"])
+
+
+@pytest.mark.processes
+def test_the_pass_is_loaded_once_for_the_items_and_the_fixture(user_suite, tmp_path, monkeypatch):
+    """The items and ``fxfuzz_pass`` share one load of the pass (``fxfuzz.core.identity``):
+    this process loads it once, as does the fork that checks its loading ends nothing."""
+    loads = tmp_path / "loads"
+    monkeypatch.setenv("FXFUZZ_TEST_LOADS", str(loads))
+    counted = os.path.join(HELPERS, "counted_passes.py") + ":Counted"
+    result = user_suite.runpytest_inprocess("--fxfuzz-pass", counted, "-k", "users_own", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    per_process = Counter(loads.read_text().split())
+    assert per_process[str(os.getpid())] == 1 and set(per_process.values()) == {1}, per_process
 
 
 def test_real_pass_passes_the_properties(user_suite):
