@@ -237,6 +237,7 @@ def test_no_short_program_where_the_case_or_the_pass_does_not_allow_one():
     doc = {
         "bucket": "b",
         "pass": "cse",
+        "refines": True,  # as repro_document records cse's contract
         "device": "cpu",
         "finding": {"oracle": "equivalence", "kind": "value_mismatch", "message": "m"},
     }
