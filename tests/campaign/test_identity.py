@@ -5,11 +5,16 @@ contract without loading it again."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
 from collections import Counter
+from pathlib import Path
 
+import fxfuzz
+import fxfuzz.oracles
+import fxfuzz.strategies
 import pytest
 from fxfuzz.cli.main import main
 from fxfuzz.core.errors import ReportError
@@ -44,6 +49,19 @@ def test_a_campaign_loads_its_pass_once_in_each_process(tmp_path, monkeypatch):
     assert set(per_process.values()) == {1} and len(per_process) >= 3, per_process  # this one, two workers
     assert report["identity"]["spec"] == COUNTED
     assert pass_identity(read_report(str(out))) == identify(COUNTED)
+
+
+def test_one_function_resolves_a_contract_option():
+    """``contract_option`` is called in ``resolve_pass`` and nowhere else in the package."""
+    roots = {Path(p).parent for p in (fxfuzz.__file__, fxfuzz.oracles.__file__, fxfuzz.strategies.__file__)}
+    callers = {
+        path.name
+        for root in roots
+        for path in root.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "contract_option"
+    }
+    assert callers == {"identity.py"}, callers
 
 
 def test_the_identity_keys_the_database_as_loaded_passes_always_were():
