@@ -238,6 +238,7 @@ def test_no_short_program_where_the_case_or_the_pass_does_not_allow_one():
         "bucket": "b",
         "pass": "cse",
         "refines": True,  # as repro_document records cse's contract
+        "differentiated": True,
         "device": "cpu",
         "finding": {"oracle": "equivalence", "kind": "value_mismatch", "message": "m"},
     }
