@@ -10,8 +10,8 @@ import signal
 import sys
 from typing import Any
 
-from fxfuzz.campaign.engine import CampaignResult, StopReason
-from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, run_parallel, to_campaign_result
+from fxfuzz.campaign.results import CampaignResult, StopReason
+from fxfuzz.campaign.supervisor import ParallelCampaign, Supervisor
 from fxfuzz.cli.args import auto_workers
 from fxfuzz.cli.interrupt import StopSignals, verdict_status
 from fxfuzz.cli.progress import ProgressPrinter
@@ -60,25 +60,25 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
     progress = ProgressPrinter(settings.budget_s, settings.max_examples)
     # Entered after the checks: a signal before it ends a run that has done nothing yet.
     with StopSignals() as stop:
-        parallel = run_parallel(campaign, progress.update, stop)
+        supervisor = Supervisor(campaign)
+        result = supervisor.run(progress.update, stop)
         signum = stop.signum  # a signal from here on only asks to finish the report
         progress.close()
-        result = to_campaign_result(parallel)
         try:
-            coverage = summarize(parallel.coverage_files, targets) if targets else {"enabled": False}
+            coverage = summarize(supervisor.coverage_files, targets) if targets else {"enabled": False}
         except Exception as e:  # coverage is a figure about the run: never lose the findings for it
             coverage = {"enabled": True, "error": f"{type(e).__name__}: {e}"}
         finally:
-            if parallel.coverage_dir:
-                shutil.rmtree(parallel.coverage_dir, ignore_errors=True)
-        why = parallel.worker_errors[0] if parallel.worker_errors else "no worker ran an example"
+            if supervisor.coverage_dir:
+                shutil.rmtree(supervisor.coverage_dir, ignore_errors=True)
+        why = result.workers.errors[0] if result.workers.errors else "no worker ran an example"
         lost = [
             f"the workers kept dying outside any example ({why}); the campaign stopped after {result.examples} example(s)"
         ]
         incomplete = _incomplete(result, signum, why, lost if result.stopped_by == StopReason.WORKERS_LOST else [])
-        workers = _workers_account([parallel], settings, setup.folder)
+        workers = _workers_account(result, settings, setup.folder)
         extras = Extras(
-            known=setup.known, coverage=coverage, timeline=parallel.timeline, workers=workers, incomplete=incomplete
+            known=setup.known, coverage=coverage, timeline=result.timeline, workers=workers, incomplete=incomplete
         )
         written = write_all(result, run_meta(args, settings, started, setup.pass_fn), setup.folder, extras)
     report = written.report
@@ -89,18 +89,19 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
     )
 
 
-def _workers_account(runs: list[ParallelResult], settings: CampaignSettings, folder: ReportFolder) -> dict[str, Any]:
-    """report.json's ``workers``: what the worker processes of ``runs`` (one per level) did
-    besides judging examples, together; paths in notes name where ``folder`` ends up."""
+def _workers_account(result: CampaignResult, settings: CampaignSettings, folder: ReportFolder) -> dict[str, Any]:
+    """report.json's ``workers``: what the worker processes of ``result`` did besides judging
+    examples; paths in notes name where ``folder`` ends up."""
+    w = result.workers
     return {
-        "restarts": sum(r.restarts for r in runs),
-        "unrepeated_deaths": [d for r in runs for d in r.unrepeated_deaths],
-        "errors": [e for r in runs for e in r.worker_errors],
-        "internal_errors": list(dict.fromkeys(e for r in runs for e in r.internal_errors)),
-        "unserializable_examples": sum(r.unserializable for r in runs),
+        "restarts": w.restarts,
+        "unrepeated_deaths": w.unrepeated_deaths,
+        "errors": w.errors,
+        "internal_errors": w.internal_errors,
+        "unserializable_examples": w.unserializable,
         "example_timeout_s": settings.example_timeout_s,
         "database": settings.report_form()["db"],
-        "notes": list(dict.fromkeys(folder.final(n) for r in runs for n in r.notes)),  # a lost database is said once
+        "notes": [folder.final(n) for n in result.notes],
     }
 
 
@@ -181,12 +182,12 @@ def _levels(args: argparse.Namespace) -> int:
             if not result.stats[f"level:{name}:examples"]
         ]
         gaps += [
-            f"the {name} level's worker kept dying outside any example ({(p.worker_errors or ['no worker ran an example'])[0]})"
-            for name, p in run.workers
+            f"the {name} level's worker kept dying outside any example ({(p.workers.errors or ['no worker ran an example'])[0]})"
+            for name, p in run.levels
             if p.stopped_by == StopReason.WORKERS_LOST
         ]
         incomplete = _incomplete(result, signum, "; ".join(gaps), gaps)
-        workers = _workers_account([p for _, p in run.workers], settings, setup.folder)
+        workers = _workers_account(result, settings, setup.folder)
         extras = Extras(known=setup.known, workers=workers, incomplete=incomplete)
         written = write_all(
             result,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import os
 import platform
@@ -16,11 +15,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import torch
-from fxfuzz.campaign.engine import Bucket, CampaignResult
+from fxfuzz.campaign.results import Bucket, CampaignResult
+from fxfuzz.campaign.store import PROGRAM_FORM
 from fxfuzz.core.errors import SerializeError, UsageError
 from fxfuzz.core.known import known_reason
-from fxfuzz.core.program import Program
-from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.report.html import render_html
 from fxfuzz.report.issue import issue_path, render_issue
 from fxfuzz.report.junit import render_junit
@@ -123,23 +121,9 @@ class Extras:
     incomplete: str | None = None
 
 
-def graph_hash(case_data: dict[str, Any] | None) -> str | None:
-    """Canonical hash of a serialized graph (structure, targets, metas, ambient mode; not the
-    input values), so the same minimized graph is recognized across buckets and runs."""
-    if case_data is None:
-        return None
-    canon = json.dumps([case_data["graph"], case_data["signature"], case_data["ambient_grad"]], sort_keys=True)
-    return hashlib.sha256(canon.encode()).hexdigest()[:16]
-
-
 def finding_row(b: Bucket, extras: Extras) -> dict[str, Any]:
     """One bucket as its ``report.json`` entry: kind, counts, smallest case, repro paths."""
-    case_data = b.case_data
-    if case_data is None and b.case is not None:
-        try:
-            case_data = case_to_dict(b.case)  # type: ignore[arg-type]
-        except Exception:
-            case_data = None
+    example = b.example
     reason = known_reason(extras.known, b.id)
     return {
         "id": b.id,
@@ -152,11 +136,11 @@ def finding_row(b: Bucket, extras: Extras) -> dict[str, Any]:
         "known_reason": reason,
         "repro": extras.repros.get(b.id),
         "issue": None,  # set by sort_findings
-        "graph_nodes": b.graph_nodes if b.case is not None else None,
-        "graph_hash": graph_hash(case_data),
-        "ambient_grad": b.case.ambient_grad if b.case is not None else None,
-        "domain": b.case.domain if b.case is not None else None,
-        "graph_code": b.case.code() if b.case is not None else None,
+        "graph_nodes": example.size.nodes if example is not None else None,
+        "graph_hash": example.graph_hash() if example is not None else None,
+        "ambient_grad": example.ambient_grad if example is not None else None,
+        "domain": example.domain if example is not None else None,
+        "graph_code": example.code if example is not None else None,
     }
 
 
@@ -272,12 +256,12 @@ def write_repros(
 
 
 def _write_repro(b: Bucket, directory: str, pass_spec: str, device: str, contract: str | None) -> str | None:
-    """The repro of one bucket, its .py path; None for a bucket without an example."""
-    if isinstance(b.case, Program):
-        return write_program_repro(directory, b.id, str(b.finding), b.case)
-    data = b.case_data if b.case_data is not None else (case_to_dict(b.case) if b.case is not None else None)  # type: ignore[arg-type]
+    """The repro of one bucket, its .py path; None for a bucket without a serialized example."""
+    data = b.example.data() if b.example is not None else None
     if data is None:
         return None
+    if b.example is not None and b.example.level == "program":
+        return write_program_repro(directory, b.id, str(b.finding), PROGRAM_FORM.from_data(data))
     return write_repro(directory, repro_document(b.id, b.finding.to_dict(), data, pass_spec, device, contract))
 
 

@@ -6,8 +6,8 @@ import json
 import os
 
 import pytest
-from fxfuzz.campaign.engine import Bucket, CampaignResult
 from fxfuzz.campaign.levels import budget_plan, merge_results, run_levels
+from fxfuzz.campaign.results import Bucket, CampaignResult
 from fxfuzz.cli.main import main
 from fxfuzz.core.known import for_level, known_reason, load_known
 from fxfuzz.core.program import Program
@@ -28,7 +28,7 @@ def _result(examples: int, seconds: float, bucket: str | None = None) -> Campaig
     r = CampaignResult(examples=examples, duration_s=seconds, stopped_by="budget")
     r.stats["op:sin"] = examples
     if bucket:
-        r.buckets[bucket] = Bucket(bucket, Finding("equivalence", "value_mismatch", "m"), None, 2)
+        r.buckets.add(Bucket(bucket, Finding("equivalence", "value_mismatch", "m"), None, 2))
     return r
 
 
@@ -53,8 +53,8 @@ def test_run_levels_mixed_runs_both_levels_in_workers(tmp_path):
     result = run.result
     assert result.stats["level:graph:examples"] == 2 and result.stats["level:program:examples"] == 2
     assert result.examples == 4
-    assert [name for name, _ in run.workers] == ["graph", "program"]
-    assert all(p.examples == 2 and not p.worker_errors for _, p in run.workers)
+    assert [name for name, _ in run.levels] == ["graph", "program"]
+    assert all(p.examples == 2 and not p.workers.errors for _, p in run.levels)
 
 
 @pytest.mark.processes
