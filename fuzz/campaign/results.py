@@ -19,7 +19,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:  # torch-free: a worker's protocol names these types before it imports torch
     from fxfuzz.core.case import Example
@@ -122,17 +122,42 @@ class Bucket:
         """This bucket without its live example, as it crosses to another process."""
         return replace(self, case=None)
 
+    def take(self, smaller: Bucket) -> None:
+        """Show ``smaller``'s example, and the finding and source that came with it."""
+        self.finding, self.example, self.source, self.case = (
+            smaller.finding,
+            smaller.example,
+            smaller.source,
+            smaller.case,
+        )
 
-class Buckets(Mapping[str, Bucket]):
+
+class Kept(Protocol):
+    """What ``Buckets`` keeps: a bucket of a campaign (``Bucket``) or of a report
+    (``fxfuzz.report.schema.ReportFinding``, which a merge of reports keeps by the same order)."""
+
+    id: str
+    count: int
+
+    @property
+    def size(self) -> Size: ...
+
+    def take(self, smaller: Any) -> None: ...
+
+
+K = TypeVar("K", bound=Kept)
+
+
+class Buckets(Mapping[str, K], Generic[K]):
     """Buckets by id, added to only through ``add`` (and ``merge``), which keep each bucket's
     smallest example by ``Size`` and add the counts."""
 
-    def __init__(self, buckets: Mapping[str, Bucket] | None = None) -> None:
-        self._by_id: dict[str, Bucket] = {}
+    def __init__(self, buckets: Mapping[str, K] | None = None) -> None:
+        self._by_id: dict[str, K] = {}
         for b in (buckets or {}).values():
             self.add(b)
 
-    def __getitem__(self, bid: str) -> Bucket:
+    def __getitem__(self, bid: str) -> K:
         return self._by_id[bid]
 
     def __iter__(self) -> Iterator[str]:
@@ -144,17 +169,17 @@ class Buckets(Mapping[str, Bucket]):
     def __repr__(self) -> str:
         return f"Buckets({self._by_id!r})"
 
-    def add(self, b: Bucket) -> bool:
-        """Add ``b``'s count to its bucket, and keep ``b``'s example (with its finding and
-        source) if it is smaller than the kept one; a new bucket is ``b`` itself. Whether ``b``
-        is now what the bucket shows (new, or smaller)."""
+    def add(self, b: K) -> bool:
+        """Add ``b``'s count to its bucket, and have the bucket take ``b``'s example (with its
+        finding and source) if it is smaller than the kept one; a new bucket is ``b`` itself.
+        Whether ``b`` is now what the bucket shows (new, or smaller)."""
         old = self._by_id.get(b.id)
         if old is None:
             self._by_id[b.id] = b
             return True
         old.count += b.count
         if b.size < old.size:
-            old.finding, old.example, old.source, old.case = b.finding, b.example, b.source, b.case
+            old.take(b)
             return True
         return False
 
@@ -162,7 +187,7 @@ class Buckets(Mapping[str, Bucket]):
         """One more example showed bucket ``bid`` (which is here), not offered as its example."""
         self._by_id[bid].count += 1
 
-    def merge(self, other: Mapping[str, Bucket]) -> None:
+    def merge(self, other: Mapping[str, K]) -> None:
         """``add`` each of ``other``'s buckets."""
         for b in other.values():
             self.add(b)
@@ -213,7 +238,7 @@ class CampaignResult:
 
     examples: int = 0
     duration_s: float = 0.0
-    buckets: Buckets = field(default_factory=Buckets)
+    buckets: Buckets[Bucket] = field(default_factory=Buckets)
     stats: Counter = field(default_factory=Counter)
     stopped_by: StopReason = StopReason.EXAMPLES
     notes: list[str] = field(default_factory=list)

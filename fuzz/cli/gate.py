@@ -20,7 +20,8 @@ from fxfuzz.core.contract import contract_option
 from fxfuzz.core.known import load_known_files
 from fxfuzz.core.passes import default_domain, load_pass
 from fxfuzz.core.settings import CampaignSettings
-from fxfuzz.report.folder import Extras, default_report_dir, report_folder, utc_now, write_all
+from fxfuzz.report.folder import default_report_dir, report_folder, utc_now, write_all
+from fxfuzz.report.schema import Extras, RunInfo
 from fxfuzz.repro.files import Corpus, saved_cases
 from fxfuzz.strategies.custom import register_ops
 
@@ -55,54 +56,40 @@ def command(a: argparse.Namespace) -> int:
         result.campaign.stats.update(skipped_untrusted=len(corpus.untrusted), unloadable=len(corpus.unloadable))
         for b in result.buckets.values():
             b.example = shown_as_found(b)  # the repro replays under the grad mode that showed the regression
-        meta = {
-            "command": "gate",
-            "pass": a.candidate,
-            "candidate": a.candidate,
-            "baseline": a.baseline,
-            # What both sides were held to, and whether fxfuzz chose that for a pass it does not know.
-            "contract": candidate.contract.name,
-            "contract_source": candidate.contract_source,
-            "ops": a.ops,
-            "domain": settings.domain,
-            "seed": settings.seed,
-            "stage_share": settings.stage_share,
-            "max_shrink_s": settings.max_shrink_s,
-            "workers": settings.workers,
-            "started": started,
-            "corpus_cases": result.corpus_cases,
-            "corpus_s": round(result.corpus_s, 3),
-            "settings": settings.report_form(),
-        }
+        # What both sides were held to, and whether fxfuzz chose that for a pass it does not know.
+        run = RunInfo.of(
+            a.candidate,
+            candidate.contract.name,
+            candidate.contract_source,
+            a.ops,
+            settings,
+            started,
+            command="gate",
+            candidate=a.candidate,
+            baseline=a.baseline,
+        )
         account = result.campaign.workers
-        workers = {
-            "restarts": account.restarts,
-            "errors": account.errors,
-            "internal_errors": account.internal_errors,
-            "example_timeout_s": settings.example_timeout_s,
-            "excused_deaths": account.excused_deaths,
-            "notes": notes,
-        }
         # Part of the gate never ran: no regression found is not a pass, and the report says so.
         # (A gate that stopped at a final regression ended its workers on purpose.)
         cut_short = signum is not None or result.campaign.stopped_by is StopReason.STOPPED
         incomplete = (
             f"the gate did not judge all its cases: {account.errors[0]}" if account.errors and not cut_short else None
         )
-        written = write_all(result.campaign, meta, folder, Extras(known=known, workers=workers, incomplete=incomplete))
+        extras = Extras(known, notes=notes, corpus=(result.corpus_cases, result.corpus_s), incomplete=incomplete)
+        written = write_all(result.campaign, run, settings, folder, extras)
     report, report_dir = written.report, written.where
-    new = [f for f in report["findings"] if not f["known"]]
+    new = [f for f in report.findings if not f.known]
     print(
         f"fxfuzz gate: {result.corpus_cases} corpus cases in {result.corpus_s:.1f}s, "
         f"{result.campaign.examples} fresh cases (each under both grad modes)"
     )
     if result.campaign.stopped_by is StopReason.STOPPED:
         print(f"fxfuzz gate: stopped early, {result.campaign.duration_s:.1f}s in: a regression was found and minimized")
-    for f in report["findings"]:
-        where = result.buckets[f["id"]].source or "a fresh case"
-        label = "known" if f["known"] else "REGRESSION"
-        print(f"  {label} {f['id']}: {f['count']}x, on {where}, {f['graph_nodes']} nodes: {f['message']}")
-        print(f"    repro: {os.path.join(report_dir, f['repro'])}" if f["repro"] else "    (no repro)")
+    for f in report.findings:
+        where = result.buckets[f.id].source or "a fresh case"
+        label = "known" if f.known else "REGRESSION"
+        print(f"  {label} {f.id}: {f.count}x, on {where}, {f.graph_nodes} nodes: {f.message}")
+        print(f"    repro: {os.path.join(report_dir, f.repro)}" if f.repro else "    (no repro)")
     if account.excused_deaths:
         print(
             f"fxfuzz gate: {account.excused_deaths} case(s) killed a worker where the baseline "

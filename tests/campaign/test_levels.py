@@ -13,7 +13,7 @@ from fxfuzz.core.known import for_level, known_reason, load_known
 from fxfuzz.core.program import Program
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding
-from fxfuzz.report.folder import Extras, report_dict
+from fxfuzz.report.schema import Extras, RunInfo, build_report
 from paths import HELPERS
 
 
@@ -154,6 +154,7 @@ def test_a_program_bucket_is_known_by_its_own_line_or_the_graph_line_of_its_chec
     # The program campaign names its buckets before the prefix: it does not shrink either.
     assert for_level(known, "program") == {"equivalence-x", "equivalence-e2e_y"}
     merged = merge_results([("graph", _result(3, 1.0, "equivalence-z")), ("program", _result(2, 1.0, "equivalence-x"))])
-    rows = {f["id"]: f for f in report_dict(merged, {"pass": "set_grad"}, Extras(known=known))["findings"]}
-    assert rows["program-equivalence-x"]["known"] and rows["program-equivalence-x"]["known_reason"] == "graph reason"
-    assert not rows["equivalence-z"]["known"] and rows["equivalence-z"]["issue"]
+    run = RunInfo(pass_spec="set_grad", contract="set_grad")
+    rows = {f.id: f for f in build_report(merged, run, CampaignSettings(), Extras(known=known)).findings}
+    assert rows["program-equivalence-x"].known and rows["program-equivalence-x"].known_reason == "graph reason"
+    assert not rows["equivalence-z"].known and rows["equivalence-z"].issue
