@@ -13,6 +13,9 @@ from fxfuzz.campaign.store import GRAPH_CASES, SavedFailures
 from fxfuzz.campaign.supervisor import ParallelCampaign, Supervisor
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding
+from fxfuzz.report.merge import merge_reports
+from fxfuzz.report.schema import Extras, RunInfo, build_report
+from fxfuzz.repro.files import repro_stem
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
@@ -22,7 +25,7 @@ BID = "equivalence-value_mismatch-00000000"
 
 def _sample(nodes: int, text: str | None) -> Sample:
     raw = None if text is None else json.dumps({"x": text}).encode()
-    return Sample(Size.of(nodes, raw), f"code {nodes} {text}", True, "export", "graph", raw)
+    return Sample(Size.of(nodes, raw), f"code {nodes} {text}", True, "export", "program", raw)  # no graph to hash
 
 
 # Ties on purpose: equal nodes, equal bytes with different contents, no bytes at all.
@@ -86,6 +89,30 @@ def test_the_supervisor_and_the_database_keep_what_buckets_keep():
         assert sup.result.buckets[BID].example == smallest
         assert [raw for _, raw in store.by_bucket.values()] == [smallest.raw]
         shutil.rmtree(sup.start_dir)
+
+
+def _shard_report(samples: list[Sample]):
+    """The report of a shard whose campaign met ``samples`` (a repro for a saved one)."""
+    result = CampaignResult()
+    for s in samples:
+        result.buckets.add(_bucket(s))
+    repro = {BID: f"repros/{repro_stem(BID)}.py"} if result.buckets[BID].example.raw is not None else {}
+    return build_report(result, RunInfo(pass_spec="p", contract="meaning"), CampaignSettings(), Extras(repros=repro))
+
+
+@given(st.permutations(SAMPLES), st.integers(1, len(SAMPLES) - 1))
+def test_a_merge_of_shard_reports_keeps_what_one_campaign_keeps(order, cut):
+    """``fxfuzz merge`` keeps, in either order of its inputs, the example one campaign that met
+    them all keeps: the same Size, through the report's rows."""
+    a, b = _shard_report(order[:cut]), _shard_report(order[cut:])
+    for inputs in ([("A", a), ("B", b)], [("B", b), ("A", a)]):
+        (row,) = merge_reports(inputs).report.findings
+        assert (row.graph_nodes, row.example_bytes, row.example_digest) == (
+            SMALLEST.size.nodes,
+            SMALLEST.size.nbytes,
+            SMALLEST.size.digest,
+        )
+        assert row.graph_code == SMALLEST.code and row.count == len(SAMPLES)
 
 
 def test_a_campaign_result_says_each_note_once():
