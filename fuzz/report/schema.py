@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import platform
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from fxfuzz.campaign.results import NO_EXAMPLE, Bucket, CampaignResult, Size
 from fxfuzz.core.known import known_reason
@@ -48,8 +48,19 @@ def _from_data(cls: Any, data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+class _Fields:
+    """A dataclass written to report.json field by field, and read back from it."""
+
+    def to_data(self) -> dict[str, Any]:
+        return _to_data(self)
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> Self:
+        return cls(**_from_data(cls, data))
+
+
 @dataclass
-class RunInfo:
+class RunInfo(_Fields):
     """What was run, how, and when: the pass and what it was held to, the settings whole and the
     fields report.json has always had beside them (built once, ``RunInfo.of``). A merged
     report holds, where its inputs differ on a field that is not part of a campaign's identity,
@@ -114,7 +125,7 @@ class RunInfo:
 
 
 @dataclass(kw_only=True)
-class ReportFinding:
+class ReportFinding(_Fields):
     """One bucket as report.json lists it: its finding, counts, verdict against the baseline,
     repro and issue text, and what the report shows of its smallest example (``graph_nodes``
     and the rest are None for a bucket without one)."""
@@ -177,16 +188,9 @@ class ReportFinding:
             if f.name not in ("id", "count", "known", "known_reason", "issue"):
                 setattr(self, f.name, getattr(smaller, f.name))
 
-    def to_data(self) -> dict[str, Any]:
-        return _to_data(self)
-
-    @staticmethod
-    def from_data(data: dict[str, Any]) -> ReportFinding:
-        return ReportFinding(**_from_data(ReportFinding, data))
-
 
 @dataclass
-class WorkersDetail:
+class WorkersDetail(_Fields):
     """What the worker processes did besides judging examples (``CampaignResult.workers``),
     with the settings a reader of it needs; a field an older report lacks is None."""
 
@@ -199,13 +203,6 @@ class WorkersDetail:
     example_timeout_s: float | list[Any] | None = field(default=None, metadata=_ABSENT)
     database: Any = field(default=None, metadata=_ABSENT)
     notes: list[str] | None = field(default=None, metadata=_ABSENT)
-
-    def to_data(self) -> dict[str, Any]:
-        return _to_data(self)
-
-    @staticmethod
-    def from_data(data: dict[str, Any]) -> WorkersDetail:
-        return WorkersDetail(**_from_data(WorkersDetail, data))
 
 
 @dataclass
@@ -255,7 +252,7 @@ class Report:
             "version": self.tool_version,
             "torch_version": self.torch_version,
             **({"python_version": self.python_version} if self.python_version is not None else {}),
-            **_to_data(self.run),
+            **self.run.to_data(),
             "duration_s": round(self.duration_s, 3),
             "examples": self.examples,
             "examples_per_s": self.examples_per_s,
@@ -279,7 +276,7 @@ class Report:
         """A report from report.json's content, checked already (``fxfuzz.report.reader``)."""
         rest = _from_data(Report, {k: v for k, v in data.items() if k not in ("findings", "workers_detail")})
         return Report(
-            **{**rest, "run": RunInfo(**_from_data(RunInfo, data))},
+            **{**rest, "run": RunInfo.from_data(data)},
             findings=[ReportFinding.from_data(f) for f in data["findings"]],
             workers_detail=WorkersDetail.from_data(data.get("workers_detail") or {}),
         )
