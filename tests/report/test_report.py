@@ -260,10 +260,10 @@ def test_a_run_whose_folder_was_filled_meanwhile_exits_4_and_names_where_its_rep
     out = tmp_path / "r"
     write_all = run_cli.write_all
 
-    def other_run_first(result, meta, folder, extras):  # another campaign into --report-dir ends first
+    def other_run_first(result, run, settings, folder, extras):  # another campaign into --report-dir ends first
         out.mkdir()
         (out / "report.json").write_text("the other run's")
-        return write_all(result, meta, folder, extras)
+        return write_all(result, run, settings, folder, extras)
 
     monkeypatch.setattr(run_cli, "write_all", other_run_first)
     assert (
