@@ -210,7 +210,7 @@ def _merge_findings(inputs: list[tuple[str, Report]]) -> tuple[list[ReportFindin
         row.issue = None  # set by sort_findings
         if row.repro and row.origin is not None:
             sources[bid] = (row.origin, row.repro)
-            row.repro = f"repros/{repro_stem(bid)}.py"
+        row.repro = f"repros/{repro_stem(bid)}.py" if bid in sources else None
         findings.append(row)
     return sort_findings(findings), sources
 

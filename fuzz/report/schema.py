@@ -179,7 +179,7 @@ class ReportFinding(_Fields):
         if self.graph_nodes is None:
             return NO_EXAMPLE
         nbytes = self.example_bytes if self.example_bytes is not None else NO_EXAMPLE.nbytes
-        return Size(self.repro is None, self.graph_nodes, nbytes, self.example_digest or "")
+        return Size(not self.repro, self.graph_nodes, nbytes, self.example_digest or "")
 
     def take(self, smaller: ReportFinding) -> None:
         """Show ``smaller``'s example, and the finding and repro that came with it (``Buckets``);

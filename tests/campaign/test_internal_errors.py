@@ -252,7 +252,7 @@ def test_an_exception_slow_to_read_is_bounded_by_the_example_timeout(tmp_path):
 
     settings = CampaignSettings(workers=1, max_examples=1, budget_s=600, example_timeout_s=3)
     result = run_parallel(ParallelCampaign("broken_passes:raises_slow_to_read", settings, log_dir=str(tmp_path)))
-    assert [(r.finding["oracle"], r.finding["kind"]) for r in result.buckets.values()] == [("crash", "hang")]
+    assert [(b.finding.oracle, b.finding.kind) for b in result.buckets.values()] == [("crash", "hang")]
     assert not result.workers.internal_errors
 
 
