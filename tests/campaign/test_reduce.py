@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import pickle
 import zipfile
 
@@ -15,15 +16,18 @@ from fxfuzz.campaign.engine import Hooks, bucket_id, run_campaign
 from fxfuzz.campaign.reduce import reduce_case
 from fxfuzz.core.case import clone_input
 from fxfuzz.core.errors import UntrustedError
+from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.pt2 import load_exported
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import verify
+from fxfuzz.oracles.downstream import stages_forced
 from fxfuzz.oracles.execute import isolated
 from fxfuzz.repro.files import load_repro
+from fxfuzz.repro.reduce import findings_of, reduce_finding, settings_for
 from fxfuzz.strategies import from_module
 from grad_merge import GRAD_MERGE, first_example
-from paths import HELPERS
+from paths import DATA, HELPERS, ROOT
 
 BROKEN = f"{HELPERS}/reduce_passes.py:tanh_after_relu_as_sigmoid"
 
@@ -87,6 +91,48 @@ def test_a_campaign_reduces_each_buckets_example_when_its_shrinking_ends(max_shr
     ((bid, b),) = minimized.items()
     assert b.graph_nodes < sizes[bid][0] and b.graph_nodes <= 8, (sizes[bid], b.case.code())
     assert bid in {bucket_id(f) for f in verify(b.case, cse)}
+
+
+# The saved repros of known findings (tests/data), each with the known file that lists its
+# bucket for its pass: campaigns' examples from before the graph-level reduction.
+KNOWN_REPROS = {
+    "constant_folding/equivalence-value_mismatch-6ac4edc4.json": "docs/known/constant_folding.txt",
+    "constant_folding/structure-cleanup_failed-d8725f23.json": "docs/known/constant_folding.txt",
+    "cse/downstream-run_decompositions_raised-1cab78ce.json": "docs/known/cse.txt",
+    "cse/effects-effect_value_mismatch-507a3bca.json": "docs/known/cse.txt",
+    "cse/equivalence-autocast_state_leak-71f39855.json": "docs/known/cse.txt",
+    "cse/equivalence-meta_mismatch-19aff044.json": "docs/known/cse.txt",
+    "cse/gradients-jvp_raises_differently-e49618fd.json": "docs/known/cse.txt",
+    "cse/gradients-tangent_value_mismatch-358a589a.json": "docs/known/cse.txt",
+    "cse/structure-dead_code_elimination_changes_meaning-72cda7b9.json": "docs/known/cse.txt",
+    "cse/structure-rerun_changes_meaning-4082287d.json": "docs/known/cse.txt",
+    "post_grad/gradients-inplace_after_forward_raises_differently-914eb3d1.json": "fxfuzz-known.txt",
+    "set_grad_dce/crash-pass_raised-9a4e04cc.json": "docs/known/set_grad+dce.txt",
+    "set_grad_dce/equivalence-raises_differently-bc45a4ea.json": "docs/known/set_grad+dce.txt",
+    "set_grad_dce/equivalence-value_mismatch-6ac4edc4.json": "docs/known/set_grad+dce.txt",
+    "set_grad_dce/structure-lint_failed-5f2a1a94.json": "docs/known/set_grad+dce.txt",
+    "repro_before_namespace.json": "fxfuzz-known.txt",
+    "unflatten_after_def_use.json": "fxfuzz-known.txt",
+}
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN_REPROS))
+def test_a_known_findings_saved_repro_reduces_to_at_most_eight_compute_nodes(name, tmp_path):
+    """docs/known-findings.md lists the counts (and says why a finding needs more, where one
+    does)."""
+    path = os.path.join(DATA, name)
+    repro = load_repro(path)
+    with open(path) as fh:
+        bucket = json.load(fh)["bucket"]
+    assert bucket in load_known(os.path.join(ROOT, KNOWN_REPROS[name]))
+    settings = settings_for(repro.contract, repro.device)
+    reduced = reduce_finding(
+        repro.case, load_pass(repro.pass_spec), repro.pass_spec, settings, str(tmp_path), bucket, max_steps=400
+    )
+    assert reduced is not None and reduced.reduction.stopped_by == "fixed point"
+    assert reduced.reduction.case.compute_nodes() <= 8, reduced.reduction.case.code()
+    with stages_forced():
+        assert bucket in findings_of(reduced.reduction.case, load_pass(repro.pass_spec), settings)
 
 
 # ---------------------------------------------------------------------------- regions, toggles, sizes
@@ -232,14 +278,45 @@ def deep_program(tmp_path_factory):
 def test_fxfuzz_reduce_turns_a_failing_exported_program_into_a_small_repro(cli, deep_program, tmp_path):
     path, nodes = deep_program
     assert nodes >= 200
-    r = cli("reduce", path, "--pass", BROKEN, "--out", str(tmp_path), "--max-steps", "150")
+    r = cli("reduce", path, "--pass", BROKEN, "--out", str(tmp_path), "--max-shrink-s", "300", "--max-steps", "400")
     assert r.returncode == 1, r.stdout + r.stderr
+    assert "ended at a fixed point" in r.stdout, r.stdout  # it finished inside its bound
     (json_path,) = tmp_path.glob("repros/*.json")
     assert (tmp_path / "repros" / (json_path.stem + ".py")).exists()
     repro = load_repro(str(json_path))
     assert repro.case.compute_nodes() <= 10, repro.case.code()
     assert json_path.stem in {bucket_id(f) for f in verify(repro.case, load_pass(BROKEN))}
     assert signature_follows_placeholders(repro.case)
+
+
+class Attention(torch.nn.Module):
+    """One attention block: projections, scaled_dot_product_attention, output projection."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.out = torch.nn.Linear(8, 24), torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(1, 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        return self.out(torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(1, 5, 8))
+
+
+def test_an_attention_pass_that_forgets_the_scale_is_reduced_to_the_attention_call(tmp_path):
+    """The pass docs/repro.md's walk-through reduces a transformers model with: it changes what
+    attention computes, so the reduction keeps the attention call, and nothing else."""
+    spec = f"{HELPERS}/reduce_passes.py:attention_unscaled"
+    unscaled = load_pass(spec)
+    case = from_module(Attention(), (torch.randn(1, 5, 8),))
+    reduced = reduce_finding(case, unscaled, spec, settings_for(None, "cpu"), str(tmp_path), None, 300)
+    assert reduced is not None and reduced.bucket.startswith("equivalence-value_mismatch")
+    assert reduced.reduction.stopped_by == "fixed point"
+    calls = [n for n in reduced.reduction.case.gm.graph.nodes if n.op == "call_function"]
+    assert len(calls) == 1, reduced.reduction.case.code()
+    (call,) = calls
+    assert call.target is torch.ops.aten.scaled_dot_product_attention.default
+    assert not findings_of(
+        from_module(Matmul(), (torch.randn(2, 3), torch.randn(3, 2))), unscaled, settings_for(None, "cpu")
+    )
 
 
 def test_fxfuzz_reduce_says_so_when_the_graph_shows_no_finding(cli, deep_program, tmp_path):
