@@ -1,4 +1,4 @@
-"""Passes broken on one pattern, and the deep model that holds the pattern once, for the
+"""A pass broken on one pattern, and the deep model that holds the pattern once, for the
 tests of ``fxfuzz reduce`` (tests/campaign/test_reduce.py)."""
 
 import torch
@@ -42,15 +42,4 @@ class Deep(torch.nn.Module):
 
 def unchanged(gm, signature):
     """A correct pass: it changes nothing."""
-    return gm, signature
-
-
-def attention_unscaled(gm, signature):
-    """A fusion-style rewrite that forgets attention's scale: every
-    ``scaled_dot_product_attention`` gets ``scale=1.0`` instead of ``1/sqrt(head_dim)``
-    (docs/repro.md reduces a transformers model's graph with it)."""
-    for n in gm.graph.nodes:
-        if n.op == "call_function" and n.target is torch.ops.aten.scaled_dot_product_attention.default:
-            n.kwargs = {**n.kwargs, "scale": 1.0}
-    gm.recompile()
     return gm, signature
