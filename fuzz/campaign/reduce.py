@@ -510,7 +510,8 @@ def _inline(
     of the subgraph its get_attr node ``getter`` fetches: the body's placeholders read
     ``operands``, its nodes and nested graphs take fresh names, the call's ``getitem`` readers
     become the body's outputs; with ``grad`` (not None) the body runs between a toggle to
-    ``grad`` and one back. None where the call is read other than by ``getitem`` of a node."""
+    ``grad`` and a toggle to ``not grad``. None where the call is read other than by a
+    ``getitem`` the body's outputs can answer with a node."""
     d = copy.deepcopy(data)
     graph = d["graph"]
     nodes, hop = graph["nodes"], graph["nodes"][index]
@@ -636,6 +637,8 @@ def _shrunk(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _at_size(case: GraphCase, n: int, smaller: int) -> dict[str, Any] | None:
+    """``case`` (serialized) with every input dimension of size ``n`` cut to ``smaller`` and
+    every node's meta propagated again; None when the graph does not run at that size."""
     inputs = []
     for t in case.inputs:
         if isinstance(t, torch.Tensor):
