@@ -117,7 +117,7 @@ def render_issue(
             "",
             "## How to run",
             "",
-            *_how_to_run(finding, short=True),
+            *(_how_to_run(finding.repro, short=True) if finding.repro else []),
         ]
     elif repro_source is not None:
         lines += [
@@ -129,7 +129,7 @@ def render_issue(
             "",
             "## How to run",
             "",
-            *(_how_to_run(finding) if finding.repro else []),
+            *(_how_to_run(finding.repro) if finding.repro else []),
         ]
     elif finding.graph_code:
         lines.append("No standalone repro script could be written for this bucket.")
@@ -150,10 +150,10 @@ def render_issue(
     return "\n".join(lines) + "\n"
 
 
-def _how_to_run(finding: ReportFinding, short: bool = False) -> list[str]:
-    name = finding.repro.rsplit("/", 1)[-1]
+def _how_to_run(repro: str, short: bool = False) -> list[str]:
+    name = repro.rsplit("/", 1)[-1]
     if short:
-        json_path = finding.repro.removesuffix(".py") + ".json"
+        json_path = repro.removesuffix(".py") + ".json"
         return [
             f"Save the program as {code(name)} and run {code('python ' + name)}: it needs only torch, prints "
             "what differs and exits 1 while the bug is there, 0 once it is fixed.",
@@ -167,6 +167,6 @@ def _how_to_run(finding: ReportFinding, short: bool = False) -> list[str]:
         "failing check and exits non-zero while the bug is there (1 for a failing check), 0 once "
         "it is fixed.",
         "",
-        f"With fxfuzz installed, in the report folder: {code('fxfuzz repro ' + finding.repro)} (the full "
+        f"With fxfuzz installed, in the report folder: {code('fxfuzz repro ' + repro)} (the full "
         "oracles, in a child process; `--pass SPEC` checks a fix).",
     ]
