@@ -117,6 +117,8 @@ class _Source:
             return "..."
         if key == "callable":
             return self.target(v)
+        if key == "symint":
+            return f"symint_literal({int(v)!r})"
         return code_name("torch.", v, key)  # dtype, layout, memory_format
 
     def tensor(self, t: dict[str, Any]) -> str:
