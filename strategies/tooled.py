@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 import torch
 import torch.utils._pytree as pytree
@@ -154,7 +155,7 @@ def _convention(draw: st.DrawFn, gm: fx.GraphModule, stats: Counter) -> None:
     if not draw(st.booleans()):
         return
     names = [n.name for n in gm.graph.find_nodes(op="placeholder")]
-    count = len(gm.graph.output_node().args[0])
+    count = len(cast(Sequence[Any], gm.graph.output_node().args[0]))  # a case's graph outputs a tuple
     keywords = draw(st.integers(0, min(2, len(names))))
     positional = len(names) - keywords
     in_spec = pytree.tree_flatten((tuple(0 for _ in names[:positional]), {n: 0 for n in names[positional:]}))[1]
