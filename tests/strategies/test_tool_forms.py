@@ -190,8 +190,8 @@ def test_a_repro_of_a_dropped_convention_replays(tmp_path):
 
 
 def test_a_campaign_finds_a_topological_sort_that_drops_the_convention():
-    """aten domain (no toggles, which legalize_graph moves), tool forms alone: measured
-    2026-11-28, seed 0 after N examples. The real legalize_graph stays quiet on as many."""
+    """aten domain (no toggles, which legalize_graph moves), tool forms alone, seed 0: found
+    within 20 examples (2026-11-28); the real legalize_graph stays quiet on as many."""
     examples, _ = _found(f"{MUTANTS}:topo_sort_dropping_convention", {"calling_convention_changed"}, 20, 0, "aten")
     assert 0 < examples
     examples, buckets = _found(f"{MUTANTS}:legalize_graph", {"calling_convention_changed"}, 20, 0, "aten")
@@ -199,9 +199,10 @@ def test_a_campaign_finds_a_topological_sort_that_drops_the_convention():
 
 
 def test_a_campaign_finds_a_constant_folder_deleting_an_attribute_still_read():
-    """Drawn as the constant_folding row (constants and the generic kinds): measured
-    2026-11-28. The real row draws only its known findings in as many examples."""
-    examples, _ = _found(f"{MUTANTS}:constant_fold_deleting_a_read_attribute", {"pass_raised"}, 60, 1)
+    """Drawn as the constant_folding row (constants and the generic kinds), seed 1: found after
+    13 examples of 150 (2026-11-28; seed 0 found none in 60: a read folded beside a live one is
+    about one case in twenty). The real row draws only its known findings in as many."""
+    examples, _ = _found(f"{MUTANTS}:constant_fold_deleting_a_read_attribute", {"pass_raised"}, 150, 1)
     assert 0 < examples
-    examples, buckets = _found("constant_folding", {"pass_raised"}, 60, 1)
+    examples, buckets = _found("constant_folding", {"pass_raised"}, 150, 1)
     assert examples == 0 and buckets <= set(load_known(f"{KNOWN}/constant_folding.txt")), buckets
