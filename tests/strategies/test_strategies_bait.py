@@ -51,7 +51,14 @@ def test_the_kinds_drawn_for_a_pass():
     assert generation_kinds(load_pass("identity")) == BAITED
     # DCE and CSE remove or merge calls anywhere: effectful calls besides the contract's kinds.
     assert generation_kinds(load_pass("dce")) == generation_kinds(load_pass("cse")) == (EFFECT, *BAITED)
-    assert generation_kinds(load_pass("set_grad+dce")) == ("grad_toggle", EFFECT, ACROSS_TOGGLE, MOTIF, RANDOM)
+    assert generation_kinds(load_pass("set_grad+dce")) == (
+        "grad_toggle",
+        EFFECT,
+        ACROSS_TOGGLE,
+        MOTIF,
+        RANDOM,
+        TOOL_FORM,
+    )
     assert generation_kinds(load_pass("export")) == ("grad_toggle", "autocast")
     declared = lambda gm, sig: (gm, sig)  # noqa: E731
     declared.fxfuzz_reacts_to = ("autocast",)
