@@ -208,7 +208,7 @@ def test_a_campaign_finds_a_constant_folder_deleting_an_attribute_still_read():
     about one case in twenty). The real row never raises in as many."""
     examples, _ = _found(f"{MUTANTS}:constant_fold_deleting_a_read_attribute", {"pass_raised"}, 150, 1)
     assert 0 < examples
-    # The installed row never raises so. It freezes a torch-level random factory (torch.rand
-    # is no ATen constructor its folder skips): rng and state findings, not yet triaged.
+    # The installed row never raises so; its rng and state-leak findings here are not yet
+    # triaged (docs/strategies.md).
     examples, buckets = _found("constant_folding", {"pass_raised"}, 150, 1)
     assert examples == 0 and not [b for b in buckets if b.startswith("crash-")], buckets
