@@ -16,10 +16,10 @@ __version__ = "0.1.0"
 # Loaded on first use: pytest imports ``fxfuzz.pytest_plugin`` (and so this package) into every
 # test run, and ``fxfuzz --help`` and the campaign's worker boot must not import torch either.
 _EXPORTS = {
-    "CampaignResult": "fxfuzz.campaign.engine",
+    "CampaignResult": "fxfuzz.campaign.results",
     "CampaignSettings": "fxfuzz.core.settings",
     "Hooks": "fxfuzz.campaign.engine",
-    "StopReason": "fxfuzz.campaign.engine",
+    "StopReason": "fxfuzz.campaign.results",
     "Subject": "fxfuzz.campaign.engine",
     "run_campaign": "fxfuzz.campaign.engine",
     "FxfuzzError": "fxfuzz.core.errors",

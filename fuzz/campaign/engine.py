@@ -15,16 +15,15 @@ import enum
 import gc
 import hashlib
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fxfuzz.campaign.database import open_database
 from fxfuzz.campaign.reduce import reduce_case
+from fxfuzz.campaign.results import Bucket, CampaignResult, Sample, StopReason
 from fxfuzz.campaign.store import GRAPH_CASES, Codec, SavedFailures, database_key
 from fxfuzz.core.case import Example, GraphCase
-from fxfuzz.core.identity import PassIdentity
 from fxfuzz.core.inductor import drain_reach
 from fxfuzz.core.passes import PassFn, generation_ambient, generation_kinds
 from fxfuzz.core.reproducible import reproducible_draws
@@ -61,35 +60,6 @@ def bucket_id(f: Finding) -> str:
 ExampleCheck = Callable[[Any, PassFn], "list[Finding]"]
 
 
-@dataclass
-class Bucket:
-    """All findings that share a bucket id, with the smallest example that showed them."""
-
-    id: str
-    finding: Finding
-    case: Example | None
-    count: int = 0
-    # The example serialized (fuzz.serialize), when it came from a worker process; None
-    # for an example a worker died on before it could be serialized.
-    case_data: dict[str, Any] | None = None
-    source: str | None = None  # the name of the listed example (run_examples) it came from
-
-    @property
-    def graph_nodes(self) -> int:
-        return self.case.compute_nodes() if self.case is not None else 0
-
-
-class StopReason(enum.StrEnum):
-    """Why a campaign ended; the values are what report.json's ``stopped_by`` says."""
-
-    EXAMPLES = "max_examples"  # its examples ran (or Hypothesis had no more to draw)
-    BUDGET = "budget"  # its time ran out
-    STOPPED = "stopped"  # the caller's ``stop()`` turned true
-    INTERRUPTED = "interrupted"  # a signal stopped it (the command line)
-    WORKERS_LOST = "workers_lost"  # its worker processes kept dying outside any example
-    INTERNAL_ERROR = "internal_error"  # a worker died of fxfuzz's own error, and its share with it
-
-
 class CampaignPhase(enum.Enum):
     """Where a campaign is, in the order it goes (see the module doc)."""
 
@@ -97,22 +67,6 @@ class CampaignPhase(enum.Enum):
     REPLAY_SAVED = "replay saved"
     GENERATE = "generate"
     SHRINK = "shrink"
-
-
-@dataclass
-class CampaignResult:
-    examples: int = 0
-    duration_s: float = 0.0
-    buckets: dict[str, Bucket] = field(default_factory=dict)
-    stats: Counter = field(default_factory=Counter)
-    stopped_by: StopReason = StopReason.EXAMPLES
-    notes: list[str] = field(default_factory=list)  # one line each, for the user (saved examples left out)
-    # The pass it judged (its settings' identity); None for a caller's own callable.
-    identity: PassIdentity | None = None
-
-    @property
-    def examples_per_s(self) -> float:
-        return self.examples / self.duration_s if self.duration_s > 0 else 0.0
 
 
 class _Halt(BaseException):
@@ -157,14 +111,23 @@ class Hooks:
         return self.stop is not None and self.stop()
 
 
+def sample(case: Example, codec: Codec | None) -> Sample:
+    """``case`` as plain data, serialized by ``codec`` (None: not at all)."""
+    return Sample.of(
+        case, codec.dumps(case) if codec is not None else None, codec.level if codec is not None else "graph"
+    )
+
+
 def _record(
     result: CampaignResult,
     case: Example,
     ids: dict[str, Finding],
     on_bucket: BucketHook | None,
-    source: str | None = None,
+    codec: Codec | None,
+    name: str | None = None,
 ) -> None:
-    """Count one example and its findings; a new bucket starts with ``case``."""
+    """Count one example and its findings; a new bucket starts with ``case`` (shrinking, not
+    generation, offers a bucket a smaller example)."""
     result.examples += 1
     for k, v in case.features.items():
         result.stats[k] += v if isinstance(v, int) else 1
@@ -173,9 +136,9 @@ def _record(
     result.stats.update(drain_reach())
     for bid, f in ids.items():
         if bid in result.buckets:
-            result.buckets[bid].count += 1
+            result.buckets.seen(bid)
         else:
-            result.buckets[bid] = Bucket(bid, f, case, 1, source=source)
+            result.buckets.add(Bucket(bid, f, sample(case, codec), 1, name, case))
             if on_bucket:
                 on_bucket(result.buckets[bid])
 
@@ -185,17 +148,18 @@ def run_examples(
     examples: Iterable[tuple[str, Example]],
     check: ExampleCheck = verify,
     hooks: Hooks = Hooks(),
+    codec: Codec | None = None,
 ) -> CampaignResult:
     """Judge each named example once, in order, until ``hooks.stop()`` turns true: a fixed
     corpus rather than generated examples, so nothing shrinks and each bucket keeps the first
-    example that showed it, with its name as the bucket's ``source``."""
+    example that showed it (serialized by ``codec``), with its name as the bucket's ``source``."""
     result = CampaignResult()
     start = time.monotonic()
     for name, case in examples:
         if hooks.stopped():
             result.stopped_by = StopReason.STOPPED
             break
-        _record(result, case, {bucket_id(f): f for f in check(case, pass_fn)}, hooks.on_bucket, name)
+        _record(result, case, {bucket_id(f): f for f in check(case, pass_fn)}, hooks.on_bucket, codec, name)
         if hooks.progress:
             hooks.progress(result, time.monotonic() - start)
     result.duration_s = time.monotonic() - start
@@ -261,6 +225,7 @@ class Campaign:
             )
         )
         self.check = subject.check if subject.check is not None else verify_with(settings)
+        self.codec = subject.codec
         self.result = CampaignResult(identity=settings.identity)
         if database is None and settings.db is not None:
             database = open_database(settings.db, self.result.notes.append)
@@ -311,6 +276,7 @@ class Campaign:
             self._record(case, ids)
             for bid in ids:
                 self.minimized.add(bid)  # saved examples were minimized when they were saved
+                self.result.minimized.add(bid)
                 store.keep(bid, raw, case.compute_nodes())
             # Fixed since it was saved, or a larger example of a bucket a smaller one showed first.
             store.drop_unless_held(raw)
@@ -390,16 +356,12 @@ class Campaign:
             ids = self._judge(case)
         self.result.stats["shrink_attempts"] += 1
         for bid in ids.keys() - buckets.keys():
-            buckets[bid] = Bucket(bid, ids[bid], case, 1)
-            self._save(bid, case)
+            buckets.add(Bucket(bid, ids[bid], sample(case, self.codec), 1, case=case))
+            self._save(buckets[bid])
             if self.hooks.on_bucket:
                 self.hooks.on_bucket(buckets[bid])
-        b = buckets[self.shrinking]
         if self.shrinking in ids:
-            if case.compute_nodes() <= b.graph_nodes:
-                b.case, b.finding = case, ids[self.shrinking]
-                if self.hooks.on_bucket:
-                    self.hooks.on_bucket(b)
+            self._offer(Bucket(self.shrinking, ids[self.shrinking], None, 0, case=case))
             _raise_found(self.shrinking, ids[self.shrinking])
 
     def _finish_round(self) -> None:
@@ -408,7 +370,8 @@ class Campaign:
         if self.shrinking is not None:
             self._reduce(self.result.buckets[self.shrinking])
             self.minimized.add(self.shrinking)
-            self._save(self.shrinking, self.result.buckets[self.shrinking].case)
+            self.result.minimized.add(self.shrinking)
+            self._save(self.result.buckets[self.shrinking])
             if self.hooks.on_minimized:
                 self.hooks.on_minimized(self.result.buckets[self.shrinking])
 
@@ -422,9 +385,8 @@ class Campaign:
             reduced = reduce_case(b.case, lambda c: b.id in self._judge(c), deadline=deadline, stop=self.hooks.stopped)
             self.result.stats["reduce_attempts"] += reduced.judged
             if reduced.accepted:
-                b.case, b.finding = reduced.case, self._judge(reduced.case).get(b.id, b.finding)
-                if self.hooks.on_bucket:
-                    self.hooks.on_bucket(b)
+                finding = self._judge(reduced.case).get(b.id, b.finding)
+                self._offer(Bucket(b.id, finding, None, 0, b.source, reduced.case))
 
     # -- helpers
     def _halt_reason(self) -> StopReason | None:
@@ -436,13 +398,23 @@ class Campaign:
         return {bucket_id(f): f for f in self.check(case, self.pass_fn)}
 
     def _record(self, case: Example, ids: dict[str, Finding]) -> None:
-        _record(self.result, case, ids, self.hooks.on_bucket)
+        _record(self.result, case, ids, self.hooks.on_bucket, self.codec)
         if self.hooks.progress:
             self.hooks.progress(self.result, time.monotonic() - self.start)
 
-    def _save(self, bid: str, case: Example | None) -> None:
-        if self.store is not None and case is not None:
-            self.store.keep(bid, self.store.codec.dumps(case), case.compute_nodes())
+    def _offer(self, b: Bucket) -> None:
+        """Offer ``b``'s live example (not yet serialized: only one that could be kept is) to
+        its bucket, which keeps it if it is smaller (``Buckets.add``); its count is not one more
+        example's."""
+        assert b.case is not None
+        if self.result.buckets.could_keep(b.id, b.case.compute_nodes()):
+            b.example = sample(b.case, self.codec)
+            if self.result.buckets.add(b) and self.hooks.on_bucket:
+                self.hooks.on_bucket(self.result.buckets[b.id])
+
+    def _save(self, b: Bucket) -> None:
+        if self.store is not None and b.example is not None:
+            self.store.keep(b.id, b.example.raw, b.example.size.nodes)
 
 
 @_HeapFrozen()

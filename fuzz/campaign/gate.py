@@ -20,23 +20,23 @@ import math
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fxfuzz.campaign.engine import (
-    Bucket,
-    CampaignResult,
     ExampleCheck,
     Hooks,
     Progress,
-    StopReason,
     Subject,
     bucket_id,
     run_campaign,
     run_examples,
+    sample,
 )
 from fxfuzz.campaign.protocol import Task
-from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, Supervisor, to_campaign_result, worker_seed
+from fxfuzz.campaign.results import Bucket, Buckets, CampaignResult, Sample, Size, StopReason
+from fxfuzz.campaign.store import GRAPH_CASES
+from fxfuzz.campaign.supervisor import ParallelCampaign, Supervisor, worker_seed
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.identity import resolve_pass
@@ -44,39 +44,40 @@ from fxfuzz.core.passes import Pass, PassFn, generation_kinds
 from fxfuzz.core.serialize import case_from_dict, case_to_dict
 from fxfuzz.core.settings import NO_EXAMPLE_LIMIT, CampaignSettings
 from fxfuzz.oracles import Finding
-from fxfuzz.oracles.differential import Blame, regressions, regressions_both_modes, with_ambient
+from fxfuzz.oracles.differential import Blame, regressions, regressions_both_modes
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.corpus import gate_corpus
 from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
 
 
-def case_of(bucket: Bucket) -> GraphCase:
-    """The bucket's case under the ambient grad mode that showed its regression."""
-    case = bucket.case
-    assert isinstance(case, GraphCase)  # the gate judges graph cases only
-    ambient = bucket.finding.details.get("ambient_grad", case.ambient_grad)
-    return with_ambient(case, bool(ambient))
+def shown_as_found(bucket: Bucket) -> Sample | None:
+    """The bucket's example under the ambient grad mode that showed its regression (a finding's
+    details say which, ``regressions_both_modes``), so that its repro replays the regression."""
+    example = bucket.example
+    data = example.data() if example is not None else None
+    ambient = bucket.finding.details.get("ambient_grad")
+    if example is None or data is None or ambient is None or data["ambient_grad"] == ambient:
+        return example
+    raw = json.dumps({**data, "ambient_grad": bool(ambient)}).encode()
+    return dataclasses.replace(example, size=Size.of(example.size.nodes, raw), ambient_grad=bool(ambient), raw=raw)
 
 
 @dataclass
 class GateResult:
-    """Regressions found on the corpus and on fresh cases, bucketed like campaign findings
-    (a bucket's ``source`` names the corpus case that showed it; None: a fresh case)."""
+    """A gate's campaign and its verdict's extra fields: how many corpus cases were judged, in
+    how many seconds. The campaign holds the fresh cases' counts and every regression, bucketed
+    like campaign findings (a bucket's ``source`` names the corpus case that showed it; None: a
+    fresh case); its workers' account counts as ``excused_deaths`` the cases a worker died on
+    where the candidate is not to blame (the baseline killed the process, or crashed on the
+    case itself, when the candidate's crash is no regression)."""
 
     corpus_cases: int = 0
     corpus_s: float = 0.0
     campaign: CampaignResult = field(default_factory=CampaignResult)
-    # What the worker processes of run_gate_parallel met (supervisor.ParallelResult's).
-    restarts: int = 0
-    worker_errors: list[str] = field(default_factory=list)
-    internal_errors: list[str] = field(default_factory=list)  # workers dead of fxfuzz's own error
-    # Cases a worker died on where the candidate is not to blame: the baseline killed the
-    # process, or crashed on the case itself (then the candidate's crash is no regression).
-    excused_deaths: int = 0
 
     @property
-    def buckets(self) -> dict[str, Bucket]:
+    def buckets(self) -> Mapping[str, Bucket]:
         return self.campaign.buckets
 
 
@@ -99,24 +100,14 @@ def judge_corpus(
     def check(case: GraphCase, cand: PassFn) -> list[Finding]:
         return regressions(case, cand, baseline, stage_share=stage_share)
 
-    judged = run_examples(candidate, corpus, check, Hooks(stop=stop, on_bucket=on_regression))
+    judged = run_examples(candidate, corpus, check, Hooks(stop=stop, on_bucket=on_regression), GRAPH_CASES)
     return GateResult(judged.examples, judged.duration_s, CampaignResult(buckets=judged.buckets))
 
 
-def merge_buckets(buckets: dict[str, Bucket], more: dict[str, Bucket]) -> None:
-    """Add ``more`` to ``buckets``: a bucket already there keeps its first case and gains the counts."""
-    for bid, b in more.items():
-        if bid in buckets:
-            buckets[bid].count += b.count
-        else:
-            buckets[bid] = b
-
-
 def add_fresh(result: GateResult, fresh: CampaignResult) -> None:
-    """Merge the fresh cases' campaign into ``result``: corpus buckets keep their first case
-    and gain the fresh counts."""
-    merge_buckets(result.campaign.buckets, fresh.buckets)
-    fresh.buckets = result.campaign.buckets
+    """Merge the fresh cases' campaign into ``result``: the corpus's buckets join the fresh
+    ones (``Buckets.merge``), and its counts stay in ``corpus_cases``."""
+    fresh.buckets.merge(result.campaign.buckets)
     result.campaign = fresh
 
 
@@ -146,7 +137,7 @@ def run_gate(
         if on_regression:
             for f in found:
                 if bucket_id(f) not in buckets:
-                    on_regression(Bucket(bucket_id(f), f, case, 1))
+                    on_regression(Bucket(bucket_id(f), f, sample(case, GRAPH_CASES), 1, case=case))
         return found
 
     remaining = settings.budget_s - result.corpus_s
@@ -281,8 +272,8 @@ class _Gate:
         self.settings, self.user_stop, self.progress = settings, stop or (lambda: False), progress
         self.start = time.monotonic()
         self.corpus_done, self.final = threading.Event(), threading.Event()
-        self.corpus = ParallelResult()
-        self.fresh: list[ParallelResult] = []
+        self.corpus = CampaignResult()
+        self.fresh: list[CampaignResult] = []
         self.fresh_counts: dict[int, tuple[int, int]] = {}  # per fresh phase: examples, buckets
         self.lock = threading.Lock()
         self.error: BaseException | None = None
@@ -290,13 +281,13 @@ class _Gate:
     def budget_over(self) -> bool:
         return self.corpus_done.is_set() and time.monotonic() - self.start >= self.settings.budget_s
 
-    def goes_on(self, corpus: ParallelResult) -> bool:
+    def goes_on(self, corpus: CampaignResult) -> bool:
         """Whether fresh cases still have something to add after the corpus: not after an
         interrupt, a final regression, or a worker that could not judge the corpus (or died
         of fxfuzz's own error judging it)."""
-        return not (self.user_stop() or self.final.is_set() or corpus.worker_errors or corpus.internal_errors)
+        return not (self.user_stop() or self.final.is_set() or corpus.workers.errors or corpus.workers.internal_errors)
 
-    def phase(self, campaign: ParallelCampaign, ends: Callable[[], bool] = lambda: False) -> ParallelResult:
+    def phase(self, campaign: ParallelCampaign, ends: Callable[[], bool] = lambda: False) -> CampaignResult:
         """Run one Supervisor until its limits, the caller's stop, a final regression (of any
         phase) or ``ends()``; its ``stopped_by`` says which, as the gate reads it."""
         supervisor = Supervisor(campaign)
@@ -347,48 +338,37 @@ class _Gate:
             raise self.error
 
     def result(self) -> GateResult:
-        corpus, fresh = self.corpus, self.fresh
-        result = GateResult(
-            corpus.examples,
-            corpus.duration_s,
-            CampaignResult(buckets=to_campaign_result(corpus).buckets, stopped_by=corpus.stopped_by),
-        )
-        merged = CampaignResult(stopped_by=corpus.stopped_by)
-        for r in fresh:
-            part = to_campaign_result(r)
-            merged.examples += part.examples
-            merged.stats.update(part.stats)
-            merge_buckets(merged.buckets, part.buckets)
-            merged.stopped_by = part.stopped_by
-        if fresh:
-            add_fresh(result, merged)
+        corpus = self.corpus
+        merged = CampaignResult(buckets=Buckets(corpus.buckets), stopped_by=corpus.stopped_by)
+        merged.workers.add(corpus.workers)
+        for r in self.fresh:
+            merged.examples += r.examples
+            merged.stats.update(r.stats)
+            merged.buckets.merge(r.buckets)
+            merged.workers.add(r.workers)
+            merged.stopped_by = r.stopped_by
         if self.user_stop():
-            result.campaign.stopped_by = StopReason.INTERRUPTED
+            merged.stopped_by = StopReason.INTERRUPTED
         elif self.final.is_set():
-            result.campaign.stopped_by = StopReason.STOPPED
-        phases = [corpus, *fresh]
-        result.restarts = sum(p.restarts for p in phases)
-        result.worker_errors = [e for p in phases for e in p.worker_errors]
-        result.internal_errors = [e for p in phases for e in p.internal_errors]
-        result.excused_deaths = sum(p.excused_deaths for p in phases)
-        result.campaign.duration_s = time.monotonic() - self.start
-        result.campaign.identity = self.settings.identity
-        return result
+            merged.stopped_by = StopReason.STOPPED
+        merged.duration_s = time.monotonic() - self.start
+        merged.identity = self.settings.identity
+        return GateResult(corpus.examples, corpus.duration_s, merged)
 
 
-def _final_regression(r: ParallelResult, settings: CampaignSettings) -> bool:
+def _final_regression(r: CampaignResult, settings: CampaignSettings) -> bool:
     """Whether a phase holds a new regression that nothing will change: found on a corpus case
     (never shrunk), a worker's death or hang (recorded as it is), or a fresh case whose
     shrinking is over (or off)."""
     return any(
         bid not in settings.known
         and (
-            rec.source is not None
+            b.source is not None
             or bid in r.minimized
             or settings.max_shrink_s == 0
-            or rec.finding["kind"] in _RECORDED_AS_IS
+            or b.finding.kind in _RECORDED_AS_IS
         )
-        for bid, rec in r.buckets.items()
+        for bid, b in r.buckets.items()
     )
 
 

@@ -14,10 +14,10 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from fxfuzz.campaign.engine import Bucket, CampaignResult, ExampleCheck, StopReason
+from fxfuzz.campaign.engine import ExampleCheck
 from fxfuzz.campaign.protocol import Task
-from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, run_parallel, to_campaign_result
-from fxfuzz.campaign.worker import example_form
+from fxfuzz.campaign.results import Bucket, CampaignResult, StopReason
+from fxfuzz.campaign.supervisor import ParallelCampaign, run_parallel
 from fxfuzz.core.choices import LEVELS
 from fxfuzz.core.identity import PassIdentity
 from fxfuzz.core.known import at_level, for_level
@@ -80,23 +80,21 @@ def add_level_rates(stats: MutableMapping[str, Any]) -> None:
 
 
 def merge_results(results: list[tuple[str, CampaignResult]], identity: PassIdentity | None = None) -> CampaignResult:
-    """One CampaignResult of the pass ``identity`` from the per-level ones, with per-level
-    counts in ``stats``: ``level:<name>:examples``, ``level:<name>:duration_ms`` and
+    """One CampaignResult of the pass ``identity`` from the per-level ones (buckets, notes,
+    timelines end to end and workers' accounts together), with per-level counts in ``stats``: ``level:<name>:examples``, ``level:<name>:duration_ms`` and
     ``level:<name>:examples_per_s``."""
     merged = CampaignResult(identity=identity)
     for level, r in results:
+        merged.timeline += [(round(t + merged.duration_s, 2), n + merged.examples) for t, n in r.timeline]
         merged.examples += r.examples
         merged.duration_s += r.duration_s
         merged.stats.update(r.stats)
-        merged.notes.extend(r.notes)
+        for note in r.notes:
+            merged.note(note)
+        merged.workers.add(r.workers)
         merged.stats[f"level:{level}:examples"] += r.examples
         merged.stats[f"level:{level}:duration_ms"] += round(r.duration_s * 1000)
-        for b in r.buckets.values():
-            b = _rekeyed(level, b)
-            if b.id in merged.buckets:
-                merged.buckets[b.id].count += b.count
-            else:
-                merged.buckets[b.id] = b
+        merged.buckets.merge({b.id: b for b in (_rekeyed(level, b) for b in r.buckets.values())})
     add_level_rates(merged.stats)
     # No level at all: run_levels was stopped before the first one.
     ends = [r.stopped_by for _, r in results] or [StopReason.STOPPED]
@@ -107,10 +105,10 @@ def merge_results(results: list[tuple[str, CampaignResult]], identity: PassIdent
 @dataclass
 class LevelsRun:
     """A campaign of one or more levels: the merged result (``merge_results``) and each level's
-    workers' own account, by level (restarts, deaths, errors, notes)."""
+    own, by level."""
 
     result: CampaignResult
-    workers: list[tuple[str, ParallelResult]]
+    levels: list[tuple[str, CampaignResult]]
 
 
 def run_levels(
@@ -127,7 +125,6 @@ def run_levels(
     unused passes to the next). ``settings.max_examples`` caps each level; once ``stop()`` turns
     true no further level starts. Known buckets are not shrunk, as in ``run_campaign``."""
     results: list[tuple[str, CampaignResult]] = []
-    workers: list[tuple[str, ParallelResult]] = []
     planned = spent = 0.0
     for name, share in budget_plan(settings.level, settings.budget_s):
         if stop is not None and stop():
@@ -144,11 +141,10 @@ def run_levels(
         task = level_task(name)
         before = (sum(r.examples for _, r in results), sum(len(r.buckets) for _, r in results), spent)
         shown = None if progress is None else functools.partial(_progress_after, progress, before)
-        parallel = run_parallel(ParallelCampaign(level_settings, task, log_dir=log_dir), shown, stop)
-        spent += parallel.duration_s
-        results.append((name, to_campaign_result(parallel, example_form(task))))
-        workers.append((name, parallel))
-    return LevelsRun(merge_results(results, settings.identity), workers)
+        result = run_parallel(ParallelCampaign(level_settings, task, log_dir=log_dir), shown, stop)
+        spent += result.duration_s
+        results.append((name, result))
+    return LevelsRun(merge_results(results, settings.identity), results)
 
 
 def _progress_after(

@@ -13,9 +13,12 @@ import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fxfuzz.core.settings import CampaignSettings
+
+if TYPE_CHECKING:  # a worker reads its start before it imports torch (coverage starts first)
+    from fxfuzz.campaign.results import Bucket
 
 
 @dataclass(frozen=True)
@@ -113,12 +116,10 @@ class Counts:
 
 @dataclass(frozen=True)
 class BucketFound:
-    """A bucket appeared, or its example shrank."""
+    """A bucket appeared, or its example shrank: the bucket as the worker keeps it, without
+    its live example (``Bucket.plain``)."""
 
-    id: str
-    finding: dict[str, Any]
-    case: dict[str, Any] | None
-    nodes: int
+    bucket: Bucket
 
 
 @dataclass(frozen=True)

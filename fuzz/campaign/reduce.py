@@ -17,11 +17,16 @@ The moves, in the order each round tries them (the first accepted one starts the
 - truncate the suffix: the graph ends at one of its nodes, which it returns;
 - delta debugging: a chunk of nodes becomes inputs of the same meta, each fed the value it
   had when the original ran (its users read the new input);
-- then, one at a time: bypass a call (its readers read an argument of the same meta), delete a
-  node nothing reads (an in-place update, a grad toggle, a
-  region, also inside nested graphs), drop an input nothing reads (parameters and buffers
-  too), drop ``nn_module_stack`` metas and the pytree calling convention, drop the other
-  sizes a symbolic case also runs at, make an input all ones, make an input not require grad.
+- then, one at a time: delete a node nothing reads (an in-place update, a grad toggle, a
+  region, also inside nested graphs); inline a region or subgraph of the top-level graph
+  (torch.cond by either branch, ``wrap_with_set_grad_enabled`` by its body between toggles of
+  its grad mode, or by its body alone); collapse a region's toggles (a grad toggle with the
+  next one, an ``_enter_autocast`` with its ``_exit_autocast``); bypass a call (its readers
+  read an argument of the same meta); drop an input nothing reads (parameters and buffers
+  too); drop ``nn_module_stack`` metas and the pytree calling convention, drop the other
+  sizes a symbolic case also runs at; shrink a static case's sizes (every input dimension of
+  one size cut to 1 or halved, metas propagated again on fake tensors); make an input all
+  ones, make an input not require grad.
 
 A candidate is accepted only if it makes the case strictly smaller by (compute nodes, nodes,
 bytes of its serialized form), so the reduction ends, at a fixed point or at its bound
@@ -31,6 +36,7 @@ bytes of its serialized form), so the reduction ends, at a fixed point or at its
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 import time
@@ -44,7 +50,9 @@ from fxfuzz.core.errors import SerializeError
 from fxfuzz.core.serialize import case_from_dict, case_to_dict, count_compute_nodes, encode_tensor
 from fxfuzz.oracles.execute import isolated
 from torch import fx
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export.graph_signature import InputKind
+from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 Holds = Callable[[GraphCase], bool]
 _COMPUTE = ("call_function", "call_method", "call_module")
@@ -380,6 +388,8 @@ def _one_at_a_time(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 g = _at(d, path)
                 g["nodes"] = [n for n in g["nodes"] if n["name"] != node["name"]]
                 yield d
+    yield from _inlined(data)
+    yield from _collapsed(data)
     yield from _bypassed(data)
     graph, read = data["graph"], _read(data["graph"])
     placeholders = [n["name"] for n in graph["nodes"] if n["op"] == "placeholder"]
@@ -442,6 +452,7 @@ def _simplified(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield d
     if data.get("sizes"):
         yield data | {"sizes": []}
+    yield from _shrunk(data)
     for k, t in enumerate(data["inputs"]):
         if "values" not in t or t["dtype"] not in ("float16", "bfloat16", "float32", "float64"):
             continue
@@ -453,3 +464,195 @@ def _simplified(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
             d = copy.deepcopy(data)
             d["inputs"][k]["requires_grad"] = False
             yield d
+
+
+# ---------------------------------------------------------------------------- regions and toggles
+
+_SET_GRAD, _ENTER_AUTOCAST = "torch._C._set_grad_enabled", "torch.amp.autocast_mode._enter_autocast"
+_EXIT_AUTOCAST = "torch.amp.autocast_mode._exit_autocast"
+
+
+def _tuple_items(v: Any) -> list[Any] | None:
+    """The items of an encoded tuple or list, or None when ``v`` is neither."""
+    if isinstance(v, list):
+        return v
+    if isinstance(v, dict) and len(v) == 1 and isinstance(v.get("tuple"), list):
+        return list(v["tuple"])
+    return None
+
+
+def _substituted(v: Any, mapping: dict[str, Any]) -> Any:
+    """``v`` with every read ``{"node": name}`` of a name in ``mapping`` replaced by its value."""
+    if isinstance(v, dict):
+        if len(v) == 1 and isinstance(v.get("node"), str):
+            return copy.deepcopy(mapping.get(v["node"], v))
+        return {k: _substituted(x, mapping) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_substituted(x, mapping) for x in v]
+    return v
+
+
+def _toggle(name: str, enabled: bool) -> dict[str, Any]:
+    return {
+        "name": name,
+        "op": "call_function",
+        "target": _SET_GRAD,
+        "args": {"tuple": [enabled]},
+        "kwargs": {"dict": []},
+        "val": {"value": None},
+    }
+
+
+def _inline(
+    data: dict[str, Any], index: int, getter: str, operands: list[Any], grad: bool | None
+) -> dict[str, Any] | None:
+    """``data`` with the subgraph call at ``index`` of its top-level graph replaced by the body
+    of the subgraph its get_attr node ``getter`` fetches: the body's placeholders read
+    ``operands``, its nodes and nested graphs take fresh names, the call's ``getitem`` readers
+    become the body's outputs; with ``grad`` (not None) the body runs between a toggle to
+    ``grad`` and a toggle to ``not grad``. None where the call is read other than by a
+    ``getitem`` the body's outputs can answer with a node."""
+    d = copy.deepcopy(data)
+    graph = d["graph"]
+    nodes, hop = graph["nodes"], graph["nodes"][index]
+    (fetch,) = [n for n in nodes if n["name"] == getter]
+    body = graph.get("submodules", {}).get(fetch["target"])
+    if body is None:
+        return None
+    taken = {n["name"] for n in nodes} | set(graph.get("submodules", {}))
+
+    def fresh(name: str) -> str:
+        new, k = name, 1
+        while new in taken:
+            new, k = f"{name}_{k}", k + 1
+        taken.add(new)
+        return new
+
+    placeholders = [n["name"] for n in body["nodes"] if n["op"] == "placeholder"]
+    if len(placeholders) != len(operands):
+        return None
+    mapping: dict[str, Any] = dict(zip(placeholders, operands))
+    moved = {name: fresh(name) for name in body.get("submodules", {})}
+    for name, sub in body.get("submodules", {}).items():
+        graph.setdefault("submodules", {})[moved[name]] = sub
+    inlined = []
+    for n in body["nodes"]:
+        if n["op"] not in ("placeholder", "output"):
+            mapping[n["name"]] = {"node": fresh(n["name"])}
+            inlined.append(n | {"name": mapping[n["name"]]["node"]})
+            if n["op"] == "get_attr":
+                inlined[-1]["target"] = moved.get(n["target"], n["target"])
+    inlined = [
+        n | {"args": _substituted(n["args"], mapping), "kwargs": _substituted(n["kwargs"], mapping)} for n in inlined
+    ]
+    (body_out,) = [n for n in body["nodes"] if n["op"] == "output"]
+    results = _tuple_items(_substituted(body_out["args"]["tuple"][0], mapping))
+    readers = [n for n in nodes if hop["name"] in _read({"nodes": [n]})]
+    replaced: dict[str, str] = {}
+    for r in readers:
+        args = r["args"].get("tuple", [])
+        if r["target"] != "operator.getitem" or len(args) != 2 or not isinstance(args[1], int) or results is None:
+            return None
+        result = results[args[1]] if 0 <= args[1] < len(results) else None
+        if not (isinstance(result, dict) and isinstance(result.get("node"), str)):
+            return None
+        replaced[r["name"]] = result["node"]
+    if grad is not None:
+        inlined = [_toggle(fresh("_set_grad_enabled"), grad), *inlined, _toggle(fresh("_set_grad_enabled"), not grad)]
+    kept = [n for n in nodes if n["name"] not in replaced]
+    at = kept.index(hop)
+    graph["nodes"] = kept[:at] + inlined + kept[at + 1 :]
+    for old, new in replaced.items():
+        _replace_reads(graph, old, new)
+        for spec in d["signature"]["outputs"]:
+            if spec["arg"].get("name") == old:
+                spec["arg"]["name"] = new
+    read = _read(graph)
+    graph["nodes"] = [n for n in graph["nodes"] if n["op"] != "get_attr" or n["name"] in read]
+    return d
+
+
+def _inlined(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A region or subgraph of the top-level graph inlined: torch.cond replaced by either
+    branch, ``wrap_with_set_grad_enabled`` by its body with its grad mode as toggles around it,
+    and by its body alone."""
+    for index, node in enumerate(data["graph"]["nodes"]):
+        args = node["args"].get("tuple", [])
+        refs = [a["node"] if isinstance(a, dict) and isinstance(a.get("node"), str) else None for a in args]
+        candidates: list[tuple[str | None, list[Any] | None, bool | None]] = []
+        if node["target"] == "higher_order::cond" and len(args) == 4:
+            candidates = [(refs[1], _tuple_items(args[3]), None), (refs[2], _tuple_items(args[3]), None)]
+        elif node["target"] == "higher_order::wrap_with_set_grad_enabled" and len(args) >= 2:
+            enabled = args[0] if isinstance(args[0], bool) else None
+            candidates = [(refs[1], args[2:], enabled), (refs[1], args[2:], None)]
+        for getter, operands, grad in candidates:
+            if getter is not None and operands is not None:
+                d = _inline(data, index, getter, operands, grad)
+                if d is not None:
+                    yield d
+
+
+def _collapsed(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A region's toggles deleted together, in any graph: a grad toggle with the next one, an
+    ``_enter_autocast`` with the ``_exit_autocast`` that closes it. One toggle of a pair
+    deleted alone changes the mode of everything after it; the pair leaves it as it was."""
+    for path in _graphs(data["graph"]):
+        nodes = _at(data, path)["nodes"]
+        toggles = [n["name"] for n in nodes if n["target"] == _SET_GRAD and n["op"] == "call_function"]
+        pairs = list(zip(toggles, toggles[1:]))
+        for n in nodes:
+            if n["target"] == _ENTER_AUTOCAST:
+                pairs += [
+                    (n["name"], e["name"])
+                    for e in nodes
+                    if e["target"] == _EXIT_AUTOCAST and n["name"] in _read({"nodes": [e]})
+                ]
+        for pair in pairs:
+            d = copy.deepcopy(data)
+            g = _at(d, path)
+            g["nodes"] = [n for n in g["nodes"] if n["name"] not in pair]
+            yield d  # a pair something else reads leaves a read of a missing node: the loader refuses it
+
+
+# ---------------------------------------------------------------------------- sizes
+
+
+def _shrunk(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A static single-graph case at smaller sizes: every input dimension of one size ``n``
+    cut to 1, then to ``n // 2`` (the inputs sliced), the metas propagated again through the
+    graph on fake tensors. A graph that cannot run at the smaller size (a view to a fixed
+    shape) makes no candidate."""
+    if data.get("symbols") or data["graph"].get("submodules"):
+        return
+    try:
+        case = case_from_dict(data)
+    except SerializeError:
+        return
+    sizes = sorted({n for t in case.inputs if isinstance(t, torch.Tensor) for n in t.shape if n > 1}, reverse=True)
+    for n in sizes:
+        for smaller in sorted({1, n // 2}):
+            candidate = _at_size(case, n, smaller)
+            if candidate is not None:
+                yield candidate
+
+
+def _at_size(case: GraphCase, n: int, smaller: int) -> dict[str, Any] | None:
+    """``case`` (serialized) with every input dimension of size ``n`` cut to ``smaller`` and
+    every node's meta propagated again; None when the graph does not run at that size."""
+    inputs = []
+    for t in case.inputs:
+        if isinstance(t, torch.Tensor):
+            for dim, size in enumerate(t.shape):
+                if size == n:
+                    t = t.narrow(dim, 0, smaller)
+            t = t.detach().clone().requires_grad_(t.requires_grad)
+        inputs.append(t)
+    gm = copy.deepcopy(case.gm)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fakes = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in inputs]
+    try:
+        with isolated(case.ambient_grad):
+            FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*fakes)
+    except Exception:  # the graph does not run at this size: no candidate
+        return None
+    return case_to_dict(dataclasses.replace(case, gm=gm, inputs=tuple(inputs)))

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fxfuzz.campaign.results import Size
 from fxfuzz.core.deadline import load_within
 from fxfuzz.core.errors import SerializeError, UntrustedError
 from fxfuzz.core.identity import identity_of, store_key
@@ -52,6 +53,7 @@ class Codec:
 
     dumps: Callable[[Any], bytes | None]
     loads: Callable[[bytes], Any]
+    level: str = "graph"  # the kind of example it holds (``Sample.level``)
 
 
 def _graph_case_dumps(case: Any) -> bytes | None:
@@ -72,14 +74,13 @@ GRAPH_CASES = Codec(_graph_case_dumps, _graph_case_loads)
 class ExampleForm:
     """How one level's examples cross between a worker process and its supervisor: as JSON
     data (``to_data``; None: this one cannot be) and back, their size (compute nodes) read from
-    that data, the codec the database keeps them in, and whether that data is a serialized
-    graph case (``fxfuzz.core.serialize``), which the report reads and writes as a .json repro."""
+    that data, and the codec the database keeps them in (whose ``level`` says which kind of
+    example they are)."""
 
     to_data: Callable[[Any], dict[str, Any] | None]
     from_data: Callable[[dict[str, Any]], Any]
     nodes: Callable[[dict[str, Any]], int]
     codec: Codec
-    graph_case: bool = False
 
 
 def _graph_case_data(case: Any) -> dict[str, Any] | None:
@@ -89,9 +90,7 @@ def _graph_case_data(case: Any) -> dict[str, Any] | None:
         return None
 
 
-GRAPH_FORM = ExampleForm(
-    _graph_case_data, case_from_dict, lambda data: count_compute_nodes(data["graph"]), GRAPH_CASES, graph_case=True
-)
+GRAPH_FORM = ExampleForm(_graph_case_data, case_from_dict, lambda data: count_compute_nodes(data["graph"]), GRAPH_CASES)
 
 
 class SavedFailures:
@@ -112,12 +111,11 @@ class SavedFailures:
 
     def __init__(self, database: ExampleDatabase, key: bytes, codec: Codec) -> None:
         self.db, self.key, self.codec = database, key + b".fxfuzz-failures", codec
-        # bucket -> (compute nodes, bytes, raw): its smallest example, ordered by that key
-        self.by_bucket: dict[str, tuple[int, int, bytes]] = {}
+        # bucket -> its smallest example (raw) and that example's Size
+        self.by_bucket: dict[str, tuple[Size, bytes]] = {}
 
     def saved(self, timeout_s: float = CampaignSettings.example_timeout_s) -> list[tuple[bytes, Any]]:
-        """The saved examples that load, each within ``timeout_s``, smallest first (compute
-        nodes, then bytes). One that asks for code this run does not trust, or does not load
+        """The saved examples that load, each within ``timeout_s``, smallest first (by ``Size``). One that asks for code this run does not trust, or does not load
         (written by another fxfuzz or torch version, malformed, or too slow), is left out and
         kept in the database: counted in ``skipped`` (``skipped_untrusted``, ``unloadable``)
         with a line in ``notes``."""
@@ -134,26 +132,26 @@ class SavedFailures:
                 entry = hashlib.sha1(raw).hexdigest()[:12]  # tells entries with the same complaint apart
                 self.notes.append(f"left saved example {entry} in the database, not replayed ({kind}): {why}")
                 continue
-            loaded.append(((case.compute_nodes(), len(raw), raw), case))
-        return [(size[2], case) for size, case in sorted(loaded, key=lambda sc: sc[0])]
+            loaded.append((Size.of(case.compute_nodes(), raw), raw, case))
+        return [(raw, case) for _, raw, case in sorted(loaded, key=lambda loaded: loaded[0])]
 
     def keep(self, bid: str, raw: bytes | None, nodes: int) -> None:
         """Save ``raw`` (``nodes`` compute nodes) as bucket ``bid``'s example if it is smaller
         than the one this store holds for it, deleting that one."""
         if raw is None:
             return
-        new = (nodes, len(raw), raw)
+        new = Size.of(nodes, raw)
         old = self.by_bucket.get(bid)
-        if old is not None and old <= new:
+        if old is not None and not new < old[0]:
             return
-        self.by_bucket[bid] = new
+        self.by_bucket[bid] = (new, raw)
         self.db.save(self.key, raw)
         if old is not None:
-            self.drop_unless_held(old[2])
+            self.drop_unless_held(old[1])
 
     def drop_unless_held(self, raw: bytes) -> None:
         """Delete ``raw`` unless it is the smallest example of some bucket held here."""
-        if all(raw != held for _, _, held in self.by_bucket.values()):
+        if all(raw != held for _, held in self.by_bucket.values()):
             self.db.delete(self.key, raw)
 
 
@@ -249,7 +247,7 @@ def _program_loads(raw: bytes) -> Any:
 
 
 # How a program-level failure is kept in the example database, to replay first next time.
-PROGRAMS = Codec(_program_dumps, _program_loads)
+PROGRAMS = Codec(_program_dumps, _program_loads, "program")
 
 
 def _program_from_data(data: dict[str, Any]) -> Program:

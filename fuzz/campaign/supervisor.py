@@ -50,7 +50,7 @@ from typing import Any
 
 from fxfuzz.campaign import warm, worker
 from fxfuzz.campaign.database import open_database
-from fxfuzz.campaign.engine import Bucket, CampaignResult, StopReason, bucket_id
+from fxfuzz.campaign.engine import bucket_id
 from fxfuzz.campaign.protocol import (
     Blaming,
     BucketFound,
@@ -67,9 +67,9 @@ from fxfuzz.campaign.protocol import (
     WorkerMessage,
     WorkerStart,
 )
-from fxfuzz.campaign.store import GRAPH_FORM, Codec, ExampleForm, SavedFailures
+from fxfuzz.campaign.results import Bucket, CampaignResult, Sample, Size, StopReason
+from fxfuzz.campaign.store import Codec, ExampleForm, SavedFailures
 from fxfuzz.core.errors import SerializeError
-from fxfuzz.core.identity import PassIdentity
 from fxfuzz.core.op_sources import named_sources
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding
@@ -92,43 +92,6 @@ class ParallelCampaign:
 
     def __post_init__(self) -> None:
         self.settings.pass_identity()  # refused here, not in every worker
-
-
-@dataclass
-class BucketRecord:
-    """The parent's view of a bucket: its finding, smallest serialized case and counts."""
-
-    id: str
-    finding: dict[str, Any]
-    case: dict[str, Any] | None
-    nodes: int
-    source: str | None = None  # the name of the listed example it came from
-
-
-@dataclass
-class ParallelResult:
-    """What the supervisor gathered; ``to_campaign_result`` turns it into a CampaignResult."""
-
-    examples: int = 0
-    duration_s: float = 0.0
-    buckets: dict[str, BucketRecord] = field(default_factory=dict)
-    counts: Counter = field(default_factory=Counter)
-    stats: Counter = field(default_factory=Counter)
-    stopped_by: StopReason = StopReason.EXAMPLES
-    timeline: list[tuple[float, int]] = field(default_factory=list)
-    restarts: int = 0
-    # Deaths a fresh worker did not repeat on the same example: restarts, not findings.
-    unrepeated_deaths: list[str] = field(default_factory=list)
-    coverage_files: list[str] = field(default_factory=list)
-    coverage_dir: str | None = None  # the temp folder of coverage_files; the caller removes it
-    unserializable: int = 0
-    worker_errors: list[str] = field(default_factory=list)
-    # The errors of fxfuzz's own that workers died of (never findings), each said once.
-    internal_errors: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # one line each, for the user: a shared database lost
-    excused_deaths: int = 0  # examples a worker died on while its check said the pass was not running
-    minimized: set[str] = field(default_factory=set)  # buckets whose shrinking is over
-    identity: PassIdentity | None = None  # the pass the workers judged
 
 
 # ---------------------------------------------------------------------------- parent side
@@ -175,19 +138,21 @@ class _Worker:
 
 
 class Supervisor:
-    """Starts, watches and restarts workers, and merges what they report."""
+    """Starts, watches and restarts workers, and merges what they report into one
+    ``CampaignResult``. With coverage on, ``coverage_files`` are the workers' data files, in
+    the temporary folder ``coverage_dir``, which the caller removes."""
 
     def __init__(self, campaign: ParallelCampaign) -> None:
         self.campaign, self.settings = campaign, campaign.settings
-        self.result = ParallelResult(identity=campaign.settings.identity)
+        self.result = CampaignResult(identity=campaign.settings.identity)
         self.deadline = time.time() + self.settings.budget_s
         self.start = time.monotonic()
         self.workers: list[_Worker] = []
         self.closed: list[_Worker] = []  # workers whose counts are final
         self.stop_requested = False
         # Only with coverage on: an empty folder per campaign would pile up in the temp dir.
-        self.cov_dir = tempfile.mkdtemp(prefix="fxfuzz-cov-") if campaign.coverage_include else None
-        self.result.coverage_dir = self.cov_dir
+        self.coverage_dir = tempfile.mkdtemp(prefix="fxfuzz-cov-") if campaign.coverage_include else None
+        self.coverage_files: list[str] = []
         self.form = worker.example_form(campaign.task)
         self.saved = _saved_failures(campaign, self.form.codec, self._note)
         # Every worker, restarts included, registers the user operators of this process's
@@ -201,9 +166,9 @@ class Supervisor:
     def _spawn(self, index: int, generation: int, quota: int, rerun: _Death | None = None, first: int = 0) -> _Worker:
         parent, child = Pipe()
         cov_file = None
-        if self.cov_dir:
-            cov_file = os.path.join(self.cov_dir, f".coverage.w{index}g{generation}")
-            self.result.coverage_files.append(cov_file)
+        if self.coverage_dir:
+            cov_file = os.path.join(self.coverage_dir, f".coverage.w{index}g{generation}")
+            self.coverage_files.append(cov_file)
         settings = dataclasses.replace(
             self.settings,
             seed=worker_seed(self.settings.seed, self.settings.shard, index, generation),
@@ -231,7 +196,9 @@ class Supervisor:
         if self.campaign.log_dir:
             os.makedirs(self.campaign.log_dir, exist_ok=True)
             log = worker_log(self.campaign.log_dir, self.campaign.first_log + index)
-        proc = _popen(child, start_file, log) if self.cov_dir or not warm.AVAILABLE else _fork(child, start_file, log)
+        proc = (
+            _popen(child, start_file, log) if self.coverage_dir or not warm.AVAILABLE else _fork(child, start_file, log)
+        )
         child.close()
         return _Worker(index, generation, quota, proc, parent, time.monotonic(), first, rerun=rerun)
 
@@ -241,7 +208,7 @@ class Supervisor:
             case Started(case):
                 w.state, w.case, w.since, w.blamed = WorkerState.JUDGING, case, time.monotonic(), True
                 if case is None:
-                    self.result.unserializable += 1
+                    self.result.workers.unserializable += 1
             case Blaming(on_pass):
                 w.blamed = on_pass
             case ExampleName(name):
@@ -249,14 +216,15 @@ class Supervisor:
             case Done():
                 w.state, w.case = WorkerState.BETWEEN, None
                 if w.rerun is not None:  # the example its predecessor died on ran through
-                    self.result.unrepeated_deaths.append(
+                    self.result.workers.unrepeated_deaths.append(
                         f"worker {w.index} {w.rerun.how} on an example a fresh worker then ran without dying"
                     )
                     w.rerun = None
             case Counts(examples, counts, stats):
                 w.examples, w.counts, w.stats = examples, counts, stats
-            case BucketFound(bid, finding, case, nodes):
-                self._offer(bid, finding, case, nodes, w.source)
+            case BucketFound(bucket):
+                # Not one more example: the counts come with Counts.
+                self.result.buckets.add(dataclasses.replace(bucket, count=0))
             case Minimized(bid):
                 self.result.minimized.add(bid)
             case Finished():
@@ -271,25 +239,14 @@ class Supervisor:
                 )
                 where = f"; its traceback is in {log}" if log else ""
                 error = f"worker {w.index} raised {text}{where}"
-                if error not in self.result.internal_errors:  # the same error on every example: said once
-                    self.result.internal_errors.append(error)
+                if error not in self.result.workers.internal_errors:  # the same error on every example: said once
+                    self.result.workers.internal_errors.append(error)
                 if w.state is WorkerState.JUDGING:
                     w.examples += 1  # its example ran; fxfuzz, not the pass, failed on it: not run again
                 w.state, w.since, w.rerun = WorkerState.FAILED, time.monotonic(), None
 
     def _note(self, text: str) -> None:
-        if text not in self.result.notes:  # every worker hears of a lost database: say it once
-            self.result.notes.append(text)
-
-    def _offer(
-        self, bid: str, finding: dict[str, Any], case: dict[str, Any] | None, nodes: int, source: str | None
-    ) -> None:
-        """Keep the smallest serialized example of each bucket, whichever worker found it,
-        smallest as the database orders them (compute nodes, then bytes), so the report's
-        repro is the one the database keeps."""
-        old = self.result.buckets.get(bid)
-        if old is None or (case is not None and (old.case is None or _size(case, nodes) < _size(old.case, old.nodes))):
-            self.result.buckets[bid] = BucketRecord(bid, finding, case, nodes, source)
+        self.result.note(text)
 
     def _exited(self, w: _Worker, code: int) -> None:
         """Judge a worker's exit: done, a death to re-run, a crash finding or a start-up failure."""
@@ -300,10 +257,10 @@ class Supervisor:
             self._failed(w)
         elif w.state is WorkerState.STARTING:
             # Died before any example: fxfuzz's or the environment's fault, not the pass's.
-            self.result.worker_errors.append(f"worker {w.index} exited with {code} before its first example")
+            self.result.workers.errors.append(f"worker {w.index} exited with {code} before its first example")
             self._retire(w)
         elif w.state is WorkerState.BETWEEN:  # nothing the pass ran on to blame
-            self.result.unrepeated_deaths.append(f"worker {w.index} {how} between examples")
+            self.result.workers.unrepeated_deaths.append(f"worker {w.index} {how} between examples")
             self._retire(w)
             self._replace(w)
         else:
@@ -315,7 +272,7 @@ class Supervisor:
         campaign ends with exit 70 whatever more its slot would draw (``INTERNAL_ERROR``)."""
         self._retire(w)
 
-    def _settle_death(self, w: _Worker, finding: dict[str, Any], how: str) -> None:
+    def _settle_death(self, w: _Worker, finding: Finding, how: str) -> None:
         """A death during an example (an exit, or a kill past the example timeout): settled now,
         or judged by the replacement, which runs the example again first."""
         if not w.blamed or w.rerun is not None or w.case is None:
@@ -329,14 +286,14 @@ class Supervisor:
             self._retire(w)
             self._replace(w, _Death(w.case, how))
 
-    def _died(self, w: _Worker, finding: dict[str, Any]) -> None:
+    def _died(self, w: _Worker, finding: Finding) -> None:
         """Record the example a worker died on as a crash finding (unless its check said the
         pass was not running, when it is only counted), then replace the worker."""
         w.examples += 1  # the fatal example ran, too
         if not w.blamed:
-            self.result.excused_deaths += 1
+            self.result.workers.excused_deaths += 1
         else:
-            bid = self._record_crash(Finding(**finding), w.case, w.source)
+            bid = self._record_crash(finding, w.case, w.source)
             w.counts = dict(w.counts)
             w.counts[bid] = w.counts.get(bid, 0) + 1
         w.rerun = None  # settled: it repeated, or it was not the pass's
@@ -347,10 +304,10 @@ class Supervisor:
         """Offer a crash and its example to the report and save the example (the next campaign
         replays it first); return its bucket id."""
         bid = bucket_id(f)
-        nodes = self.form.nodes(case) if case else 0
-        self._offer(bid, f.to_dict(), case, nodes, source)
-        if self.saved is not None and case is not None:
-            self.saved.keep(bid, json.dumps(case).encode(), nodes)
+        example = _sample(self.form, case) if case is not None else None
+        self.result.buckets.add(Bucket(bid, f, example, 0, source))
+        if self.saved is not None and example is not None:
+            self.saved.keep(bid, example.raw, example.size.nodes)
         return bid
 
     def _replace(self, w: _Worker, death: _Death | None = None) -> None:
@@ -358,12 +315,12 @@ class Supervisor:
         runs a death's example again starts whatever the budget, so a death is always judged."""
         quota = w.quota - w.examples
         if death is not None or (quota > 0 and time.time() < self.deadline and not self.stop_requested):
-            self.result.restarts += 1
+            self.result.workers.restarts += 1
             self.workers.append(self._spawn(w.index, w.generation + 1, quota, death, w.first + w.examples))
 
     def _retire(self, w: _Worker) -> None:
         if w.rerun is not None:
-            self.result.worker_errors.append(
+            self.result.workers.errors.append(
                 f"worker {w.index} {w.rerun.how} on an example its replacement ended before running again"
             )
         self.workers.remove(w)
@@ -379,7 +336,7 @@ class Supervisor:
         return examples, counts, stats
 
     # -- the loop
-    def run(self, progress: Any = None, stop: Callable[[], bool] | None = None) -> ParallelResult:
+    def run(self, progress: Any = None, stop: Callable[[], bool] | None = None) -> CampaignResult:
         """Run the campaign to its limits, or until ``stop()`` turns true (the workers get 5 s to
         stop, then are killed; what they sent is kept)."""
         n = self.settings.workers
@@ -469,13 +426,13 @@ class Supervisor:
                         w, self._hang_finding(), f"did not return within {self.settings.example_timeout_s:g}s"
                     )
 
-    def _hang_finding(self) -> dict[str, Any]:
-        return {
-            "oracle": "crash",
-            "kind": "hang",
-            "message": f"the pass did not return within {self.settings.example_timeout_s:g}s",
-            "details": {"exception": "Timeout", "frame": "<unknown>"},
-        }
+    def _hang_finding(self) -> Finding:
+        return Finding(
+            "crash",
+            "hang",
+            f"the pass did not return within {self.settings.example_timeout_s:g}s",
+            {"exception": "Timeout", "frame": "<unknown>"},
+        )
 
     def _poll_one(self, w: _Worker) -> None:
         try:
@@ -500,7 +457,8 @@ class Supervisor:
     def _sample(self, progress: Any) -> None:
         examples, counts, stats = self._totals()
         r = self.result
-        r.examples, r.counts, r.stats = examples, counts, stats
+        r.examples, r.stats = examples, stats
+        r.buckets.recount(counts)
         elapsed = time.monotonic() - self.start
         r.timeline.append((round(elapsed, 2), examples))
         if progress is not None:
@@ -564,9 +522,14 @@ def _saved_failures(campaign: ParallelCampaign, codec: Codec, on_lost: Callable[
     return SavedFailures(open_database(settings.db, on_lost), key, codec)
 
 
-def _size(case: dict[str, Any], nodes: int) -> tuple[int, int]:
-    # The bytes SavedFailures stores (the data as JSON, as both forms' codecs write it) and orders by.
-    return nodes, len(json.dumps(case).encode())
+def _sample(form: ExampleForm, data: dict[str, Any]) -> Sample:
+    """An example a worker died on, sent serialized (``data``), as plain data: rebuilt here,
+    the only example this process rebuilds, for what the report shows of it."""
+    raw = json.dumps(data).encode()  # the bytes its form's codec writes: what the database keeps
+    try:
+        return Sample.of(form.from_data(data), raw, form.codec.level)
+    except SerializeError:  # keep the finding and its data even if the example will not rebuild
+        return Sample(Size.of(form.nodes(data), raw), None, None, None, form.codec.level, raw)
 
 
 def worker_seed(seed: int, shard: tuple[int, int], index: int, generation: int) -> int:
@@ -592,32 +555,18 @@ def _how_it_ended(code: int) -> str:
     return f"was killed by {_signal_name(code)}" if code < 0 else f"exited with status {code}"
 
 
-def _death_finding(code: int) -> dict[str, Any]:
-    return {
-        "oracle": "crash",
-        "kind": "process_died",
-        "message": f"the worker process {_how_it_ended(code)} while running the pass",
-        "details": {"exception": _signal_name(code), "frame": "<native>"},
-    }
+def _death_finding(code: int) -> Finding:
+    return Finding(
+        "crash",
+        "process_died",
+        f"the worker process {_how_it_ended(code)} while running the pass",
+        {"exception": _signal_name(code), "frame": "<native>"},
+    )
 
 
 def run_parallel(
     campaign: ParallelCampaign, progress: Any = None, stop: Callable[[], bool] | None = None
-) -> ParallelResult:
+) -> CampaignResult:
     """Run the campaign in ``settings.workers`` processes until its limits or ``stop()`` (the
     caller owns the signals: ``fxfuzz.cli`` turns SIGINT, SIGTERM and SIGHUP into ``stop``)."""
     return Supervisor(campaign).run(progress, stop)
-
-
-def to_campaign_result(r: ParallelResult, form: ExampleForm = GRAPH_FORM) -> CampaignResult:
-    """The merged run as a CampaignResult, each bucket's example deserialized (``form``: the
-    campaign task's)."""
-    buckets = {}
-    for bid, rec in r.buckets.items():
-        try:
-            case = form.from_data(rec.case) if rec.case is not None else None
-        except SerializeError:  # keep the finding (and its data) even if the graph will not rebuild
-            case = None
-        data = rec.case if form.graph_case else None
-        buckets[bid] = Bucket(bid, Finding(**rec.finding), case, max(1, r.counts.get(bid, 0)), data, rec.source)
-    return CampaignResult(r.examples, r.duration_s, buckets, r.stats, r.stopped_by, identity=r.identity)

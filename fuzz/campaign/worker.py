@@ -73,25 +73,18 @@ def example_check(start: WorkerStart, blame: Callable[[bool], None]) -> Any:
 
 
 class _Reporter:
-    """The worker's side of the pipe: each example sent before it runs (serialized once, and
-    again only for another example), counts after it, buckets as they change."""
+    """The worker's side of the pipe: each example sent, serialized, before it runs, counts
+    after it, buckets as they change (each serialized by the engine, ``engine.sample``)."""
 
     def __init__(self, conn: Connection, judge: Any, cov: Any, form: Any) -> None:
         self.conn, self.judge, self.cov, self.form = conn, judge, cov, form
-        self.case: Any = None
-        self.data: dict[str, Any] | None = None
         self.cov_saved = time.monotonic()
 
     def send(self, message: WorkerMessage) -> None:
         self.conn.send(message)
 
-    def data_of(self, case: Any) -> dict[str, Any] | None:
-        if self.case is not case:  # the bucket hook asks for the case just run: reuse it
-            self.case, self.data = case, self.form.to_data(case)
-        return self.data
-
     def check(self, case: Any, fn: Any) -> list:
-        self.send(Started(self.data_of(case)))
+        self.send(Started(self.form.to_data(case)))
         findings = self.judge(case, fn)
         self.send(Done())
         return findings
@@ -107,7 +100,7 @@ class _Reporter:
             self.cov.save()  # a worker the pass kills later keeps the coverage gathered so far
 
     def on_bucket(self, b: Any) -> None:
-        self.send(BucketFound(b.id, b.finding.to_dict(), self.data_of(b.case), b.graph_nodes))
+        self.send(BucketFound(b.plain()))
 
     def on_minimized(self, b: Any) -> None:
         self.send(Minimized(b.id))
@@ -161,7 +154,7 @@ def worker_main(start: WorkerStart, conn: Connection, cov: Any) -> None:
     try:
         if start.task.examples:
             listed = _factory(start.task.examples)(**start.task.examples_args)[start.first :]
-            result = run_examples(pass_fn, report.named(listed), report.check, hooks)
+            result = run_examples(pass_fn, report.named(listed), report.check, hooks, form.codec)
         else:
             settings = dataclasses.replace(start.settings, budget_s=max(0.0, start.deadline - time.time()))
             db = open_database(settings.db, lambda text: report.send(Note(text))) if settings.db else None

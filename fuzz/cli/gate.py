@@ -9,9 +9,9 @@ import os
 import signal
 import sys
 
-from fxfuzz.campaign.engine import StopReason
-from fxfuzz.campaign.gate import case_of, run_gate_parallel
+from fxfuzz.campaign.gate import run_gate_parallel, shown_as_found
 from fxfuzz.campaign.limits import campaign_limits
+from fxfuzz.campaign.results import StopReason
 from fxfuzz.cli.interrupt import StopSignals, exit_status
 from fxfuzz.cli.progress import ProgressPrinter
 from fxfuzz.cli.run import EXIT_TESTED_NOTHING, internal_status, unwritten_status
@@ -20,7 +20,8 @@ from fxfuzz.core.identity import identify, resolve_pass
 from fxfuzz.core.known import load_known_files
 from fxfuzz.core.passes import default_domain
 from fxfuzz.core.settings import CampaignSettings
-from fxfuzz.report.folder import Extras, default_report_dir, report_folder, utc_now, write_all
+from fxfuzz.report.folder import default_report_dir, report_folder, utc_now, write_all
+from fxfuzz.report.schema import Extras, RunInfo
 from fxfuzz.repro.files import Corpus, saved_cases
 from fxfuzz.strategies.custom import register_ops
 
@@ -53,60 +54,44 @@ def command(a: argparse.Namespace) -> int:
             result.campaign.stopped_by = StopReason.INTERRUPTED
         result.campaign.stats.update(skipped_untrusted=len(corpus.untrusted), unloadable=len(corpus.unloadable))
         for b in result.buckets.values():
-            if b.case is not None:  # None: a worker died on a case it could not serialize
-                b.case = case_of(b)  # the repro replays under the grad mode that showed the regression
-        meta = {
-            "command": "gate",
-            "pass": a.candidate,
-            "candidate": a.candidate,
-            "baseline": a.baseline,
-            # What both sides were held to, and whether fxfuzz chose that for a pass it does not know.
-            "contract": candidate.contract,
-            "contract_source": candidate.contract_source,
-            "ops": a.ops,
-            "domain": settings.domain,
-            "seed": settings.seed,
-            "stage_share": settings.stage_share,
-            "max_shrink_s": settings.max_shrink_s,
-            "workers": settings.workers,
-            "started": started,
-            "corpus_cases": result.corpus_cases,
-            "corpus_s": round(result.corpus_s, 3),
-            "settings": settings.report_form(),
-        }
-        workers = {
-            "restarts": result.restarts,
-            "errors": result.worker_errors,
-            "internal_errors": result.internal_errors,
-            "example_timeout_s": settings.example_timeout_s,
-            "excused_deaths": result.excused_deaths,
-            "notes": notes,
-        }
+            b.example = shown_as_found(b)  # the repro replays under the grad mode that showed the regression
+        # What both sides were held to, and whether fxfuzz chose that for a pass it does not know.
+        run = RunInfo.of(
+            a.candidate,
+            candidate.contract,
+            candidate.contract_source,
+            a.ops,
+            settings,
+            started,
+            command="gate",
+            candidate=a.candidate,
+            baseline=a.baseline,
+        )
+        account = result.campaign.workers
         # Part of the gate never ran: no regression found is not a pass, and the report says so.
         # (A gate that stopped at a final regression ended its workers on purpose.)
         cut_short = signum is not None or result.campaign.stopped_by is StopReason.STOPPED
         incomplete = (
-            f"the gate did not judge all its cases: {result.worker_errors[0]}"
-            if result.worker_errors and not cut_short
-            else None
+            f"the gate did not judge all its cases: {account.errors[0]}" if account.errors and not cut_short else None
         )
-        written = write_all(result.campaign, meta, folder, Extras(known=known, workers=workers, incomplete=incomplete))
+        extras = Extras(known, notes=notes, corpus=(result.corpus_cases, result.corpus_s), incomplete=incomplete)
+        written = write_all(result.campaign, run, settings, folder, extras)
     report, report_dir = written.report, written.where
-    new = [f for f in report["findings"] if not f["known"]]
+    new = [f for f in report.findings if not f.known]
     print(
         f"fxfuzz gate: {result.corpus_cases} corpus cases in {result.corpus_s:.1f}s, "
         f"{result.campaign.examples} fresh cases (each under both grad modes)"
     )
     if result.campaign.stopped_by is StopReason.STOPPED:
         print(f"fxfuzz gate: stopped early, {result.campaign.duration_s:.1f}s in: a regression was found and minimized")
-    for f in report["findings"]:
-        where = result.buckets[f["id"]].source or "a fresh case"
-        label = "known" if f["known"] else "REGRESSION"
-        print(f"  {label} {f['id']}: {f['count']}x, on {where}, {f['graph_nodes']} nodes: {f['message']}")
-        print(f"    repro: {os.path.join(report_dir, f['repro'])}" if f["repro"] else "    (no repro)")
-    if result.excused_deaths:
+    for f in report.findings:
+        where = result.buckets[f.id].source or "a fresh case"
+        label = "known" if f.known else "REGRESSION"
+        print(f"  {label} {f.id}: {f.count}x, on {where}, {f.graph_nodes} nodes: {f.message}")
+        print(f"    repro: {os.path.join(report_dir, f.repro)}" if f.repro else "    (no repro)")
+    if account.excused_deaths:
         print(
-            f"fxfuzz gate: {result.excused_deaths} case(s) killed a worker where the baseline "
+            f"fxfuzz gate: {account.excused_deaths} case(s) killed a worker where the baseline "
             "crashed or died itself: not regressions"
         )
     status = unwritten_status(written.unwritten, report_dir)
@@ -115,7 +100,7 @@ def command(a: argparse.Namespace) -> int:
     print(f"fxfuzz gate: report written to {os.path.join(report_dir, 'report.json')}")
     for note in notes:
         print(f"fxfuzz: note: {note}", file=sys.stderr)
-    for error in result.internal_errors:
+    for error in account.internal_errors:
         print(f"fxfuzz gate: a worker died of fxfuzz's own error, not a regression: {error}")
     if new:
         return 1

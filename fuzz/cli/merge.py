@@ -18,8 +18,8 @@ def command(args: argparse.Namespace) -> int:
     merged = merge_reports(load_inputs(args.folders, out_dir))  # every refusal comes before any write
     written = write_merged(merged, report_folder(out_dir))
     report, unwritten, out_dir = written.report, written.unwritten, written.where
-    shards = f" (shards {', '.join(report['shards'])})" if report.get("shards") else ""
-    print(f"fxfuzz merge: {len(report['merged_from'])} report folder(s){shards}")
+    shards = f" (shards {', '.join(report.shards)})" if report.shards else ""
+    print(f"fxfuzz merge: {len(report.merged_from or [])} report folder(s){shards}")
     missing = missing_shards(report)
     if missing:
         print(f"fxfuzz merge: no report from shard(s) {', '.join(missing)}", file=sys.stderr)
@@ -27,7 +27,7 @@ def command(args: argparse.Namespace) -> int:
     status = unwritten_status(unwritten, out_dir)
     if status is not None:
         return status
-    if report["incomplete"]:
-        print(f"fxfuzz: error: {terminal_line(report['incomplete'])}", file=sys.stderr)
+    if report.incomplete:
+        print(f"fxfuzz: error: {terminal_line(report.incomplete)}", file=sys.stderr)
         return EXIT_TESTED_NOTHING
-    return 1 if report["new_findings"] else 0
+    return 1 if report.new_findings else 0

@@ -10,8 +10,8 @@ import signal
 import sys
 from typing import Any
 
-from fxfuzz.campaign.engine import CampaignResult, StopReason
-from fxfuzz.campaign.supervisor import ParallelCampaign, ParallelResult, run_parallel, to_campaign_result
+from fxfuzz.campaign.results import CampaignResult, StopReason
+from fxfuzz.campaign.supervisor import ParallelCampaign, Supervisor
 from fxfuzz.cli.args import auto_workers
 from fxfuzz.cli.interrupt import StopSignals, verdict_status
 from fxfuzz.cli.progress import ProgressPrinter
@@ -20,8 +20,8 @@ from fxfuzz.cli.summary import print_summary
 from fxfuzz.core.errors import UsageError
 from fxfuzz.core.internal import EXIT_INTERNAL, internal_line
 from fxfuzz.core.settings import CampaignSettings
-from fxfuzz.report.folder import Extras, ReportFolder, utc_now, write_all
-from fxfuzz.report.reader import internal_errors
+from fxfuzz.report.folder import ReportFolder, utc_now, write_all
+from fxfuzz.report.schema import Extras, Report, RunInfo
 
 # Exit status of a campaign that did not test what it was asked to (it ran no example, a level
 # ran none, or its workers kept dying outside any example): distinct from 1 (findings) and 2
@@ -57,72 +57,42 @@ def _graph_level(args: argparse.Namespace, setup: CampaignSetup) -> int:
     progress = ProgressPrinter(settings.budget_s, settings.max_examples)
     # Entered after the checks: a signal before it ends a run that has done nothing yet.
     with StopSignals() as stop:
-        parallel = run_parallel(campaign, progress.update, stop)
+        supervisor = Supervisor(campaign)
+        result = supervisor.run(progress.update, stop)
         signum = stop.signum  # a signal from here on only asks to finish the report
         progress.close()
-        result = to_campaign_result(parallel)
         try:
-            coverage = summarize(parallel.coverage_files, targets) if targets else {"enabled": False}
+            coverage = summarize(supervisor.coverage_files, targets) if targets else {"enabled": False}
         except Exception as e:  # coverage is a figure about the run: never lose the findings for it
             coverage = {"enabled": True, "error": f"{type(e).__name__}: {e}"}
         finally:
-            if parallel.coverage_dir:
-                shutil.rmtree(parallel.coverage_dir, ignore_errors=True)
-        why = parallel.worker_errors[0] if parallel.worker_errors else "no worker ran an example"
+            if supervisor.coverage_dir:
+                shutil.rmtree(supervisor.coverage_dir, ignore_errors=True)
+        why = result.workers.errors[0] if result.workers.errors else "no worker ran an example"
         lost = [
             f"the workers kept dying outside any example ({why}); the campaign stopped after {result.examples} example(s)"
         ]
         incomplete = _incomplete(result, signum, why, lost if result.stopped_by == StopReason.WORKERS_LOST else [])
-        workers = _workers_account([parallel], settings, setup.folder)
-        extras = Extras(
-            known=setup.known, coverage=coverage, timeline=parallel.timeline, workers=workers, incomplete=incomplete
-        )
-        written = write_all(result, run_meta(args, settings, started), setup.folder, extras)
+        extras = Extras(setup.known, coverage=coverage, notes=_notes(result, setup.folder), incomplete=incomplete)
+        written = write_all(result, run_info(args, settings, started), settings, setup.folder, extras)
     report = written.report
     print_summary(report, written.where, written.unwritten)
-    _print_notes(report["workers_detail"]["notes"])
+    _print_notes(extras.notes)
     return unwritten_status(written.unwritten, written.where) or _exit_status(
         report, signum, os.path.join(written.where, "logs")
     )
 
 
-def _workers_account(runs: list[ParallelResult], settings: CampaignSettings, folder: ReportFolder) -> dict[str, Any]:
-    """report.json's ``workers``: what the worker processes of ``runs`` (one per level) did
-    besides judging examples, together; paths in notes name where ``folder`` ends up."""
-    return {
-        "restarts": sum(r.restarts for r in runs),
-        "unrepeated_deaths": [d for r in runs for d in r.unrepeated_deaths],
-        "errors": [e for r in runs for e in r.worker_errors],
-        "internal_errors": list(dict.fromkeys(e for r in runs for e in r.internal_errors)),
-        "unserializable_examples": sum(r.unserializable for r in runs),
-        "example_timeout_s": settings.example_timeout_s,
-        "database": settings.report_form()["db"],
-        "notes": list(dict.fromkeys(folder.final(n) for r in runs for n in r.notes)),  # a lost database is said once
-    }
+def _notes(result: CampaignResult, folder: ReportFolder) -> list[str]:
+    """The workers' notes, naming where ``folder`` ends up."""
+    return [folder.final(n) for n in result.notes]
 
 
-def run_meta(args: argparse.Namespace, settings: CampaignSettings, started: str, **more: object) -> dict[str, object]:
-    """report.json's run metadata: the fields it has always had (``more`` after the pass and
-    its operators), then the settings whole (the pass's identity among them)."""
-    k, n = settings.shard
+def run_info(args: argparse.Namespace, settings: CampaignSettings, started: str, **more: Any) -> RunInfo:
+    """report.json's run metadata (``RunInfo.of``) of a run of ``args``, the pass as the
+    settings' identity resolved it; ``more``: see there."""
     identity = settings.pass_identity()
-    return {
-        "pass": identity.spec,
-        # What the pass was held to, and whether fxfuzz chose that for a pass it does not know.
-        "contract": identity.contract,
-        "contract_source": identity.contract_source,
-        "ops": args.ops,
-        **more,
-        "domain": settings.domain,
-        "seed": settings.seed,
-        "shard": f"{k}/{n}",
-        "workers": settings.workers,
-        "device": settings.device,
-        "stage_share": settings.stage_share,
-        "max_shrink_s": settings.max_shrink_s,
-        "started": started,
-        "settings": settings.report_form(),
-    }
+    return RunInfo.of(identity.spec, identity.contract, identity.contract_source, args.ops, settings, started, **more)
 
 
 def _incomplete(result: CampaignResult, signum: int | None, why: str, gaps: list[str]) -> str | None:
@@ -136,17 +106,17 @@ def _incomplete(result: CampaignResult, signum: int | None, why: str, gaps: list
     return None if signum is not None else "; ".join(gaps) or None
 
 
-def _exit_status(report: dict[str, Any], signum: int | None, see: str) -> int:
+def _exit_status(report: Report, signum: int | None, see: str) -> int:
     """0 green, 1 new findings, 70 a worker that died of fxfuzz's own error, 3 an incomplete
     run (one line on stderr each), 128 + the signal for a run stopped early that found
     nothing new."""
     status = internal_status(report)
     if status is not None:
         return status
-    if signum is None and report["incomplete"]:
-        print(f"fxfuzz: error: {report['incomplete']} (see {see})", file=sys.stderr)
+    if signum is None and report.incomplete:
+        print(f"fxfuzz: error: {report.incomplete} (see {see})", file=sys.stderr)
         return EXIT_TESTED_NOTHING
-    return verdict_status(bool(report["new_findings"]), signum)
+    return verdict_status(bool(report.new_findings), signum)
 
 
 def _levels(args: argparse.Namespace) -> int:
@@ -177,22 +147,17 @@ def _levels(args: argparse.Namespace) -> int:
             if not result.stats[f"level:{name}:examples"]
         ]
         gaps += [
-            f"the {name} level's worker kept dying outside any example ({(p.worker_errors or ['no worker ran an example'])[0]})"
-            for name, p in run.workers
+            f"the {name} level's worker kept dying outside any example ({(p.workers.errors or ['no worker ran an example'])[0]})"
+            for name, p in run.levels
             if p.stopped_by == StopReason.WORKERS_LOST
         ]
         incomplete = _incomplete(result, signum, "; ".join(gaps), gaps)
-        workers = _workers_account([p for _, p in run.workers], settings, setup.folder)
-        extras = Extras(known=setup.known, workers=workers, incomplete=incomplete)
-        written = write_all(
-            result,
-            run_meta(args, settings, started, level=settings.level, program_share=settings.program_share),
-            setup.folder,
-            extras,
-        )
+        extras = Extras(setup.known, notes=_notes(result, setup.folder), incomplete=incomplete)
+        info = run_info(args, settings, started, level=settings.level, program_share=settings.program_share)
+        written = write_all(result, info, settings, setup.folder, extras)
     report = written.report
     print_summary(report, written.where, written.unwritten)
-    _print_notes(report["workers_detail"]["notes"])
+    _print_notes(extras.notes)
     for name, _ in plan:
         n, rate = result.stats[f"level:{name}:examples"], result.stats[f"level:{name}:examples_per_s"]
         print(f"fxfuzz: level {name}: {n} examples ({rate}/s)")
@@ -201,11 +166,11 @@ def _levels(args: argparse.Namespace) -> int:
     )
 
 
-def internal_status(report: dict[str, Any]) -> int | None:
+def internal_status(report: Report) -> int | None:
     """EXIT_INTERNAL, after one line on stderr, when a worker died of fxfuzz's own error and
     nothing new was found (findings take precedence: exit 1); else None."""
-    internal = internal_errors(report)
-    if not internal or report["new_findings"]:
+    internal = report.internal_errors
+    if not internal or report.new_findings:
         return None
     print(
         internal_line(

@@ -5,32 +5,25 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import os
-import platform
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-import torch
-from fxfuzz.campaign.engine import Bucket, CampaignResult
+from fxfuzz.campaign.results import Bucket, CampaignResult
+from fxfuzz.campaign.store import PROGRAM_FORM
 from fxfuzz.core.errors import SerializeError, UsageError
 from fxfuzz.core.identity import PassIdentity
-from fxfuzz.core.known import known_reason
-from fxfuzz.core.program import Program
-from fxfuzz.core.serialize import case_to_dict
+from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.report.html import render_html
-from fxfuzz.report.issue import issue_path, render_issue
+from fxfuzz.report.issue import render_issue
 from fxfuzz.report.junit import render_junit
-from fxfuzz.report.limits import SHOWN
 from fxfuzz.report.markdown import render_markdown
+from fxfuzz.report.schema import Extras, Report, ReportFinding, RunInfo, build_report
 from fxfuzz.repro.files import repro_document, repro_stem, write_program_repro, write_repro
 from fxfuzz.repro.short import is_short
-
-REPORT_SCHEMA_VERSION = 2
 
 
 def default_report_dir(root: str = "reports") -> str:
@@ -110,107 +103,16 @@ def place(folder: ReportFolder) -> str | None:
 
 
 @dataclass
-class Extras:
-    """What a full campaign adds to the counts: baseline, repros, coverage, timeline."""
-
-    known: dict[str, str] = field(default_factory=dict)  # bucket id -> reason
-    repros: dict[str, str] = field(default_factory=dict)  # bucket id -> .py path relative to the report
-    coverage: dict[str, Any] = field(default_factory=lambda: {"enabled": False})
-    timeline: list[tuple[float, int]] = field(default_factory=list)
-    workers: dict[str, Any] = field(default_factory=dict)
-    repro_errors: list[str] = field(default_factory=list)  # buckets whose repro could not be written, and why
-    # Why the run did not test what it was asked to (nothing at all, or workers lost on the
-    # way), one line; None for a run whose verdict stands.
-    incomplete: str | None = None
-
-
-def graph_hash(case_data: dict[str, Any] | None) -> str | None:
-    """Canonical hash of a serialized graph (structure, targets, metas, ambient mode; not the
-    input values), so the same minimized graph is recognized across buckets and runs."""
-    if case_data is None:
-        return None
-    canon = json.dumps([case_data["graph"], case_data["signature"], case_data["ambient_grad"]], sort_keys=True)
-    return hashlib.sha256(canon.encode()).hexdigest()[:16]
-
-
-def finding_row(b: Bucket, extras: Extras) -> dict[str, Any]:
-    """One bucket as its ``report.json`` entry: kind, counts, smallest case, repro paths."""
-    case_data = b.case_data
-    if case_data is None and b.case is not None:
-        try:
-            case_data = case_to_dict(b.case)  # type: ignore[arg-type]
-        except Exception:
-            case_data = None
-    reason = known_reason(extras.known, b.id)
-    return {
-        "id": b.id,
-        "oracle": b.finding.oracle,
-        "kind": b.finding.kind,
-        "message": b.finding.message,
-        "details": b.finding.details,
-        "count": b.count,
-        "known": reason is not None,
-        "known_reason": reason,
-        "repro": extras.repros.get(b.id),
-        "issue": None,  # set by sort_findings
-        "graph_nodes": b.graph_nodes if b.case is not None else None,
-        "graph_hash": graph_hash(case_data),
-        "ambient_grad": b.case.ambient_grad if b.case is not None else None,
-        "domain": b.case.domain if b.case is not None else None,
-        "graph_code": b.case.code() if b.case is not None else None,
-    }
-
-
-def sort_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Report order: new buckets first, then by count (most seen first), then by id; each new
-    bucket the documents show (``limits.shown``) gets the path of its issue text."""
-    ordered = sorted(findings, key=lambda f: (f["known"], -f["count"], f["id"]))
-    for i, f in enumerate(ordered):
-        f["issue"] = issue_path(f["id"]) if not f["known"] and i < SHOWN else None
-    return ordered
-
-
-def report_dict(result: CampaignResult, meta: dict[str, Any], extras: Extras | None = None) -> dict[str, Any]:
-    """The report.json content: run metadata, counts, findings by bucket and statistics."""
-    from fxfuzz import __version__
-
-    extras = extras or Extras()
-    findings = sort_findings([finding_row(b, extras) for b in result.buckets.values()])
-    return {
-        "schema": REPORT_SCHEMA_VERSION,
-        "tool": "fxfuzz",
-        "version": __version__,
-        "torch_version": torch.__version__,
-        "python_version": platform.python_version(),
-        **meta,
-        # The pass as the campaign resolved it (fxfuzz.core.identity); the reader reads it back typed.
-        "identity": None if result.identity is None else result.identity.to_data(),
-        "duration_s": round(result.duration_s, 3),
-        "examples": result.examples,
-        "examples_per_s": round(result.examples_per_s, 2),
-        "stopped_by": result.stopped_by,
-        "incomplete": extras.incomplete,
-        "new_findings": sum(1 for f in findings if not f["known"]),
-        "findings": findings,
-        "coverage": extras.coverage,
-        "stats": dict(sorted(result.stats.items())),
-        "timeline": [list(p) for p in extras.timeline],
-        "workers_detail": extras.workers,
-        "repro_errors": extras.repro_errors,
-    }
-
-
-@dataclass
 class Written:
     """A report as written: its report.json content, each file that could not be written
     (``"report.md: No space left on device"``; the others were) and the folder it is in."""
 
-    report: dict[str, Any]
+    report: Report
     unwritten: list[str]
     where: str
 
 
-def placed(folder: ReportFolder, report: dict[str, Any], unwritten: list[str]) -> Written:
+def placed(folder: ReportFolder, report: Report, unwritten: list[str]) -> Written:
     """The report written into ``folder.work``, moved to its target (``place``)."""
     problem = place(folder)
     return Written(report, unwritten + ([problem] if problem else []), folder.work if problem else folder.target)
@@ -276,16 +178,16 @@ def write_repros(
 
 
 def _write_repro(b: Bucket, directory: str, identity: PassIdentity, device: str) -> str | None:
-    """The repro of one bucket, its .py path; None for a bucket without an example."""
-    if isinstance(b.case, Program):
-        return write_program_repro(directory, b.id, str(b.finding), b.case)
-    data = b.case_data if b.case_data is not None else (case_to_dict(b.case) if b.case is not None else None)  # type: ignore[arg-type]
+    """The repro of one bucket, its .py path; None for a bucket without a serialized example."""
+    data = b.example.data() if b.example is not None else None
     if data is None:
         return None
+    if b.example is not None and b.example.level == "program":
+        return write_program_repro(directory, b.id, str(b.finding), PROGRAM_FORM.from_data(data))
     return write_repro(directory, repro_document(b.id, b.finding.to_dict(), data, identity, device))
 
 
-def write_documents(report: dict[str, Any], report_dir: str) -> list[str]:
+def write_documents(report: Report, report_dir: str) -> list[str]:
     """Everything a report folder holds besides its repros (which must be in place: the issue
     texts quote them): report.json first, so the findings are saved whatever fails later, then
     ``issues/<bucket>.md`` for each new bucket, report.md, report.html and junit.xml. Returns
@@ -295,35 +197,35 @@ def write_documents(report: dict[str, Any], report_dir: str) -> list[str]:
     def write(name: str, render: Callable[[], str]) -> None:
         attempt(unwritten, name, lambda: _write_atomic(os.path.join(report_dir, name), render()))
 
-    write("report.json", lambda: json.dumps(report, indent=2, default=str))
-    for f in report["findings"]:
-        if f["issue"]:
-            write(f["issue"], functools.partial(_issue_text, report, report_dir, f))
+    write("report.json", lambda: json.dumps(report.to_data(), indent=2, default=str))
+    for f in report.findings:
+        if f.issue:
+            write(f.issue, functools.partial(_issue_text, report, report_dir, f))
     write("report.md", lambda: render_markdown(report))
     write("report.html", lambda: render_html(report))
     write("junit.xml", lambda: render_junit(report))
     return unwritten
 
 
-def _issue_text(report: dict[str, Any], report_dir: str, finding: dict[str, Any]) -> str:
+def _issue_text(report: Report, report_dir: str, finding: ReportFinding) -> str:
     os.makedirs(os.path.join(report_dir, "issues"), exist_ok=True)
     source = short = None
-    if finding["repro"]:
-        with open(os.path.join(report_dir, finding["repro"]), encoding="utf-8", errors="replace") as fh:
+    if finding.repro:
+        with open(os.path.join(report_dir, finding.repro), encoding="utf-8", errors="replace") as fh:
             source = fh.read()
         if is_short(source):
             source, short = None, source
     return render_issue(report, finding, source, short)
 
 
-def write_all(result: CampaignResult, meta: dict[str, Any], folder: ReportFolder, extras: Extras) -> Written:
-    """Repros first (the report links them: against the pass of ``result.identity``), then the
-    report's documents (``write_documents``), into ``folder.work``, then the folder moved into
-    place; what cannot be written (a full disk) is listed, and the rest written all the same."""
-    if result.identity is None:
-        raise ValueError("a report's repros need the pass its campaign judged (CampaignResult.identity)")
+def write_all(
+    result: CampaignResult, run: RunInfo, settings: CampaignSettings, folder: ReportFolder, extras: Extras
+) -> Written:
+    """Repros first (the report links them: against the pass of ``settings.identity``), then the report (``build_report``) and its
+    documents (``write_documents``), into ``folder.work``, then the folder moved into place;
+    what cannot be written (a full disk) is listed, and the rest written all the same."""
     extras.repros, extras.repro_errors, repros_unwritten = write_repros(
-        result, folder.work, result.identity, meta.get("device", "cpu")
+        result, folder.work, settings.pass_identity(), settings.device or "cpu"
     )
-    report = report_dict(result, meta, extras)
+    report = build_report(result, run, settings, extras)
     return placed(folder, report, repros_unwritten + write_documents(report, folder.work))

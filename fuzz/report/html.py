@@ -6,7 +6,7 @@ from html import escape
 from typing import Any
 
 from fxfuzz.report.limits import shown
-from fxfuzz.report.reader import internal_errors
+from fxfuzz.report.schema import Report, ReportFinding
 
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:70em;color:#222}
@@ -85,22 +85,20 @@ def _e(value: Any) -> str:
     return escape(str(value))
 
 
-def _finding(f: dict[str, Any]) -> str:
+def _finding(f: ReportFinding) -> str:
     status = (
-        f"<span class=known>known{': ' + escape(f['known_reason']) if f['known_reason'] else ''}</span>"
-        if f["known"]
+        f"<span class=known>known{': ' + escape(f.known_reason) if f.known_reason else ''}</span>"
+        if f.known
         else "<span class=new>new</span>"
     )
-    repro = f'<a href="{escape(f["repro"])}">{escape(f["repro"])}</a>' if f["repro"] else "none (no example saved)"
-    issue = f' Issue text: <a href="{escape(f["issue"])}">{escape(f["issue"])}</a>.' if f.get("issue") else ""
-    code = (
-        f"<pre>{escape(f['graph_code'])}</pre>" if f["graph_code"] else "<p>No example was saved for this bucket.</p>"
-    )
+    repro = f'<a href="{escape(f.repro)}">{escape(f.repro)}</a>' if f.repro else "none (no example saved)"
+    issue = f' Issue text: <a href="{escape(f.issue)}">{escape(f.issue)}</a>.' if f.issue else ""
+    code = f"<pre>{escape(f.graph_code)}</pre>" if f.graph_code else "<p>No example was saved for this bucket.</p>"
     return (
-        f'<h3 id="{escape(f["id"])}"><code>{escape(f["id"])}</code> — {status}</h3>'
-        f"<p>{escape(f['message'])}</p>"
-        f"<p>{_e(f['oracle'])}/{_e(f['kind'])}, seen {_e(f['count'])}×, minimized to {_e(f['graph_nodes'])} compute nodes, "
-        f"ambient grad {_e(f['ambient_grad'])}, graph hash <code>{_e(f['graph_hash'])}</code>. Repro: {repro}.{issue}</p>{code}"
+        f'<h3 id="{escape(f.id)}"><code>{escape(f.id)}</code> — {status}</h3>'
+        f"<p>{escape(f.message)}</p>"
+        f"<p>{_e(f.oracle)}/{_e(f.kind)}, seen {_e(f.count)}×, minimized to {_e(f.graph_nodes)} compute nodes, "
+        f"ambient grad {_e(f.ambient_grad)}, graph hash <code>{_e(f.graph_hash)}</code>. Repro: {repro}.{issue}</p>{code}"
     )
 
 
@@ -112,40 +110,40 @@ def _internal(errors: list[str]) -> str:
     return "".join(f"<p class=new>A worker died of fxfuzz's own error, not a finding: {escape(e)}.</p>" for e in errors)
 
 
-def render_html(report: dict[str, Any]) -> str:
+def render_html(report: Report) -> str:
     """``report.json``'s content as one self-contained HTML page (no scripts, no external assets)."""
-    findings, more = shown(report["findings"])
+    findings, more = shown(report.findings)
     summary = _table(
         ["bucket", "oracle/kind", "count", "nodes", "status"],
         [
             [
-                f'<a href="#{escape(f["id"])}"><code>{escape(f["id"])}</code></a>',
-                escape(f"{f['oracle']}/{f['kind']}"),
-                _e(f["count"]),
-                _e(f["graph_nodes"]),
-                "known" if f["known"] else "<span class=new>new</span>",
+                f'<a href="#{escape(f.id)}"><code>{escape(f.id)}</code></a>',
+                escape(f"{f.oracle}/{f.kind}"),
+                _e(f.count),
+                _e(f.graph_nodes),
+                "known" if f.known else "<span class=new>new</span>",
             ]
             for f in findings
         ],
         {2, 3},
     )
-    stats = _table(["feature", "count"], [[_e(k), _e(v)] for k, v in report["stats"].items()], {1})
+    stats = _table(["feature", "count"], [[_e(k), _e(v)] for k, v in report.stats.items()], {1})
     facts = (
-        f"<p>Pass <code>{_e(report['pass'])}</code>, torch {_e(report['torch_version'])}, "
-        f"fxfuzz {_e(report['version'])}, domain {_e(report['domain'])}, seed {_e(report['seed'])}, "
-        f"{_e(report['workers'])} worker(s), started {_e(report.get('started', ''))}.<br>"
-        f"{report['examples']} examples in {report['duration_s']:.1f} s ({report['examples_per_s']}/s), "
-        f"stopped by {_e(report['stopped_by'])}; {report['new_findings']} new and "
-        f"{len(report['findings']) - report['new_findings']} known finding bucket(s).</p>"
+        f"<p>Pass <code>{_e(report.run.pass_spec)}</code>, torch {_e(report.torch_version)}, "
+        f"fxfuzz {_e(report.tool_version)}, domain {_e(report.run.domain)}, seed {_e(report.run.seed)}, "
+        f"{_e(report.run.workers)} worker(s), started {_e(report.run.started)}.<br>"
+        f"{report.examples} examples in {report.duration_s:.1f} s ({report.examples_per_s}/s), "
+        f"stopped by {_e(report.stopped_by)}; {report.new_findings} new and "
+        f"{len(report.findings) - report.new_findings} known finding bucket(s).</p>"
     )
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>fxfuzz report: {escape(report['pass'])}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>fxfuzz report</h1>{_incomplete(report.get('incomplete'))}{_internal(internal_errors(report))}{facts}"
+        f"<title>fxfuzz report: {escape(report.run.pass_spec)}</title><style>{_STYLE}</style></head><body>"
+        f"<h1>fxfuzz report</h1>{_incomplete(report.incomplete)}{_internal(report.internal_errors)}{facts}"
         f"<h2>Findings</h2>{summary if findings else '<p>No findings.</p>'}"
         + (f"<p>{escape(more)}.</p>" if more else "")
         + "".join(_finding(f) for f in findings)
-        + f"<h2>Examples per second over time</h2>{_rate_chart(report['timeline'])}"
-        f"<h2>Coverage of the pass's source</h2>{_coverage(report['coverage'])}"
+        + f"<h2>Examples per second over time</h2>{_rate_chart(report.timeline)}"
+        f"<h2>Coverage of the pass's source</h2>{_coverage(report.coverage)}"
         f"<h2>Feature statistics</h2>{stats}</body></html>\n"
     )

@@ -4,11 +4,10 @@ versions, the minimized repro inline, how to run it, expected and actual behavio
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from fxfuzz.core.passes import import_spec
 from fxfuzz.report.markdown import cell, code, fenced, first_line, text
-from fxfuzz.repro.files import repro_stem
+from fxfuzz.report.schema import Report, ReportFinding
 
 # What each oracle requires of a pass (docs/oracles.md), as the "expected" of an issue.
 _EXPECTED = {
@@ -64,42 +63,37 @@ def expected_behaviour(oracle: str, kind: str) -> str:
     return sentence + (" This holds on CUDA as on CPU." if kind.startswith("cuda:") else "")
 
 
-def issue_path(bucket: str) -> str:
-    """Where a bucket's issue text goes, relative to the report folder."""
-    return f"issues/{repro_stem(bucket)}.md"
-
-
 def _one_line(message: str, width: int = 120) -> str:
     line = message.strip().splitlines()[0] if message.strip() else ""
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def render_issue(
-    report: dict[str, Any], finding: dict[str, Any], repro_source: str | None, short_source: str | None = None
+    report: Report, finding: ReportFinding, repro_source: str | None, short_source: str | None = None
 ) -> str:
     """The issue text of one bucket; ``repro_source`` is its repro .py (None: none was saved),
     ``short_source`` its short program (``fxfuzz.repro.short``), which its repro .py is where
     the case allows one (then ``repro_source`` is None)."""
-    pass_spec = report["pass"]
+    pass_spec = report.run.pass_spec
     target = import_spec(pass_spec)
     # A program-level finding records the grad mode that showed it; its program's own field
     # is only the mode checked first.
-    grad = finding["details"].get("ambient_grad", finding.get("ambient_grad"))
+    grad = finding.details.get("ambient_grad", finding.ambient_grad)
     facts = [
         ("pass", cell(code(pass_spec)) + (f" ({cell(code(target))})" if target != pass_spec else "")),
-        *([("baseline pass", cell(code(report["baseline"])))] if "baseline" in report else []),
-        ("torch", text(report["torch_version"])),
-        ("Python", text(report.get("python_version", "not recorded"))),
-        ("device", text(report.get("device", "cpu"))),
+        *([("baseline pass", cell(code(report.run.baseline)))] if report.run.baseline is not None else []),
+        ("torch", text(report.torch_version)),
+        ("Python", text(report.python_version or "not recorded")),
+        ("device", text(report.run.device or "cpu")),
         *([("ambient grad mode", "enabled" if grad else "disabled")] if grad is not None else []),
         (
             "found by",
-            f"fxfuzz {text(report['version'])}, {report['examples']} examples, seen {finding['count']} time(s)",
+            f"fxfuzz {text(report.tool_version)}, {report.examples} examples, seen {finding.count} time(s)",
         ),
-        ("bucket", cell(code(finding["id"]))),
+        ("bucket", cell(code(finding.id))),
     ]
     lines = [
-        f"# {text(pass_spec)}: {text(finding['oracle'])}/{text(finding['kind'])}: {text(first_line(finding['message']))}",
+        f"# {text(pass_spec)}: {text(finding.oracle)}/{text(finding.kind)}: {text(first_line(finding.message))}",
         "",
         "| | |",
         "| --- | --- |",
@@ -108,11 +102,11 @@ def render_issue(
         "## Repro",
         "",
     ]
-    if finding.get("graph_code"):
+    if finding.graph_code:
         lines += [
-            f"The minimized graph ({finding['graph_nodes']} compute nodes):",
+            f"The minimized graph ({finding.graph_nodes} compute nodes):",
             "",
-            fenced(finding["graph_code"], "python"),
+            fenced(finding.graph_code, "python"),
             "",
         ]
     if short_source is not None:
@@ -123,7 +117,7 @@ def render_issue(
             "",
             "## How to run",
             "",
-            *_how_to_run(finding, short=True),
+            *(_how_to_run(finding.repro, short=True) if finding.repro else []),
         ]
     elif repro_source is not None:
         lines += [
@@ -135,9 +129,9 @@ def render_issue(
             "",
             "## How to run",
             "",
-            *_how_to_run(finding),
+            *(_how_to_run(finding.repro) if finding.repro else []),
         ]
-    elif finding.get("graph_code"):
+    elif finding.graph_code:
         lines.append("No standalone repro script could be written for this bucket.")
     else:
         lines.append("No example was saved for this bucket (see the message below).")
@@ -145,21 +139,21 @@ def render_issue(
         "",
         "## Expected behaviour",
         "",
-        expected_behaviour(finding["oracle"], finding["kind"]),
+        expected_behaviour(finding.oracle, finding.kind),
         "",
         "## Actual behaviour",
         "",
-        fenced(finding["message"], "text"),
+        fenced(finding.message, "text"),
     ]
-    if finding.get("details"):
-        lines += ["", "Details:", "", fenced(json.dumps(finding["details"], indent=2, default=str), "json")]
+    if finding.details:
+        lines += ["", "Details:", "", fenced(json.dumps(finding.details, indent=2, default=str), "json")]
     return "\n".join(lines) + "\n"
 
 
-def _how_to_run(finding: dict[str, Any], short: bool = False) -> list[str]:
-    name = finding["repro"].rsplit("/", 1)[-1]
+def _how_to_run(repro: str, short: bool = False) -> list[str]:
+    name = repro.rsplit("/", 1)[-1]
     if short:
-        json_path = finding["repro"].removesuffix(".py") + ".json"
+        json_path = repro.removesuffix(".py") + ".json"
         return [
             f"Save the program as {code(name)} and run {code('python ' + name)}: it needs only torch, prints "
             "what differs and exits 1 while the bug is there, 0 once it is fixed.",
@@ -173,6 +167,6 @@ def _how_to_run(finding: dict[str, Any], short: bool = False) -> list[str]:
         "failing check and exits non-zero while the bug is there (1 for a failing check), 0 once "
         "it is fixed.",
         "",
-        f"With fxfuzz installed, in the report folder: {code('fxfuzz repro ' + finding['repro'])} (the full "
+        f"With fxfuzz installed, in the report folder: {code('fxfuzz repro ' + repro)} (the full "
         "oracles, in a child process; `--pass SPEC` checks a fix).",
     ]

@@ -6,15 +6,22 @@ documents stay small."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol, TypeVar
 
 SHOWN = 100
 
 
-def shown(findings: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+class _Listed(Protocol):
+    known: bool
+
+
+F = TypeVar("F", bound=_Listed)
+
+
+def shown(findings: list[F]) -> tuple[list[F], str | None]:
     """The findings a document shows, and a sentence on those it leaves out (None: none)."""
     rest = findings[SHOWN:]
     if not rest:
         return findings, None
-    new = sum(1 for f in rest if not f["known"])
+    new = sum(1 for f in rest if not f.known)
     return findings[:SHOWN], f"{len(rest)} more finding bucket(s) ({new} new) are listed only in report.json"

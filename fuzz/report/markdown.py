@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from fxfuzz.report.limits import shown
-from fxfuzz.report.reader import internal_errors
+from fxfuzz.report.schema import Report
 
 # What could make quoted text markup: code spans, emphasis, links and images, HTML tags and
 # entities, table cells' pipes, and the backslash that escapes them. Underscores stay as they
@@ -57,57 +57,57 @@ def fenced(value: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{value.rstrip()}\n{fence}"
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def render_markdown(report: Report) -> str:
     """report.md: verdict, run facts, the findings table and pass coverage."""
-    new = report["new_findings"]
-    known = len(report["findings"]) - new
+    new = report.new_findings
+    known = len(report.findings) - new
     verdict = f"**{new} new finding(s)**" if new else "**no new findings**"
-    if report.get("incomplete"):  # red, and first: no finding count makes this run green
-        verdict = f"❌ **{text(report['incomplete'])}**" + (f", {new} new finding(s)" if new else "")
-    internal = internal_errors(report)
+    if report.incomplete:  # red, and first: no finding count makes this run green
+        verdict = f"❌ **{text(report.incomplete)}**" + (f", {new} new finding(s)" if new else "")
+    internal = report.internal_errors
     if internal:  # fxfuzz's own bug: never green, never a finding
         verdict = f"❌ **{len(internal)} worker(s) died of an error of fxfuzz's own ({text(internal[0])})**" + (
             f", {new} new finding(s)" if new else ""
         )
     lines = [
-        f"## fxfuzz: {verdict} against {code(report['pass'])}",
+        f"## fxfuzz: {verdict} against {code(report.run.pass_spec)}",
         "",
-        f"{report['examples']} examples in {report['duration_s']:.0f}s ({report['examples_per_s']}/s) "
-        f"on {report['workers']} worker(s), domain {code(report['domain'])}, seed {text(report['seed'])}, "
-        f"torch {text(report['torch_version'])}, stopped by {text(report['stopped_by'])}."
+        f"{report.examples} examples in {report.duration_s:.0f}s ({report.examples_per_s}/s) "
+        f"on {report.run.workers} worker(s), domain {code(report.run.domain)}, seed {text(report.run.seed)}, "
+        f"torch {text(report.torch_version)}, stopped by {text(report.stopped_by)}."
         + (f" {known} known finding(s) still seen." if known else "")
         + (
-            f" Held to the {code(report['contract'])} contract, the default for a pass fxfuzz does not know."
-            if report.get("contract_source") == "default"
+            f" Held to the {code(report.run.contract)} contract, the default for a pass fxfuzz does not know."
+            if report.run.contract_source == "default"
             else ""
         ),
         "",
     ]
-    findings, more = shown(report["findings"])
+    findings, more = shown(report.findings)
     if findings:
         lines += [
             "| bucket | oracle/kind | count | nodes | known | message | repro |",
             "| --- | --- | ---: | ---: | --- | --- | --- |",
         ]
         for f in findings:
-            nodes = f["graph_nodes"] if f["graph_nodes"] is not None else "–"
-            repro = code(f["repro"]) if f["repro"] else "–"
-            status = "yes" if f["known"] else "**new**" + (f" ([issue]({f['issue']}))" if f.get("issue") else "")
+            nodes = f.graph_nodes if f.graph_nodes is not None else "–"
+            repro = code(f.repro) if f.repro else "–"
+            status = "yes" if f.known else "**new**" + (f" ([issue]({f.issue}))" if f.issue else "")
             lines.append(
-                f"| {cell(code(f['id']))} | {text(f['oracle'])}/{text(f['kind'])} | {f['count']} | {nodes} "
-                f"| {status} | {text(first_line(f['message'], 300))} | {cell(repro)} |"
+                f"| {cell(code(f.id))} | {text(f.oracle)}/{text(f.kind)} | {f.count} | {nodes} "
+                f"| {status} | {text(first_line(f.message, 300))} | {cell(repro)} |"
             )
         lines += ["", *([f"{more}.", ""] if more else [])]
-        first = next((f for f in findings if not f["known"] and f["graph_code"]), None)
+        first = next(((f.id, f.graph_code) for f in findings if not f.known and f.graph_code), None)
         if first:
             lines += [
-                f"<details><summary>Minimized graph of <code>{first['id']}</code></summary>",
+                f"<details><summary>Minimized graph of <code>{first[0]}</code></summary>",
                 "",
-                fenced(first["graph_code"], "python"),
+                fenced(first[1], "python"),
                 "</details>",
                 "",
             ]
-    cov = report.get("coverage", {})
+    cov = report.coverage
     if cov.get("enabled") and "lines" in cov:
         lines.append(f"Pass coverage: lines {percent(cov['lines'])}, branches {percent(cov['branches'])}.")
         lines.append("")

@@ -1,13 +1,15 @@
 """One report from many report folders (shards of a campaign, or campaigns of the same pass
-under the same versions): counts summed, buckets deduplicated, the smallest repro kept.
+under the same versions): counts summed, buckets deduplicated, the smallest example kept (by
+``Size``, as a campaign keeps its buckets' examples: ``Buckets``).
 
-``merge_reports`` is a pure function over report dicts; ``load_inputs`` reads and checks the
+``merge_reports`` is a pure function over typed reports; ``load_inputs`` reads and checks the
 folders (as untrusted input: ``fxfuzz.report.reader``), ``write_merged`` writes the merged folder with the same documents ``fxfuzz run``
 writes. Anything that cannot be merged raises ``ReportError`` (one line, exit status 2).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import reprlib
@@ -18,37 +20,21 @@ from typing import Any
 
 from fxfuzz.campaign.coverage import union_coverage
 from fxfuzz.campaign.levels import add_level_rates
+from fxfuzz.campaign.results import Buckets
 from fxfuzz.core.errors import ReportError, UsageError
 from fxfuzz.core.identity import PassIdentity
 from fxfuzz.core.shards import parse_shard
-from fxfuzz.report.folder import ReportFolder, Written, attempt, placed, sort_findings, write_documents
-from fxfuzz.report.reader import inside_problem, pass_identity, read_report
+from fxfuzz.report.folder import ReportFolder, Written, attempt, placed, write_documents
+from fxfuzz.report.reader import inside_problem, read_report
+from fxfuzz.report.schema import Report, ReportFinding, RunInfo, WorkersDetail, sort_findings
 from fxfuzz.repro.files import repro_stem
 
-# What makes two reports parts of one campaign: they must agree on all of these.
-IDENTITY = (
-    "tool",
-    "schema",
-    "version",
-    "torch_version",
-    "python_version",
-    "pass",
-    "contract",
-    "ops",
-    "level",
-    "domain",
-    "device",
-)
-# workers_detail fields that add up over campaigns, and those that are lists to concatenate;
+# The RunInfo fields merge_reports computes itself; every other one keeps its common value.
+_COMPUTED_RUN = ("seed", "workers", "started", "shard")
+# WorkersDetail fields that add up over campaigns, and those that are lists to concatenate;
 # any other field keeps its common value.
 _SUMMED = ("restarts", "unserializable_examples", "excused_deaths")
 _CONCATENATED = ("errors", "unrepeated_deaths", "internal_errors")
-# Keys merge_reports computes itself; every other key keeps its common value.
-_COMPUTED = {
-    "started", "seed", "workers", "duration_s", "examples", "examples_per_s", "stopped_by", "new_findings",
-    "findings", "coverage", "stats", "timeline", "workers_detail", "repro_errors", "shard", "shards", "merged_from",
-    "incomplete",
-}  # fmt: skip
 
 
 @dataclass
@@ -56,11 +42,11 @@ class Merged:
     """The merged report and, per bucket with a repro, the input folder and the .py there
     (relative to it) that it keeps."""
 
-    report: dict[str, Any]
+    report: Report
     repro_sources: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
-def load_inputs(folders: list[str], out_dir: str) -> list[tuple[str, dict[str, Any]]]:
+def load_inputs(folders: list[str], out_dir: str) -> list[tuple[str, Report]]:
     """(folder, report) for each folder, in order; refuses a folder given twice and an output
     folder that is one of the inputs (the merge would overwrite what it reads)."""
     seen: dict[str, str] = {}
@@ -75,11 +61,11 @@ def load_inputs(folders: list[str], out_dir: str) -> list[tuple[str, dict[str, A
     return [(os.path.normpath(folder), read_report(folder)) for folder in folders]
 
 
-def merge_reports(inputs: list[tuple[str, dict[str, Any]]]) -> Merged:
+def merge_reports(inputs: list[tuple[str, Report]]) -> Merged:
     """One report from (folder, report) pairs of one campaign's parts. Examples, durations,
     workers and statistics add up (rates are derived again); buckets are deduplicated by id,
-    counts summed, each keeping its smallest example that has a repro; a bucket is known only
-    when every input that saw it lists it as known."""
+    counts summed, each keeping its smallest example (one with a repro before one without); a
+    bucket is known only when every input that saw it lists it as known."""
     if not inputs:
         raise ReportError("no report folders to merge")
     reports = [r for _, r in inputs]
@@ -87,47 +73,52 @@ def merge_reports(inputs: list[tuple[str, dict[str, Any]]]) -> Merged:
     merged_from = [entry for folder, r in inputs for entry in _sources(folder, r)]
     shards = _shards(merged_from)
     findings, repro_sources = _merge_findings(inputs)
-    examples = sum(r["examples"] for r in reports)
-    duration = sum(r["duration_s"] for r in reports)
-    reasons = [r["stopped_by"] for r in reports]
-    report: dict[str, Any] = {k: _common([r.get(k) for r in reports]) for k in _keys(reports) if k not in _COMPUTED}
-    report.update(
-        started=min((str(r["started"]) for r in reports if r.get("started")), default=""),
-        seed=_common([r.get("seed") for r in reports]),
-        workers=sum(r.get("workers", 1) for r in reports),
-        duration_s=round(duration, 3),
-        examples=examples,
-        examples_per_s=round(examples / duration, 2) if duration else 0.0,
+    examples = sum(r.examples for r in reports)
+    duration = sum(r.duration_s for r in reports)
+    reasons = [r.stopped_by for r in reports]
+    runs = [r.run for r in reports]
+    run = RunInfo(
+        **{
+            f.name: _common([getattr(info, f.name) for info in runs])
+            for f in dataclasses.fields(RunInfo)
+            if f.name not in _COMPUTED_RUN
+        },
+        seed=_common([info.seed for info in runs]),
+        workers=sum(info.workers for info in runs),
+        started=min((info.started for info in runs if info.started), default=""),
+    )
+    report = Report(
+        _common([r.tool_version for r in reports]),
+        _common([r.torch_version for r in reports]),
+        run,
+        round(duration, 3),
+        examples,
         # Interrupted anywhere: the merged campaign did not run its course.
-        stopped_by=next(
-            (s for s in ("interrupted", "internal_error", "workers_lost", "budget") if s in reasons), reasons[0]
-        ),
+        next((s for s in ("interrupted", "internal_error", "workers_lost", "budget") if s in reasons), reasons[0]),
+        findings,
+        _merge_stats([r.stats for r in reports]),
         incomplete=_incomplete(inputs, examples, findings),
-        new_findings=sum(1 for f in findings if not f["known"]),
-        findings=findings,
-        coverage=union_coverage([r.get("coverage", {"enabled": False}) for r in reports]),
-        stats=_merge_stats([r["stats"] for r in reports]),
+        schema=_common([r.schema for r in reports]),
+        tool=_common([r.tool for r in reports]),
+        python_version=_common([r.python_version for r in reports]),
+        coverage=union_coverage([r.coverage for r in reports]),
         timeline=_timeline(reports),
-        workers_detail=_merge_workers([r.get("workers_detail") or {} for r in reports]),
-        repro_errors=[e for r in reports for e in r.get("repro_errors", [])],
+        workers_detail=_merge_workers([r.workers_detail for r in reports]),
+        repro_errors=[e for r in reports for e in r.repro_errors],
+        shards=shards or None,
         merged_from=merged_from,
-        **({"shards": shards} if shards else {}),
+        identity=reports[0].identity,  # the same in every input (_check_compatible)
     )
     return Merged(report, repro_sources)
 
 
-def _incomplete(inputs: list[tuple[str, dict[str, Any]]], examples: int, findings: list[Any]) -> str | None:
+def _incomplete(inputs: list[tuple[str, Report]], examples: int, findings: list[Any]) -> str | None:
     """Why the merged campaign did not test what it was asked to: each incomplete input, by
     folder (one incomplete shard leaves the campaign incomplete), or that none tested anything."""
-    reasons = [f"{folder}: {r['incomplete']}" for folder, r in inputs if r.get("incomplete")]
+    reasons = [f"{folder}: {r.incomplete}" for folder, r in inputs if r.incomplete]
     if not reasons and not examples and not findings:
         reasons = ["the merged campaigns tested nothing"]
     return "; ".join(reasons) or None
-
-
-def _keys(reports: list[dict[str, Any]]) -> list[str]:
-    """Every top-level key of the reports, in first-seen order."""
-    return list(dict.fromkeys(k for r in reports for k in r))
 
 
 def _common(values: list[Any]) -> Any:
@@ -139,19 +130,37 @@ def _common(values: list[Any]) -> Any:
     return distinct[0] if len(distinct) == 1 else distinct
 
 
-def _check_compatible(inputs: list[tuple[str, dict[str, Any]]]) -> None:
+def _identity(r: Report) -> dict[str, Any]:
+    """What makes two reports parts of one campaign: they must agree on all of these. A report
+    without a level is a graph-level one, one without ops drew no user operator; one without
+    python_version or device predates it."""
+    return {
+        "tool": r.tool,
+        "schema": r.schema,
+        "version": r.tool_version,
+        "torch_version": r.torch_version,
+        "python_version": r.python_version or "not recorded",
+        "pass": r.run.pass_spec,
+        "contract": r.run.contract,
+        "ops": r.run.ops,
+        "level": r.run.level or "graph",
+        "domain": r.run.domain,
+        "device": r.run.device or "not recorded",
+    }
+
+
+def _check_compatible(inputs: list[tuple[str, Report]]) -> None:
     (first, r0), *rest = inputs
     for folder, r in inputs:
-        if r.get("command") == "gate":
+        if r.run.command == "gate":
             raise ReportError(f"{folder} is an fxfuzz gate report: fxfuzz merge takes fxfuzz run report folders")
     for folder, r in rest:
-        for key in IDENTITY:
-            a, b = _identity(r0, key), _identity(r, key)
+        for (key, a), b in zip(_identity(r0).items(), _identity(r).values()):
             if a != b:
                 raise ReportError(f"cannot merge {first} and {folder}: different {key} ({a} vs {b})")
         # The pass as each resolved it: the same spec may name another file's pass, or the same
         # contract name come from elsewhere.
-        a, b = (pass_identity(x) for x in (r0, r))
+        a, b = r0.identity, r.identity
         if a != b:
             raise ReportError(f"cannot merge {first} and {folder}: different pass ({_shown(a)} vs {_shown(b)})")
 
@@ -162,18 +171,11 @@ def _shown(identity: PassIdentity | None) -> str:
     return f"{identity.target} held to {identity.contract} ({identity.contract_source})"
 
 
-def _identity(report: dict[str, Any], key: str) -> Any:
-    # A report without "level" is a graph-level one, one without "ops" drew no user operator;
-    # one without python_version predates it.
-    default = {"level": "graph", "ops": []}.get(key, "not recorded")
-    return report.get(key, default)
-
-
-def _sources(folder: str, report: dict[str, Any]) -> list[dict[str, Any]]:
+def _sources(folder: str, report: Report) -> list[dict[str, Any]]:
     """The merged_from entries of one input: itself, or what it was merged from."""
-    if isinstance(report.get("merged_from"), list):
-        return report["merged_from"]
-    return [{"path": folder, "shard": report.get("shard"), "seed": report.get("seed"), "examples": report["examples"]}]
+    if report.merged_from is not None:
+        return report.merged_from
+    return [{"path": folder, "shard": report.run.shard, "seed": report.run.seed, "examples": report.examples}]
 
 
 def _shards(merged_from: list[dict[str, Any]]) -> list[str]:
@@ -195,46 +197,32 @@ def _shards(merged_from: list[dict[str, Any]]) -> list[str]:
     return [f"{k}/{n}" for k, n in sorted(parsed)]
 
 
-def missing_shards(report: dict[str, Any]) -> list[str]:
+def missing_shards(report: Report) -> list[str]:
     """Shards of the merged report's split that none of its inputs was."""
-    shards = report.get("shards") or []
+    shards = report.shards or []
     if not shards:
         return []
     n = int(shards[0].split("/")[1])
     return [f"{k}/{n}" for k in range(1, n + 1) if f"{k}/{n}" not in shards]
 
 
-def _merge_findings(
-    inputs: list[tuple[str, dict[str, Any]]],
-) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]]]:
-    seen: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-    for i, (_, r) in enumerate(inputs):
-        for f in r["findings"]:
-            seen.setdefault(f["id"], []).append((i, f))
+def _merge_findings(inputs: list[tuple[str, Report]]) -> tuple[list[ReportFinding], dict[str, tuple[str, str]]]:
+    rows: Buckets[ReportFinding] = Buckets()
+    known: dict[str, bool] = {}
+    reasons: dict[str, str | None] = {}
+    for folder, r in inputs:
+        for f in r.findings:
+            known[f.id] = known.get(f.id, True) and f.known
+            reasons[f.id] = reasons.get(f.id) or f.known_reason
+            rows.add(dataclasses.replace(f, origin=folder))  # a copy: the merge adds to it
     findings, sources = [], {}
-    for bid, rows in seen.items():
-        # The smallest example that has a repro; an example without a size counts as largest.
-        i, best = min(
-            rows,
-            key=lambda row: (
-                not row[1].get("repro"),
-                row[1].get("graph_nodes") is None,
-                row[1].get("graph_nodes") or 0,
-                row[0],
-            ),
-        )
-        known = all(f["known"] for _, f in rows)
-        reason = next((f.get("known_reason") for _, f in rows if f.get("known_reason")), None)
-        row = {
-            **best,
-            "count": sum(f["count"] for _, f in rows),
-            "known": known,
-            "known_reason": reason if known else None,
-            "repro": f"repros/{repro_stem(bid)}.py" if best.get("repro") else None,
-            "issue": None,  # set by sort_findings
-        }
-        if best.get("repro"):
-            sources[bid] = (inputs[i][0], best["repro"])
+    for bid, row in rows.items():
+        row.known = known[bid]
+        row.known_reason = reasons[bid] if row.known else None
+        row.issue = None  # set by sort_findings
+        if row.repro and row.origin is not None:
+            sources[bid] = (row.origin, row.repro)
+        row.repro = f"repros/{repro_stem(bid)}.py" if bid in sources else None
         findings.append(row)
     return sort_findings(findings), sources
 
@@ -248,31 +236,32 @@ def _merge_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(sorted(total.items()))
 
 
-def _timeline(reports: list[dict[str, Any]]) -> list[list[float]]:
+def _timeline(reports: list[Report]) -> list[list[float]]:
     """The inputs' timelines end to end, as their durations add up: each shifted by the
     seconds and examples of the inputs before it."""
     out: list[list[float]] = []
     t0, n0 = 0.0, 0
     for r in reports:
-        out += [[round(t + t0, 3), n + n0] for t, n in r.get("timeline", [])]
-        t0, n0 = t0 + r["duration_s"], n0 + r["examples"]
+        out += [[round(t + t0, 3), n + n0] for t, n in r.timeline]
+        t0, n0 = t0 + r.duration_s, n0 + r.examples
     return out
 
 
-def _merge_workers(details: list[dict[str, Any]]) -> dict[str, Any]:
-    present = [d for d in details if d]
+def _merge_workers(details: list[WorkersDetail]) -> WorkersDetail:
     merged: dict[str, Any] = {}
-    for key in _keys(present):
-        values = [d[key] for d in present if key in d]
-        if key in _SUMMED:
-            merged[key] = sum(values)
-        elif key in _CONCATENATED:
-            merged[key] = [v for vs in values for v in vs]
-        elif key == "notes":  # a lost shared database is said once, however many shards lost it
-            merged[key] = list(dict.fromkeys(v for vs in values for v in vs))
+    for f in dataclasses.fields(WorkersDetail):
+        values = [getattr(d, f.name) for d in details if getattr(d, f.name) is not None]
+        if not values:
+            continue
+        if f.name in _SUMMED:
+            merged[f.name] = sum(values)
+        elif f.name in _CONCATENATED:
+            merged[f.name] = [v for vs in values for v in vs]
+        elif f.name == "notes":  # a lost shared database is said once, however many shards lost it
+            merged[f.name] = list(dict.fromkeys(v for vs in values for v in vs))
         else:
-            merged[key] = _common(values)
-    return merged
+            merged[f.name] = _common(values)
+    return WorkersDetail(**merged)
 
 
 def write_merged(merged: Merged, folder: ReportFolder) -> Written:
@@ -281,14 +270,14 @@ def write_merged(merged: Merged, folder: ReportFolder) -> Written:
     written, and why (a full disk), is listed: the rest is written all the same."""
     out_dir = folder.work
     unwritten: list[str] = []
-    for f in merged.report["findings"]:
-        if f["repro"]:
-            shard_dir, repro = merged.repro_sources[f["id"]]
+    for f in merged.report.findings:
+        if f.repro:
+            shard_dir, repro = merged.repro_sources[f.id]
             for ext in (".py", ".json"):
                 source = repro.removesuffix(".py") + ext
                 # Checked again as it is copied: only files inside the input folder are.
                 if inside_problem(shard_dir, source) is None:
-                    target = os.path.join(out_dir, f["repro"].removesuffix(".py") + ext)
+                    target = os.path.join(out_dir, f.repro.removesuffix(".py") + ext)
                     attempt(
                         unwritten,
                         os.path.relpath(target, out_dir),

@@ -24,6 +24,7 @@ from fxfuzz.core.errors import ReportError
 from fxfuzz.core.fileio import read_bounded, refusal
 from fxfuzz.core.identity import PassIdentity
 from fxfuzz.core.known import is_bucket_id
+from fxfuzz.report.schema import Report
 from fxfuzz.repro.files import repro_stem
 
 # Far above any real report (a 45-minute nightly shard writes well under 1 MiB) and any real
@@ -191,10 +192,12 @@ FINDING: dict[str, Validator] = {
     "known": _bool, "known_reason": _optional(_str), "repro": _optional(_name), "graph_nodes": _optional(_count),
     "graph_hash": _optional(_name), "ambient_grad": _optional(_bool), "graph_code": _optional(_str),
 }  # fmt: skip
-FINDING_OPTIONAL: dict[str, Validator] = {"domain": _optional(_name)}
+FINDING_OPTIONAL: dict[str, Validator] = {
+    "domain": _optional(_name), "example_bytes": _optional(_count), "example_digest": _optional(_name),
+}  # fmt: skip
 
 
-def read_report(folder: str) -> dict[str, Any]:
+def read_report(folder: str) -> Report:
     """``folder``'s report.json, checked for every field a merge carries and holding only those,
     its free text cut to ``MAX_TEXT`` (graph code to ``MAX_CODE``) with a note. A finding whose
     repro is missing from the folder, or is anything but fxfuzz's ``repros/<bucket>.py`` there,
@@ -220,7 +223,7 @@ def read_report(folder: str) -> dict[str, Any]:
             if key in detail:
                 detail[key] = [cut(e) for e in detail[key]]
         report["workers_detail"] = detail
-    return report
+    return Report.from_data(report)
 
 
 def _finding(path: str, folder: str, f: Any, report: dict[str, Any]) -> dict[str, Any]:
@@ -334,15 +337,3 @@ def inside_problem(folder: str, relative: str) -> str | None:
         return "is missing"
     problem = refusal(st, MAX_FILE_BYTES)  # a FIFO or device would block or never end
     return problem and f"is {problem}"
-
-
-def pass_identity(report: dict[str, Any]) -> PassIdentity | None:
-    """The pass a report's campaign judged, typed (``read_report`` checked it); None for a
-    report written before reports recorded it."""
-    data = report.get("identity")
-    return None if data is None else PassIdentity.from_data(data)
-
-
-def internal_errors(report: dict[str, Any]) -> list[str]:
-    """The errors of fxfuzz's own that the report's workers died of (none in older reports)."""
-    return list((report.get("workers_detail") or {}).get("internal_errors") or [])

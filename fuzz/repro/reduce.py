@@ -47,11 +47,12 @@ def reduce_finding(
     max_steps: int | None = None,
     deadline: float | None = None,
 ) -> Reduced | None:
-    """Reduce ``case`` while the finding of ``bucket`` (None: the first ``verify`` makes) holds
-    and write its repro (against ``settings.identity``, which ``pass_fn`` is) under
-    ``out_dir/repros``; None when ``case`` shows no finding.
-    UsageError when it shows others but not ``bucket``."""
-    found = findings_of(case, pass_fn, settings)
+    """Reduce ``case`` while the finding of ``bucket`` (None: the first ``verify`` makes, every
+    check run) holds and write its repro (against ``settings.identity``, which ``pass_fn`` is) under
+    ``out_dir/repros``; None when ``case`` shows no
+    finding. UsageError when it shows others but not ``bucket``."""
+    with stages_forced():  # a user's graph goes through every check, the stages a campaign shares out too
+        found = findings_of(case, pass_fn, settings)
     if not found:
         return None
     if bucket is None:

@@ -34,7 +34,8 @@ from typing import Any
 
 import torch
 from fxfuzz.campaign import warm
-from fxfuzz.campaign.engine import CampaignResult, Hooks, Subject, run_campaign
+from fxfuzz.campaign.engine import Hooks, Subject, run_campaign
+from fxfuzz.campaign.results import CampaignResult
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.identity import resolve_pass
 from fxfuzz.core.internal import package_part

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fxfuzz.campaign.engine import Bucket
 from fxfuzz.campaign.gate import StopGate, run_gate
+from fxfuzz.campaign.results import Bucket
 from fxfuzz.core.deadline import Overdue, alarm
 from fxfuzz.core.identity import resolve_pass
 from fxfuzz.core.settings import CampaignSettings

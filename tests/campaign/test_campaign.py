@@ -3,7 +3,8 @@ hooks see every bucket, and a stop request ends the campaign."""
 
 from __future__ import annotations
 
-from fxfuzz.campaign.engine import CampaignResult, Hooks, Subject, run_campaign
+from fxfuzz.campaign.engine import Hooks, Subject, run_campaign
+from fxfuzz.campaign.results import CampaignResult
 from fxfuzz.campaign.store import GRAPH_CASES, SavedFailures, database_key
 from fxfuzz.core.contract import SET_GRAD
 from fxfuzz.core.passes import load_pass

@@ -51,7 +51,7 @@ def test_run_parallel_hands_the_operators_registered_in_python_to_its_workers():
         result = run_parallel(ParallelCampaign(settings))
     finally:
         unregister_op(entry.name)
-    assert not result.worker_errors, result.worker_errors
+    assert not result.workers.errors, result.workers.errors
     assert result.stats.get("op:userops::scale", 0) > 0, result.stats
 
 
@@ -69,7 +69,7 @@ def test_a_worker_restarted_after_a_death_draws_the_operator_again():
     # The first worker dies on an example calling the operator, its replacement on that
     # example again (a crash); a second death needs a later worker to draw it anew.
     [crash] = [bid for bid in result.buckets if bid.startswith("crash-process_died")]
-    assert result.counts[crash] >= 2, (result.counts, result.worker_errors)
+    assert result.buckets[crash].count >= 2, (result.buckets, result.workers.errors)
 
 
 @pytest.mark.processes

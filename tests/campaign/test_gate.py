@@ -10,15 +10,16 @@ import xml.etree.ElementTree as ET
 import broken_passes as bp
 import pytest
 from broken_passes import DIES_IN_WORKERS
-from fxfuzz.campaign.engine import StopReason
 from fxfuzz.campaign.gate import _final_regression, fresh_cases, run_gate, run_gate_parallel
 from fxfuzz.campaign.protocol import Task, WorkerStart
-from fxfuzz.campaign.supervisor import BucketRecord, ParallelCampaign, ParallelResult, Supervisor, run_parallel
+from fxfuzz.campaign.results import Bucket, Buckets, CampaignResult, StopReason
+from fxfuzz.campaign.supervisor import ParallelCampaign, Supervisor, run_parallel
 from fxfuzz.campaign.worker import example_check
 from fxfuzz.core.contract import MEANING, SET_GRAD
 from fxfuzz.core.identity import identify
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.settings import CampaignSettings
+from fxfuzz.oracles import Finding
 from fxfuzz.oracles.differential import regressions, regressions_both_modes
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.corpus import gate_corpus
@@ -289,7 +290,7 @@ def test_fresh_cases_are_judged_while_the_corpus_is():
     settings = CampaignSettings(budget_s=0.001, max_examples=2, workers=2, identity=identify("set_grad"))
     result = run_gate_parallel("set_grad", [], settings)
     assert result.corpus_cases == len(gate_corpus()) and result.campaign.examples >= 1
-    assert not result.buckets and not result.worker_errors
+    assert not result.buckets and not result.campaign.workers.errors
 
 
 @pytest.mark.processes
@@ -305,21 +306,21 @@ def test_the_gate_stops_at_its_first_final_regression(workers, corpus):
 
 
 def _record(source=None, kind="pass_raised"):
-    return BucketRecord("crash-x", {"oracle": "crash", "kind": kind, "message": "", "details": {}}, None, 3, source)
+    return Buckets({"crash-x": Bucket("crash-x", Finding("crash", kind, ""), None, 3, source)})
 
 
 def test_a_fresh_regression_is_final_once_minimized():
     """What lets the gate stop: a corpus case's regression at once, a fresh case's once its
     shrinking is over (or off), a worker's death at once; a known bucket never."""
     defaults = CampaignSettings()
-    fresh = ParallelResult(buckets={"crash-x": _record()})
+    fresh = CampaignResult(buckets=_record())
     assert not _final_regression(fresh, defaults)
     assert _final_regression(fresh, CampaignSettings(max_shrink_s=0))
     fresh.minimized.add("crash-x")
     assert _final_regression(fresh, defaults)
     assert not _final_regression(fresh, CampaignSettings(known=frozenset({"crash-x"})))
-    assert _final_regression(ParallelResult(buckets={"crash-x": _record(source="corpus_case[True]")}), defaults)
-    assert _final_regression(ParallelResult(buckets={"crash-x": _record(kind="process_died")}), defaults)
+    assert _final_regression(CampaignResult(buckets=_record(source="corpus_case[True]")), defaults)
+    assert _final_regression(CampaignResult(buckets=_record(kind="process_died")), defaults)
 
 
 @pytest.mark.processes
@@ -382,7 +383,9 @@ def test_the_corpus_goes_on_after_the_case_that_killed_its_worker(tmp_path, corp
     result = run_gate_parallel(
         "set_grad", [], CampaignSettings(budget_s=1e9, max_examples=1, example_timeout_s=5, identity=candidate)
     )
-    assert result.corpus_cases == len(corpus) and result.restarts == 1 and result.campaign.examples == 1
+    assert (
+        result.corpus_cases == len(corpus) and result.campaign.workers.restarts == 1 and result.campaign.examples == 1
+    )
     assert not result.buckets
 
 

@@ -254,8 +254,8 @@ def test_an_exception_slow_to_read_is_bounded_by_the_example_timeout(tmp_path):
     pass_ = identify("broken_passes:raises_slow_to_read")
     settings = CampaignSettings(workers=1, max_examples=1, budget_s=600, example_timeout_s=3, identity=pass_)
     result = run_parallel(ParallelCampaign(settings, log_dir=str(tmp_path)))
-    assert [(r.finding["oracle"], r.finding["kind"]) for r in result.buckets.values()] == [("crash", "hang")]
-    assert not result.internal_errors
+    assert [(b.finding.oracle, b.finding.kind) for b in result.buckets.values()] == [("crash", "hang")]
+    assert not result.workers.internal_errors
 
 
 # --- a worker dying of fxfuzz's own error: exit 70, never a finding, at every command ---------
@@ -338,8 +338,14 @@ def test_a_repro_checked_into_fxfuzzs_error_exits_70_not_fail(tmp_path):
 
 def test_findings_take_precedence_over_an_internal_error_in_the_exit_status(capsys):
     from fxfuzz.cli.run import internal_status
+    from fxfuzz.report.schema import Report, ReportFinding, RunInfo, WorkersDetail
 
-    report = {"new_findings": 0, "workers_detail": {"internal_errors": ["worker 0 raised KeyError: 'x'"]}}
+    died = WorkersDetail(internal_errors=["worker 0 raised KeyError: 'x'"])
+    new = ReportFinding(id="crash-pass_raised-00000000", oracle="crash", kind="pass_raised", message="m", count=1)
+    report = Report("0", "2", RunInfo(pass_spec="p", contract="meaning"), 1.0, 1, "budget", [], {}, workers_detail=died)
     assert internal_status(report) == EXIT_INTERNAL
-    assert internal_status({**report, "new_findings": 1}) is None
-    assert internal_status({"new_findings": 0, "workers_detail": {}}) is None
+    report.findings = [new]
+    assert internal_status(report) is None
+    assert (
+        internal_status(Report("0", "2", RunInfo(pass_spec="p", contract="meaning"), 1.0, 1, "budget", [], {})) is None
+    )

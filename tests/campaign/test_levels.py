@@ -6,15 +6,15 @@ import json
 import os
 
 import pytest
-from fxfuzz.campaign.engine import Bucket, CampaignResult
 from fxfuzz.campaign.levels import budget_plan, merge_results, run_levels
+from fxfuzz.campaign.results import Bucket, CampaignResult
 from fxfuzz.cli.main import main
 from fxfuzz.core.identity import identify
 from fxfuzz.core.known import for_level, known_reason, load_known
 from fxfuzz.core.program import Program
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import Finding
-from fxfuzz.report.folder import Extras, report_dict
+from fxfuzz.report.schema import Extras, RunInfo, build_report
 from paths import HELPERS
 
 
@@ -29,7 +29,7 @@ def _result(examples: int, seconds: float, bucket: str | None = None) -> Campaig
     r = CampaignResult(examples=examples, duration_s=seconds, stopped_by="budget")
     r.stats["op:sin"] = examples
     if bucket:
-        r.buckets[bucket] = Bucket(bucket, Finding("equivalence", "value_mismatch", "m"), None, 2)
+        r.buckets.add(Bucket(bucket, Finding("equivalence", "value_mismatch", "m"), None, 2))
     return r
 
 
@@ -63,8 +63,8 @@ def test_run_levels_mixed_runs_both_levels_in_workers(tmp_path):
     result = run.result
     assert result.stats["level:graph:examples"] == 2 and result.stats["level:program:examples"] == 2
     assert result.examples == 4
-    assert [name for name, _ in run.workers] == ["graph", "program"]
-    assert all(p.examples == 2 and not p.worker_errors for _, p in run.workers)
+    assert [name for name, _ in run.levels] == ["graph", "program"]
+    assert all(p.examples == 2 and not p.workers.errors for _, p in run.levels)
 
 
 @pytest.mark.processes
@@ -164,6 +164,7 @@ def test_a_program_bucket_is_known_by_its_own_line_or_the_graph_line_of_its_chec
     # The program campaign names its buckets before the prefix: it does not shrink either.
     assert for_level(known, "program") == {"equivalence-x", "equivalence-e2e_y"}
     merged = merge_results([("graph", _result(3, 1.0, "equivalence-z")), ("program", _result(2, 1.0, "equivalence-x"))])
-    rows = {f["id"]: f for f in report_dict(merged, {"pass": "set_grad"}, Extras(known=known))["findings"]}
-    assert rows["program-equivalence-x"]["known"] and rows["program-equivalence-x"]["known_reason"] == "graph reason"
-    assert not rows["equivalence-z"]["known"] and rows["equivalence-z"]["issue"]
+    run = RunInfo(pass_spec="set_grad", contract="set_grad")
+    rows = {f.id: f for f in build_report(merged, run, CampaignSettings(), Extras(known=known)).findings}
+    assert rows["program-equivalence-x"].known and rows["program-equivalence-x"].known_reason == "graph reason"
+    assert not rows["equivalence-z"].known and rows["equivalence-z"].issue

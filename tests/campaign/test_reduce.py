@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import pickle
 import zipfile
 
@@ -13,14 +14,20 @@ import pytest
 import torch
 from fxfuzz.campaign.engine import Hooks, bucket_id, run_campaign
 from fxfuzz.campaign.reduce import reduce_case
+from fxfuzz.core.case import clone_input
 from fxfuzz.core.errors import UntrustedError
+from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.pt2 import load_exported
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import verify
+from fxfuzz.oracles.downstream import stages_forced
+from fxfuzz.oracles.execute import isolated
 from fxfuzz.repro.files import load_repro
+from fxfuzz.repro.reduce import findings_of, reduce_finding, settings_for
+from fxfuzz.strategies import from_module
 from grad_merge import GRAD_MERGE, first_example
-from paths import HELPERS
+from paths import DATA, HELPERS, ROOT
 
 BROKEN = f"{HELPERS}/reduce_passes.py:tanh_after_relu_as_sigmoid"
 
@@ -86,6 +93,173 @@ def test_a_campaign_reduces_each_buckets_example_when_its_shrinking_ends(max_shr
     assert bid in {bucket_id(f) for f in verify(b.case, cse)}
 
 
+# The saved repros of known findings (tests/data), each with the known file that lists its
+# bucket for its pass: campaigns' examples from before the graph-level reduction. Left out: the
+# two downstream buckets (cse/downstream-run_decompositions_raised-1cab78ce.json,
+# unflatten_after_def_use.json), whose every candidate goes through torch.export's stages, minutes
+# of CPU for a reduction; docs/known-findings.md has their measured counts.
+KNOWN_REPROS = {
+    "constant_folding/equivalence-value_mismatch-6ac4edc4.json": "docs/known/constant_folding.txt",
+    "constant_folding/structure-cleanup_failed-d8725f23.json": "docs/known/constant_folding.txt",
+    "cse/effects-effect_value_mismatch-507a3bca.json": "docs/known/cse.txt",
+    "cse/equivalence-autocast_state_leak-71f39855.json": "docs/known/cse.txt",
+    "cse/equivalence-meta_mismatch-19aff044.json": "docs/known/cse.txt",
+    "cse/gradients-jvp_raises_differently-e49618fd.json": "docs/known/cse.txt",
+    "cse/gradients-tangent_value_mismatch-358a589a.json": "docs/known/cse.txt",
+    "cse/structure-dead_code_elimination_changes_meaning-72cda7b9.json": "docs/known/cse.txt",
+    "cse/structure-rerun_changes_meaning-4082287d.json": "docs/known/cse.txt",
+    "set_grad_dce/crash-pass_raised-9a4e04cc.json": "docs/known/set_grad+dce.txt",
+    "set_grad_dce/equivalence-raises_differently-bc45a4ea.json": "docs/known/set_grad+dce.txt",
+    "set_grad_dce/equivalence-value_mismatch-6ac4edc4.json": "docs/known/set_grad+dce.txt",
+    "set_grad_dce/structure-lint_failed-5f2a1a94.json": "docs/known/set_grad+dce.txt",
+    "repro_before_namespace.json": "fxfuzz-known.txt",
+}
+
+
+# docs/known-findings.md ("Repro sizes") says why this one needs more than 8.
+NEEDS_MORE = {"cse/structure-rerun_changes_meaning-4082287d.json": 9}
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN_REPROS))
+def test_a_known_findings_saved_repro_reduces_to_at_most_eight_compute_nodes(name, tmp_path):
+    """docs/known-findings.md lists the counts (and says why a finding needs more, where one
+    does)."""
+    path = os.path.join(DATA, name)
+    repro = load_repro(path)
+    with open(path) as fh:
+        bucket = json.load(fh)["bucket"]
+    assert bucket in load_known(os.path.join(ROOT, KNOWN_REPROS[name]))
+    settings = settings_for(repro.contract, repro.device)
+    reduced = reduce_finding(
+        repro.case, load_pass(repro.pass_spec), repro.pass_spec, settings, str(tmp_path), bucket, max_steps=300
+    )
+    assert reduced is not None
+    assert reduced.reduction.case.compute_nodes() <= NEEDS_MORE.get(name, 8), reduced.reduction.case.code()
+    with stages_forced():
+        assert bucket in findings_of(reduced.reduction.case, load_pass(repro.pass_spec), settings)
+
+
+# ---------------------------------------------------------------------------- regions, toggles, sizes
+
+
+def _calls(case, target) -> int:
+    return sum(
+        1 for m in case.gm.modules() if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes if n.target is target
+    )
+
+
+def _runs(case, first=None):
+    """The case's outputs, run as the oracles run it (with ``first`` for its first input when
+    given), and whether the run left the grad mode or autocast changed."""
+    inputs = [clone_input(t) for t in case.inputs]
+    if first is not None:
+        inputs[0] = first.detach().clone().requires_grad_(inputs[0].requires_grad)
+    with isolated(case.ambient_grad):
+        out = case.gm(*inputs)
+        return out, (torch.is_grad_enabled(), torch.is_autocast_enabled("cpu")) != (case.ambient_grad, False)
+
+
+class CondOfSin(torch.nn.Module):
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
+
+
+def test_a_cond_is_replaced_by_the_branch_the_finding_needs():
+    """The finding here is "sin of the first input is returned": without inlining, the cond,
+    its getitem, the sin and what is left of the other branch stay."""
+    case = from_module(CondOfSin(), (torch.rand(3) + 0.5,))
+
+    def holds(c):
+        x = c.inputs[0] + 1  # another first input: no input fed the value stands in for the call
+        out, _ = _runs(c, x)
+        return _calls(c, torch.ops.aten.sin.default) == 1 and torch.equal(out[0], x.sin())
+
+    assert holds(case)
+    reduced = reduce_case(case, holds, max_steps=300)
+    assert reduced.stopped_by == "fixed point"
+    assert reduced.case.compute_nodes() == 1 and not list(reduced.case.gm.children()), reduced.case.code()
+    assert holds(reduced.case) and signature_follows_placeholders(reduced.case)
+
+
+class NoGradSin(torch.nn.Module):
+    def forward(self, x):
+        with torch.no_grad():
+            y = x.sin()
+        return y, x.cos()
+
+
+@pytest.mark.parametrize("keep_no_grad", [True, False])
+def test_a_grad_region_is_inlined_with_its_mode_as_toggles_or_alone(keep_no_grad, tmp_path):
+    """torch.export wraps the no_grad block in wrap_with_set_grad_enabled. Where the finding
+    needs the sin's result not to require grad, the body comes out between two toggles; where
+    it does not, the body alone."""
+    ep = torch.export.export(NoGradSin(), (torch.randn(3, requires_grad=True),))
+    torch.export.save(ep, str(tmp_path / "p.pt2"))
+    case = load_exported(str(tmp_path / "p.pt2"))
+    assert _calls(case, torch.ops.higher_order.wrap_with_set_grad_enabled) == 1
+
+    def holds(c):
+        """sin of the first input is returned (another first input gives its sin: no input
+        fed the value stands in for the call), without grad where ``keep_no_grad``."""
+        x = c.inputs[0].detach() + 1
+        out, leaked = _runs(c, x)
+        found = [o for o in out if torch.equal(o.detach(), x.sin())]
+        needed = any(not o.requires_grad or not keep_no_grad for o in found)
+        return not leaked and _calls(c, torch.ops.aten.sin.default) == 1 and needed
+
+    assert holds(case)
+    reduced = reduce_case(case, holds, max_steps=300)
+    assert reduced.stopped_by == "fixed point" and not list(reduced.case.gm.children()), reduced.case.code()
+    toggles = _calls(reduced.case, torch._C._set_grad_enabled)
+    assert (reduced.case.compute_nodes(), toggles) == ((3, 2) if keep_no_grad else (1, 0)), reduced.case.code()
+    assert holds(reduced.case)
+
+
+class AutocastSin(torch.nn.Module):
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x.sin()
+        return y
+
+
+def test_an_autocast_region_goes_with_both_its_toggles():
+    """``_exit_autocast`` reads ``_enter_autocast``, so the enter cannot go alone, and the exit
+    alone leaves autocast on: only the pair goes."""
+    case = from_module(AutocastSin(), (torch.randn(3),))
+    assert _calls(case, torch.amp.autocast_mode._enter_autocast) == 1
+
+    def holds(c):
+        _, leaked = _runs(c)
+        return not leaked and _calls(c, torch.ops.aten.sin.default) == 1
+
+    reduced = reduce_case(case, holds, max_steps=300)
+    assert reduced.stopped_by == "fixed point"
+    assert reduced.case.compute_nodes() == 1, reduced.case.code()
+
+
+class Matmul(torch.nn.Module):
+    def forward(self, x, y):
+        return (x @ y).relu()
+
+
+def test_sizes_shrink_while_the_finding_holds():
+    """Every dimension of one size is cut at once and the metas follow; a size the finding
+    needs (here: the first input has at least two rows) stays."""
+    case = from_module(Matmul(), (torch.randn(6, 4), torch.randn(4, 5)))
+
+    def holds(c):
+        out, _ = _runs(c)
+        return c.inputs[0].shape[0] >= 2 and _calls(c, torch.ops.aten.matmul.default) == 1
+
+    assert holds(case)
+    reduced = reduce_case(case, holds, max_steps=300)
+    assert reduced.stopped_by == "fixed point"
+    assert [tuple(t.shape) for t in reduced.case.inputs] == [(3, 1), (1, 1)], reduced.case.code()
+    for node in reduced.case.gm.graph.nodes:
+        if isinstance(node.meta.get("val"), torch.Tensor):
+            assert node.meta["val"].shape[0] in (1, 3)
+
+
 # ---------------------------------------------------------------------------- fxfuzz reduce
 
 
@@ -108,8 +282,9 @@ def deep_program(tmp_path_factory):
 def test_fxfuzz_reduce_turns_a_failing_exported_program_into_a_small_repro(cli, deep_program, tmp_path):
     path, nodes = deep_program
     assert nodes >= 200
-    r = cli("reduce", path, "--pass", BROKEN, "--out", str(tmp_path), "--max-steps", "150")
+    r = cli("reduce", path, "--pass", BROKEN, "--out", str(tmp_path), "--max-shrink-s", "300", "--max-steps", "400")
     assert r.returncode == 1, r.stdout + r.stderr
+    assert "ended at a fixed point" in r.stdout, r.stdout  # it finished inside its bound
     (json_path,) = tmp_path.glob("repros/*.json")
     assert (tmp_path / "repros" / (json_path.stem + ".py")).exists()
     repro = load_repro(str(json_path))

@@ -208,7 +208,7 @@ def test_the_supervisor_keeps_the_smallest_example_a_worker_died_on(tmp_path):
     for case in (small, large):
         bid = sup._record_crash(died, case, None)
     assert [raw for raw, _ in sup.saved.saved()] == [json.dumps(small).encode()]
-    assert sup.result.buckets[bid].case == small
+    assert sup.result.buckets[bid].example.data() == small
 
 
 class PidPipe:
@@ -347,9 +347,9 @@ def test_a_worker_killed_between_examples_is_restarted_and_is_no_finding(monkeyp
     w = _Worker(0, 0, 10, proc, Pipe()[0], time.monotonic(), state=WorkerState.BETWEEN, examples=3)
     sup.workers.append(w)
     sup._exited(w, proc.returncode)
-    assert spawned == [(0, 1, 7, None, 3)] and sup.result.restarts == 1  # 3: where a listed share would go on
-    assert sup.result.unrepeated_deaths == ["worker 0 was killed by SIGKILL between examples"]
-    assert not sup.result.buckets and not sup.result.worker_errors
+    assert spawned == [(0, 1, 7, None, 3)] and sup.result.workers.restarts == 1  # 3: where a listed share would go on
+    assert sup.result.workers.unrepeated_deaths == ["worker 0 was killed by SIGKILL between examples"]
+    assert not sup.result.buckets and not sup.result.workers.errors
 
 
 HANGS = """
@@ -465,7 +465,7 @@ def test_a_worker_has_the_surroundings_of_its_start_not_of_the_warm_interpreters
         monkeypatch.setenv("FXFUZZ_TEST_OUT", str(here / "out.json"))
         monkeypatch.setenv("TMPDIR", str(here / "tmp"))
         result = run_parallel(ParallelCampaign(settings, log_dir=str(tmp_path / "logs")))
-        assert result.examples == 1 and not result.worker_errors, result
+        assert result.examples == 1 and not result.workers.errors, result
         seen = json.loads((here / "out.json").read_text())
         assert seen == {"session_leader": True, "cwd": str(here), "tmp": str(here / "tmp"), "blocked": []}, seen
         lines.append((tmp_path / "logs" / "worker0.log").read_text().count("from the worker\n"))
@@ -517,7 +517,7 @@ def test_an_error_outside_the_pass_is_said_with_its_log_and_is_no_finding(tmp_pa
     )
     result = run_parallel(campaign)
     assert not result.buckets and result.stopped_by == "internal_error"
-    (error,) = result.internal_errors
+    (error,) = result.workers.internal_errors
     log = tmp_path / "worker0.log"
     assert "raised ValueError: planted in generation" in error and f"its traceback is in {log}" in error, error
     assert "ValueError: planted in generation" in log.read_text()

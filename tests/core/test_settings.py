@@ -15,8 +15,9 @@ import fxfuzz
 import handmade as hm
 import pytest
 from fxfuzz.campaign import supervisor
-from fxfuzz.campaign.engine import StopReason, Subject, run_campaign
+from fxfuzz.campaign.engine import Subject, run_campaign
 from fxfuzz.campaign.protocol import Task, WorkerStart
+from fxfuzz.campaign.results import StopReason
 from fxfuzz.campaign.supervisor import ParallelCampaign, run_parallel
 from fxfuzz.cli.main import build_parser
 from fxfuzz.core.identity import PassIdentity, identify
@@ -115,7 +116,7 @@ def test_a_worker_gets_its_start_through_a_private_file_not_its_command_line(tmp
         max_examples=2, budget_s=300, workers=2, known=known, db=DatabaseSpec(str(tmp_path / "db"), (REDIS,))
     )
     result = run_parallel(ParallelCampaign(dataclasses.replace(settings, identity=identify("identity"))))
-    assert result.examples == 2 and not result.worker_errors and result.stopped_by == StopReason.EXAMPLES, result
+    assert result.examples == 2 and not result.workers.errors and result.stopped_by == StopReason.EXAMPLES, result
     assert len(seen) == 2
     for s in seen:
         assert PASSWORD not in s["cmdline"] + s["argv"] and "crash-planted" not in s["cmdline"] + s["argv"]

@@ -180,6 +180,7 @@ def report_with(findings):
         "version": "0",
         "torch_version": "2.x",
         "pass": "p",
+        "contract": "meaning",
         "domain": "export",
         "seed": 0,
         "workers": 2,

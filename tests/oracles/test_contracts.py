@@ -27,6 +27,7 @@ from fxfuzz.core.errors import UsageError
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.report.markdown import render_markdown
+from fxfuzz.report.schema import Report
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.builder import GraphBuilder
 from handmade import report_with
@@ -366,11 +367,13 @@ def test_merged_outputs_that_now_share_storage_are_found(contract):
 
 def test_the_report_says_when_fxfuzz_chose_the_contract():
     report = report_with([])
-    assert "contract" not in render_markdown(report)
+    assert "contract" not in render_markdown(Report.from_data(report))
     report.update(contract="meaning", contract_source="default")
-    assert "Held to the `meaning` contract, the default for a pass fxfuzz does not know." in render_markdown(report)
+    assert "Held to the `meaning` contract, the default for a pass fxfuzz does not know." in render_markdown(
+        Report.from_data(report)
+    )
     report.update(contract="set_grad", contract_source="registered")
-    assert "Held to" not in render_markdown(report)
+    assert "Held to" not in render_markdown(Report.from_data(report))
 
 
 # --- post_grad: refinement of a graph nobody differentiates -----------------------------

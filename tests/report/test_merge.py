@@ -19,6 +19,7 @@ from fxfuzz.core.errors import ReportError
 from fxfuzz.report.folder import write_documents
 from fxfuzz.report.issue import expected_behaviour, render_issue
 from fxfuzz.report.merge import merge_reports, missing_shards, read_report
+from fxfuzz.report.schema import Report, ReportFinding
 
 # The shard campaigns (a session fixture) are built once, in one xdist worker (--dist loadgroup).
 pytestmark = pytest.mark.xdist_group("shard_campaigns")
@@ -31,6 +32,11 @@ def _row(bid, nodes, *, known=False, count=1, repro=True):
         "repro": f"repros/{bid}.py" if repro else None, "graph_nodes": nodes, "graph_hash": "h", "ambient_grad": True,
         "domain": "export", "graph_code": "def forward(self, x):\n    return (x,)", "issue": None,
     }  # fmt: skip
+
+
+def _merge(inputs):
+    """``merge_reports`` of (folder, report.json content) pairs."""
+    return merge_reports([(folder, Report.from_data(data)) for folder, data in inputs])
 
 
 def _report(findings, **changes):
@@ -58,8 +64,8 @@ def test_counts_add_up_and_rates_are_derived_again():
         workers_detail={"restarts": 2, "errors": ["worker 1 died"], "unserializable_examples": 1,
                         "example_timeout_s": 60.0, "database": "db"},
     )  # fmt: skip
-    merged = merge_reports([("A", a), ("B", b)])
-    r = merged.report
+    merged = _merge([("A", a), ("B", b)])
+    r = merged.report.to_data()
     assert (r["examples"], r["duration_s"], r["examples_per_s"], r["workers"]) == (60, 40.0, 1.5, 4)
     assert r["stopped_by"] == "interrupted" and r["started"] == "2026-01-01T00:00:00+00:00"
     assert r["seed"] == [1, 2] and r["pass"] == "p" and r["torch_version"] == "2.13.0"
@@ -72,7 +78,7 @@ def test_counts_add_up_and_rates_are_derived_again():
     assert r["timeline"] == [[0.0, 0], [10.0, 40], [10.0, 40], [40.0, 60]]
     assert r["merged_from"] == [{"path": "A", "shard": "1/3", "seed": 1, "examples": 40},
                                 {"path": "B", "shard": "3/3", "seed": 2, "examples": 20}]  # fmt: skip
-    assert r["shards"] == ["1/3", "3/3"] and "shard" not in r and missing_shards(r) == ["2/3"]
+    assert r["shards"] == ["1/3", "3/3"] and "shard" not in r and missing_shards(merged.report) == ["2/3"]
     # One row per bucket: counts summed, the smallest example kept with its repro.
     rows = {f["id"]: f for f in r["findings"]}
     assert [f["id"] for f in r["findings"]] == ["x", "y"] and r["new_findings"] == 2
@@ -82,19 +88,19 @@ def test_counts_add_up_and_rates_are_derived_again():
 
 
 def test_the_smallest_example_with_a_repro_is_kept():
-    merged = merge_reports([("A", _report([_row("x", 2, repro=False)])), ("B", _report([_row("x", 7)]))])
-    (row,) = merged.report["findings"]
+    merged = _merge([("A", _report([_row("x", 2, repro=False)])), ("B", _report([_row("x", 7)]))])
+    (row,) = merged.report.to_data()["findings"]
     assert row["graph_nodes"] == 7 and merged.repro_sources == {"x": ("B", "repros/x.py")}
 
 
 def test_a_bucket_is_known_only_when_every_input_that_saw_it_knows_it():
-    merged = merge_reports(
+    merged = _merge(
         [("A", _report([_row("x", 1, known=True), _row("y", 1, known=True)])), ("B", _report([_row("x", 1)]))]
     )
-    rows = {f["id"]: f for f in merged.report["findings"]}
+    rows = {f["id"]: f for f in merged.report.to_data()["findings"]}
     assert (rows["x"]["known"], rows["x"]["known_reason"], rows["x"]["issue"]) == (False, None, "issues/x.md")
     assert (rows["y"]["known"], rows["y"]["known_reason"], rows["y"]["issue"]) == (True, "accepted", None)
-    assert merged.report["new_findings"] == 1
+    assert merged.report.new_findings == 1
 
 
 @pytest.mark.parametrize(
@@ -104,7 +110,7 @@ def test_a_bucket_is_known_only_when_every_input_that_saw_it_knows_it():
 )  # fmt: skip
 def test_reports_of_different_campaigns_are_refused(key, value):
     with pytest.raises(ReportError, match=f"cannot merge A and B: different {key}"):
-        merge_reports([("A", _report([])), ("B", _report([], **{key: value}))])
+        _merge([("A", _report([])), ("B", _report([], **{key: value}))])
 
 
 @pytest.mark.parametrize(
@@ -118,7 +124,7 @@ def test_reports_of_different_campaigns_are_refused(key, value):
 )
 def test_folders_that_would_double_count_or_mix_splits_are_refused(changes, needle):
     with pytest.raises(ReportError, match=needle):
-        merge_reports([(name, _report([], **c)) for name, c in zip("AB", changes)])
+        _merge([(name, _report([], **c)) for name, c in zip("AB", changes)])
 
 
 def test_unreadable_report_folders_are_refused(tmp_path):
@@ -138,7 +144,7 @@ def test_unreadable_report_folders_are_refused(tmp_path):
     # A repro file gone from the folder: the bucket is kept, its repro dropped, and said so.
     (tmp_path / "report.json").write_text(json.dumps(_report([_row("x", 1)])))
     report = read_report(str(tmp_path))
-    assert report["findings"][0]["repro"] is None and "repros/x.py is missing" in report["repro_errors"][0]
+    assert report.findings[0].repro is None and "repros/x.py is missing" in report.repro_errors[0]
 
 
 def _cov(missing_lines, missing_branches, branches_total=4):
@@ -175,7 +181,7 @@ def test_issue_text_of_a_program_finding_without_a_repro():
     # A program-level finding records the grad mode that showed it in its details.
     row = {**_row("program-x", 4, repro=False), "ambient_grad": True, "details": {"ambient_grad": False, "level": "program"},
            "message": "first line\nsecond line", "graph_code": "x = 1  # ```"}  # fmt: skip
-    text = render_issue(_report([row]), row, None)
+    text = render_issue(Report.from_data(_report([row])), ReportFinding.from_data(row), None)
     assert (
         text.startswith("# p: equivalence/value_mismatch: first line\n") and "| ambient grad mode | disabled |" in text
     )
@@ -288,7 +294,7 @@ def test_merge_refusals_are_one_line_and_exit_2(shard_campaigns, tmp_path, refus
 def test_merge_without_new_findings_exits_0(tmp_path, capsys):
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-        write_documents(_report([_row("x", 1, known=True, repro=False)]), str(tmp_path / name))
+        write_documents(Report.from_data(_report([_row("x", 1, known=True, repro=False)])), str(tmp_path / name))
     assert main(["merge", str(tmp_path / "a"), str(tmp_path / "b"), "--report-dir", str(tmp_path / "out")]) == 0
     merged = _load(tmp_path / "out")
     assert (
@@ -304,7 +310,8 @@ def test_a_merge_with_an_incomplete_input_is_incomplete(tmp_path, capsys):
     why = "the campaign tested nothing: worker 0 exited with 7 before its first example"
     for name, incomplete in (("a", why), ("b", None)):
         (tmp_path / name).mkdir()
-        write_documents(_report([], examples=0 if incomplete else 40, incomplete=incomplete), str(tmp_path / name))
+        report = _report([], examples=0 if incomplete else 40, incomplete=incomplete)
+        write_documents(Report.from_data(report), str(tmp_path / name))
     assert main(["merge", str(tmp_path / "a"), str(tmp_path / "b"), "--report-dir", str(tmp_path / "out")]) == 3
     (line,) = capsys.readouterr().err.strip().splitlines()
     merged = _load(tmp_path / "out")
@@ -315,7 +322,7 @@ def test_a_merge_with_an_incomplete_input_is_incomplete(tmp_path, capsys):
 def test_a_merge_into_a_folder_that_holds_a_report_refuses_and_changes_nothing(tmp_path, refused, capsys):
     for name, known in (("new", False), ("known", True)):
         (tmp_path / name).mkdir()
-        write_documents(_report([_row("x", 1, known=known, repro=False)]), str(tmp_path / name))
+        write_documents(Report.from_data(_report([_row("x", 1, known=known, repro=False)])), str(tmp_path / name))
     out = tmp_path / "out"
     assert main(["merge", str(tmp_path / "new"), "--report-dir", str(out)]) == 1
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}

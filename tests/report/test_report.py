@@ -13,6 +13,7 @@ from fxfuzz.core.known import load_known
 from fxfuzz.report.html import render_html
 from fxfuzz.report.junit import render_junit
 from fxfuzz.report.markdown import render_markdown
+from fxfuzz.report.schema import Report
 from handmade import report_with
 from paths import HELPERS
 
@@ -131,7 +132,7 @@ def _finding(bid, known):
 
 
 def test_renderers_show_new_and_known_findings():
-    report = report_with([_finding("new-1", False), _finding("old-2", True)])
+    report = Report.from_data(report_with([_finding("new-1", False), _finding("old-2", True)]))
     suite = ET.fromstring(render_junit(report)).find("testsuite")
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "1", "1")
     cases = {c.get("name"): c for c in suite.iter("testcase")}
@@ -145,7 +146,7 @@ def test_renderers_show_new_and_known_findings():
 
 
 def test_clean_report_renders_green():
-    report = report_with([])
+    report = Report.from_data(report_with([]))
     assert "**no new findings**" in render_markdown(report)
     suite = ET.fromstring(render_junit(report)).find("testsuite")
     assert suite.get("failures") == "0" and len(list(suite.iter("testcase"))) == 1
@@ -259,10 +260,10 @@ def test_a_run_whose_folder_was_filled_meanwhile_exits_4_and_names_where_its_rep
     out = tmp_path / "r"
     write_all = run_cli.write_all
 
-    def other_run_first(result, meta, folder, extras):  # another campaign into --report-dir ends first
+    def other_run_first(result, run, settings, folder, extras):  # another campaign into --report-dir ends first
         out.mkdir()
         (out / "report.json").write_text("the other run's")
-        return write_all(result, meta, folder, extras)
+        return write_all(result, run, settings, folder, extras)
 
     monkeypatch.setattr(run_cli, "write_all", other_run_first)
     assert (

@@ -15,6 +15,7 @@ import pytest
 from fxfuzz.cli import run as run_cli
 from fxfuzz.cli.main import main
 from fxfuzz.report.folder import write_documents
+from fxfuzz.report.schema import Report
 
 CRASHER = "def crasher(gm, sig):\n    raise ValueError('planted')\n"
 _OPEN = builtins.open
@@ -64,10 +65,10 @@ def _report():
     row = {"id": "x-y-1", "oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}, "count": 1,
            "known": False, "known_reason": None, "repro": None, "issue": "issues/x-y-1.md", "graph_nodes": 1,
            "graph_hash": "h", "ambient_grad": True, "graph_code": "pass"}  # fmt: skip
-    return {"schema": 2, "tool": "fxfuzz", "version": "0", "torch_version": "2", "pass": "p", "contract": "meaning", "domain": "export",
+    return Report.from_data({"schema": 2, "tool": "fxfuzz", "version": "0", "torch_version": "2", "pass": "p", "contract": "meaning", "domain": "export",
             "seed": 0, "workers": 1, "started": "", "duration_s": 1.0, "examples": 1, "examples_per_s": 1.0,
             "stopped_by": "budget", "incomplete": None, "new_findings": 1, "findings": [row],
-            "coverage": {"enabled": False}, "stats": {}, "timeline": [], "workers_detail": {}, "repro_errors": []}  # fmt: skip
+            "coverage": {"enabled": False}, "stats": {}, "timeline": [], "workers_detail": {}, "repro_errors": []})  # fmt: skip
 
 
 def test_every_document_is_tried_whatever_failed_before_it(tmp_path):

@@ -20,6 +20,7 @@ from fxfuzz.core.passes import load_pass
 from fxfuzz.core.serialize import case_to_dict
 from fxfuzz.oracles import verify
 from fxfuzz.report.issue import render_issue
+from fxfuzz.report.schema import Report, ReportFinding
 from fxfuzz.repro import files
 from fxfuzz.repro.files import docstring, graph_repro_source, program_repro_source, repro_document, write_repro
 from fxfuzz.strategies.programs import module_programs
@@ -154,7 +155,10 @@ def test_a_repro_of_a_hostile_message_runs_no_code(tmp_path, hostile_dir, monkey
 
     with open(py) as fh:
         source = fh.read()
-    report = {"pass": spec, "torch_version": "2", "version": "0", "examples": 1}
+    report = Report.from_data(
+        {"pass": spec, "contract": "meaning", "torch_version": "2", "version": "0", "examples": 1, "duration_s": 1.0,
+         "stopped_by": "budget", "findings": [], "stats": {}}
+    )  # fmt: skip
     row = {
         **finding,
         "id": "planted-bug",
@@ -163,7 +167,7 @@ def test_a_repro_of_a_hostile_message_runs_no_code(tmp_path, hostile_dir, monkey
         "graph_code": case.code(),
         "graph_nodes": 3,
     }
-    issue = render_issue(report, row, source)
+    issue = render_issue(report, ReportFinding.from_data(row), source)
     at = issue.index("\n" + source.rstrip() + "\n")
     fence = issue[:at].rpartition("\n")[2].removesuffix("python")
     assert set(fence) == {"`"} and len(fence) > max(len(run) for run in re.findall(r"`+", source))

@@ -283,11 +283,12 @@ def test_the_issue_text_embeds_the_short_program_and_says_how_to_run_it():
     """Where the .py is the short program, the issue text shows it whole (no full script
     folded below it) and names the .json replay and ``--full``."""
     from fxfuzz.report.issue import render_issue
+    from fxfuzz.report.schema import Report, ReportFinding
     from handmade import report_with
 
     row = {"id": "b", "oracle": "equivalence", "kind": "value_mismatch", "message": "m", "details": {}, "count": 1,
            "known": False, "repro": "repros/b.py", "graph_nodes": 3, "graph_code": "x", "ambient_grad": True}  # fmt: skip
     short = "FINDING = 'b: ```'\nimport sys\nsys.exit(1)\n"
-    text = render_issue(report_with([row]), row, None, short)
+    text = render_issue(Report.from_data(report_with([row])), ReportFinding.from_data(row), None, short)
     assert "````python\n" + short + "````" in text and "<details>" not in text
     assert "## How to run" in text and "fxfuzz repro --full repros/b.json" in text
