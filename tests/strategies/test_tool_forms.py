@@ -183,11 +183,12 @@ def test_torch_level_draws_fire_on_a_dce_that_deletes_them_and_are_quiet_on_corr
 
 def test_a_repro_of_a_dropped_convention_replays(tmp_path):
     from fxfuzz.cli.main import main
+    from fxfuzz.core.identity import identify
     from fxfuzz.repro.files import repro_document, write_repro
 
     case, spec = _with("tool:pytree"), f"{MUTANTS}:topo_sort_dropping_convention"
     found = verify(case, load_pass(spec, REFINES))
-    doc = repro_document(bucket_id(found[0]), found[0].to_dict(), case_to_dict(case), spec)
+    doc = repro_document(bucket_id(found[0]), found[0].to_dict(), case_to_dict(case), identify(spec, "refines"))
     py = write_repro(str(tmp_path / "repros"), doc)
     assert main(["repro", py[:-3] + ".json", "--pass", spec]) == 1
     assert main(["repro", py[:-3] + ".json", "--pass", f"{MUTANTS}:legalize_graph"]) == 0
