@@ -430,10 +430,13 @@ class _MulOnceDifferentiable(torch.autograd.Function):
 
 # An ATen-like operator (an OpOverload, so torch.export's verifier accepts the result) whose
 # autograd kernel is the function above: as a backend would register a fused kernel.
-_LIB = torch.library.Library("brokenpass", "DEF")
-_LIB.define("mul(Tensor a, Tensor b) -> Tensor")
-_LIB.impl("mul", torch.mul, "CompositeExplicitAutograd")
-_LIB.impl("mul", _MulOnceDifferentiable.apply, "Autograd")
+# Defined once per process: this file is both imported by name and loaded by file spec
+# (``tests/helpers/broken_passes.py:fn``), and a second definition of the library raises.
+if not hasattr(torch.ops.brokenpass, "mul"):
+    _LIB = torch.library.Library("brokenpass", "DEF")
+    _LIB.define("mul(Tensor a, Tensor b) -> Tensor")
+    _LIB.impl("mul", torch.mul, "CompositeExplicitAutograd")
+    _LIB.impl("mul", _MulOnceDifferentiable.apply, "Autograd")
 
 
 def flat_second_order(gm, sig):
