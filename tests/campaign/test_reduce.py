@@ -16,6 +16,7 @@ from fxfuzz.campaign.engine import Hooks, bucket_id, run_campaign
 from fxfuzz.campaign.reduce import reduce_case
 from fxfuzz.core.case import clone_input
 from fxfuzz.core.errors import UntrustedError
+from fxfuzz.core.identity import resolve_pass
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.core.pt2 import load_exported
@@ -129,14 +130,13 @@ def test_a_known_findings_saved_repro_reduces_to_at_most_eight_compute_nodes(nam
     with open(path) as fh:
         bucket = json.load(fh)["bucket"]
     assert bucket in load_known(os.path.join(ROOT, KNOWN_REPROS[name]))
-    settings = settings_for(repro.contract, repro.device)
-    reduced = reduce_finding(
-        repro.case, load_pass(repro.pass_spec), repro.pass_spec, settings, str(tmp_path), bucket, max_steps=300
-    )
+    pass_fn, identity = resolve_pass(repro.pass_spec, repro.contract)
+    settings = settings_for(identity, repro.device)
+    reduced = reduce_finding(repro.case, pass_fn, settings, str(tmp_path), bucket, max_steps=300)
     assert reduced is not None
     assert reduced.reduction.case.compute_nodes() <= NEEDS_MORE.get(name, 8), reduced.reduction.case.code()
     with stages_forced():
-        assert bucket in findings_of(reduced.reduction.case, load_pass(repro.pass_spec), settings)
+        assert bucket in findings_of(reduced.reduction.case, pass_fn, settings)
 
 
 # ---------------------------------------------------------------------------- regions, toggles, sizes
