@@ -188,9 +188,10 @@ def test_a_default_campaign_finds_a_result_export_cannot_save():
     case) a pass whose every result torch.export.save refuses shows as downstream/
     save_load_raised within a few hundred examples. Shrinking is off, so which cases are drawn
     does not depend on how long each other bucket's shrinking takes (each new bucket starts a
-    round with its own seed). Measured on 2026-11-26: at the 389th example (100 s on a loaded
-    2-core machine; the same on the code before the table of checks). Wall time on shared
-    machines is noise, so the test bounds examples (500), with a 900 s ceiling."""
+    round with its own seed). Measured on 2026-11-28: seed 2 shows it at the 35th example, seed
+    1 at the 50th, seed 0 at the 389th (each seed draws other cases, and which of them go
+    through the stages is fixed by their code). The test bounds examples (500), with a 900 s
+    ceiling: wall time on shared machines is noise."""
     import broken_passes as bp
 
     found = []
@@ -203,7 +204,7 @@ def test_a_default_campaign_finds_a_result_export_cannot_save():
         bp.unsaveable,
         budget_s=900,
         max_examples=500,
-        seed=0,
+        seed=2,
         max_shrink_s=0,
         on_bucket=on_bucket,
         stop=lambda: bool(found),
