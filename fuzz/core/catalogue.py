@@ -367,42 +367,69 @@ def post_grad_passes(gm: fx.GraphModule) -> None:
 def post_grad_passes_training(gm: fx.GraphModule) -> fx.GraphModule:
     """Inductor's ``post_grad_passes`` in training (``is_inference=False``), on the graphs
     ``compile_fx`` runs it on: the joint graph is split into forward and backward by Inductor's
-    partitioner (``min_cut_rematerialization_partition(..., compiler="inductor")``), each runs
-    through ``_post_grad``, and the pair is joined again as AOTAutograd runs it (``joined``):
-    the forward on the primals, the backward on what it saved and the tangents. So the result
-    computes what the joint graph does, and is judged against it."""
+    partitioner (``min_cut_rematerialization_partition(..., compiler="inductor")``, as
+    ``split`` calls it), each runs through ``_post_grad``, and the pair is joined again as
+    AOTAutograd runs it (``joined``). So the result computes what the joint graph does, and is
+    judged against it."""
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-    primals = [n for n in gm.graph.find_nodes(op="placeholder") if not n.name.startswith("tangents_")]
-    outputs = pytree.tree_leaves(gm.graph.output_node().args[0], is_leaf=lambda x: x is None)
-    fake = fake_mode_of(gm)
-    with contextlib.ExitStack() as stack:
-        if fake is not None:
-            from torch._inductor.virtualized import V
-
-            stack.enter_context(V.set_fake_mode(fake))
-        forward, backward = min_cut_rematerialization_partition(
-            gm, [], compiler="inductor", num_fwd_outputs=len(outputs) - len(primals)
-        )
+    with _given("post_grad_passes_training", gm):
+        forward, backward, forward_outputs = split(min_cut_rematerialization_partition, gm, compiler="inductor")
     _post_grad("post_grad_passes_training", forward)
     _post_grad("post_grad_passes_training", backward)
-    return joined(gm, forward, backward, len(outputs) - len(primals))
+    return joined(gm, forward, backward, forward_outputs)
+
+
+def _is_tangent(node: fx.Node) -> bool:
+    """AOTAutograd's name for a placeholder of the joint graph that takes a tangent."""
+    return node.name.startswith("tangents_")
+
+
+def split(partition: Any, gm: fx.GraphModule, **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule, int]:
+    """``partition`` (one of functorch's partitioners) on the joint graph ``gm``, called as
+    AOTAutograd's ``_partition_joint_graph_into_fw_bw`` calls it: ``joint_inputs`` the pair
+    (primals, tangents) of the fake values the graph was traced with, ``num_fwd_outputs`` the
+    joint's outputs before its gradients (one gradient per primal), and
+    ``static_lifetime_input_indices`` the empty list ``compile_fx`` hands for the graphs of
+    the ``inductor_joint`` form (``fxfuzz.strategies.inductor``: no input is an
+    ``nn.Parameter`` of a module Dynamo saw); ``kwargs`` besides. Returns the forward, the
+    backward and the count of the joint's forward outputs."""
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    primals = [n.meta.get("val") for n in placeholders if not _is_tangent(n)]
+    tangents = [n.meta.get("val") for n in placeholders if _is_tangent(n)]
+    outputs = pytree.tree_leaves(gm.graph.output_node().args[0], is_leaf=lambda x: x is None)
+    forward_outputs = len(outputs) - len(primals)
+    forward, backward = partition(
+        gm,
+        (primals, tangents),
+        num_fwd_outputs=forward_outputs,
+        static_lifetime_input_indices=[],
+        **kwargs,
+    )
+    return forward, backward, forward_outputs
 
 
 def joined(
     joint: fx.GraphModule, forward: fx.GraphModule, backward: fx.GraphModule, forward_outputs: int
 ) -> fx.GraphModule:
     """One graph taking ``joint``'s placeholders and returning what it returns, computed as
-    AOTAutograd runs a partition: ``forward`` on the primals it takes (by name), its first
-    ``forward_outputs`` outputs the joint's, the rest what it saved; ``backward`` on those
-    (in order) and the tangents (by name), its outputs the gradients. Submodules (subgraphs
-    of cond and map) keep their names, the backward's renamed where the forward holds one."""
+    AOTAutograd's runtime runs a partition: ``forward`` on the primals, by position; its first
+    ``forward_outputs`` outputs the joint's, the rest what it saved; ``backward`` on the
+    symbolic values saved (the last ones), then the others saved, in order, then the tangents,
+    by position (``runtime_wrappers``: ``*ctx_symints, *ctx_saved_tensors, *tangents``); its
+    outputs the gradients. Where the counts do not match, AOTAutograd's call fails, and so does
+    this one (ValueError). Submodules (subgraphs of cond and map) keep their names, the
+    backward's renamed where the forward holds one."""
+    from torch.fx.experimental.proxy_tensor import is_sym_node
+
     graph = fx.Graph()
     root = torch.nn.Module()
-    inputs = {}
+    primals: list[fx.Node] = []
+    tangents: list[fx.Node] = []
     for node in joint.graph.find_nodes(op="placeholder"):
-        inputs[node.name] = graph.placeholder(node.name)
-        inputs[node.name].meta.update(node.meta)
+        copy_ = graph.placeholder(node.name)
+        copy_.meta.update(node.meta)
+        (tangents if _is_tangent(node) else primals).append(copy_)
 
     def copied(part: fx.GraphModule, env: dict[fx.Node, fx.Node], prefix: str) -> list[Any]:
         out = graph.graph_copy(part.graph, env)
@@ -416,16 +443,41 @@ def joined(
         return list(pytree.tree_leaves(out, is_leaf=lambda x: x is None))
 
     done: set[fx.Node] = set()
-    fw_env = {n: inputs[n.name] for n in forward.graph.find_nodes(op="placeholder")}
+    fw_env = dict(zip(forward.graph.find_nodes(op="placeholder"), primals, strict=True))
     fw_out = copied(forward, fw_env, "forward_")
-    saved = iter(fw_out[forward_outputs:])
-    bw_env = {
-        n: inputs[n.name] if n.name.startswith("tangents_") else next(saved)
-        for n in backward.graph.find_nodes(op="placeholder")
-    }
+    saved = fw_out[forward_outputs:]
+    symbolic = [v for v in saved if is_sym_node(v)]
+    saved = [*saved[len(saved) - len(symbolic) :], *saved[: len(saved) - len(symbolic)]]
+    bw_env = dict(zip(backward.graph.find_nodes(op="placeholder"), [*saved, *tangents], strict=True))
     bw_out = copied(backward, bw_env, "backward_")
     graph.output([*fw_out[:forward_outputs], *bw_out])
     return graph_module(root, graph)
+
+
+def _partition_row(name: str, partition: Any, gm: fx.GraphModule) -> fx.GraphModule:
+    """The row ``name``'s partitioner on the joint graph ``gm`` as AOTAutograd calls it
+    (``split``, with the row's arguments), the pair joined as AOTAutograd's runtime runs it
+    (``joined``): a graph that computes what ``gm`` does where the partition is right."""
+    with _given(name, gm) as given:
+        forward, backward, forward_outputs = split(partition, gm, **given)
+    return joined(gm, forward, backward, forward_outputs)
+
+
+def default_partition(gm: fx.GraphModule) -> fx.GraphModule:
+    """functorch's ``default_partition``, which AOTAutograd's own backends (``aot_eager``) use:
+    the forward as the user's ``forward`` ran it, everything else in the backward."""
+    from torch._functorch.partitioners import default_partition as partition
+
+    return _partition_row("default_partition", partition, gm)
+
+
+def min_cut_rematerialization_partition(gm: fx.GraphModule) -> fx.GraphModule:
+    """functorch's ``min_cut_rematerialization_partition``, Inductor's partitioner (its
+    ``compiler="inductor"``): what the backward recomputes rather than saves is chosen by a
+    min cut."""
+    from torch._functorch.partitioners import min_cut_rematerialization_partition as partition
+
+    return _partition_row("min_cut_rematerialization_partition", partition, gm)
 
 
 def reinplace_inplaceable_ops(gm: fx.GraphModule) -> None:

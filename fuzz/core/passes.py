@@ -255,6 +255,17 @@ _INDUCTOR_ROWS = (
 )  # fmt: skip
 
 
+# functorch's partitioners, as AOTAutograd calls them on the joint graph (fxfuzz.core.catalogue.split):
+# the forward and backward they return are joined as AOTAutograd's runtime runs them, and the
+# result is judged as the joint graph it came from, its values and gradients exact. ``refines``:
+# the joint's nodes no output needs are left out of both graphs, as a dead node is by DCE.
+_PARTITIONERS = "torch._functorch.partitioners"
+_FUNCTORCH_ROWS = (
+    Registered("default_partition", f"{_CATALOGUE}:default_partition", REFINES, sources=(Source(_PARTITIONERS, mutate=False),), domain="inductor_joint", context=_IN_FAKE_MODE, calls=(f"{_PARTITIONERS}:default_partition",)),
+    Registered("min_cut_rematerialization_partition", f"{_CATALOGUE}:min_cut_rematerialization_partition", REFINES, sources=(Source(_PARTITIONERS, mutate=False),), domain="inductor_joint", context=CallContext(fake_mode=True, args=(("compiler", "inductor"),)), calls=(f"{_PARTITIONERS}:min_cut_rematerialization_partition",)),
+)  # fmt: skip
+
+
 def _pattern_row(name: str, pattern_list: str, domain: str, contract: PassContract = APPROXIMATES) -> Registered:
     """The row of one of Inductor's pattern lists (``module:attr`` or ``module:attr[i]``),
     applied on its own as its pass applies it, without the entries that lower to Inductor's
@@ -315,6 +326,7 @@ REGISTRY: dict[str, Registered] = {
         *_TORCH_ROWS,
         *_PT2E_ROWS,
         *_INDUCTOR_ROWS,
+        *_FUNCTORCH_ROWS,
         *_PATTERN_ROWS,
     )
 }

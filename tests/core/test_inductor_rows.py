@@ -8,14 +8,14 @@ from __future__ import annotations
 import pytest
 import torch
 from fxfuzz.core.inductor import FROZEN, INFERENCE, JOINT, counting_patterns, drain_reach
-from fxfuzz.core.passes import _INDUCTOR_ROWS, _PATTERN_ROWS, REGISTRY, load_pass
+from fxfuzz.core.passes import _FUNCTORCH_ROWS, _INDUCTOR_ROWS, _PATTERN_ROWS, REGISTRY, load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import from_module
 from fxfuzz.strategies.inductor import lower_inductor
 from torch import fx
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-ROWS = [r.name for r in (*_INDUCTOR_ROWS, *_PATTERN_ROWS)]
+ROWS = [r.name for r in (*_INDUCTOR_ROWS, *_FUNCTORCH_ROWS, *_PATTERN_ROWS)]
 
 
 class _Model(torch.nn.Module):
@@ -126,28 +126,18 @@ def test_a_pattern_row_leaves_lowering_entries_out_for_its_call_alone():
     assert sum(len(es) for es in patterns.patterns.values()) == total  # put back
 
 
-def _partition(case):
-    from fxfuzz.core.catalogue import _given
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
-
-    gm = case.gm
-    primals = [n for n in gm.graph.find_nodes(op="placeholder") if not n.name.startswith("tangents_")]
-    forward_outputs = len(case.signature.output_specs) - len(primals)
-    with _given("joint_graph_passes", gm):
-        fw, bw = min_cut_rematerialization_partition(gm, [], compiler="inductor", num_fwd_outputs=forward_outputs)
-    return fw, bw, forward_outputs
-
-
 def test_the_training_rows_forward_and_backward_joined_compute_the_joint_graph():
     """``joined`` both ways: the partition joined is judged equal to the joint graph; with one
     gradient of the backward broken, it is not."""
-    from fxfuzz.core.catalogue import joined
+    from fxfuzz.core.catalogue import _given, joined, split
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     case = case_of(JOINT)
 
     def join(broken: bool):
         def pass_fn(gm, graph_signature):
-            fw, bw, forward_outputs = _partition(case.copy())
+            with _given("joint_graph_passes", gm):
+                fw, bw, forward_outputs = split(min_cut_rematerialization_partition, gm, compiler="inductor")
             if broken:
                 out = bw.graph.output_node()
                 first = next(v for v in out.args[0] if isinstance(v, fx.Node))
@@ -161,6 +151,44 @@ def test_the_training_rows_forward_and_backward_joined_compute_the_joint_graph()
 
     assert verify(case, join(broken=False)) == []
     assert any(f.oracle == "equivalence" for f in verify(case, join(broken=True)))
+
+
+@pytest.mark.parametrize("broken", ["swaps_saved", "recomputes_saved_wrongly"])
+def test_a_partitioner_that_mixes_up_what_it_saves_is_found(broken):
+    """Judged as the joint graph it came from, a partition whose backward reads the wrong saved
+    values gives wrong gradients: found, by value, not as a crash."""
+    import broken_partitioners
+
+    found = verify(case_of(JOINT), getattr(broken_partitioners, broken), REGISTRY["default_partition"].contract)
+    assert any((f.oracle, f.kind) == ("equivalence", "value_mismatch") for f in found), found
+    assert all(f.oracle != "crash" for f in found), found
+
+
+def test_the_partitioner_rows_are_called_as_aotautograd_calls_them():
+    """Each row hands its partitioner what ``_partition_joint_graph_into_fw_bw`` hands it (and
+    min-cut Inductor's ``compiler``), and the forward saves values the backward reads."""
+    import torch._functorch.partitioners as partitioners
+
+    calls = []
+    for name in ("default_partition", "min_cut_rematerialization_partition"):
+        real = getattr(partitioners, name)
+
+        def spy(gm, joint_inputs, *args, real=real, **kwargs):
+            calls.append((joint_inputs, args, kwargs))
+            fw, bw = real(gm, joint_inputs, *args, **kwargs)
+            calls.append(len(fw.graph.output_node().args[0]) - kwargs["num_fwd_outputs"])
+            return fw, bw
+
+        setattr(partitioners, name, spy)
+        try:
+            _code_after(name)
+        finally:
+            setattr(partitioners, name, real)
+    (primals, tangents), args, kwargs = calls[0]
+    assert [len(primals), len(tangents)] == [3, 1] and args == ()
+    assert kwargs == {"num_fwd_outputs": 1, "static_lifetime_input_indices": []}
+    assert calls[2][2] == {**kwargs, "compiler": "inductor"}
+    assert calls[1] > 0 and calls[3] > 0
 
 
 class _ReturnsAlias(torch.nn.Module):

@@ -55,11 +55,11 @@ REFUSED = {
     f"{INDUCTOR}.joint_graph:early_patterns.apply": "catalogue row joint_early_patterns",
     f"{INDUCTOR}.post_grad:decompose_auto_functionalized": "catalogue row decompose_auto_functionalized",
     "torch.export._remove_auto_functionalized_pass:unsafe_remove_auto_functionalized_pass": "catalogue row remove_auto_functionalized",
+    "torch._functorch.partitioners:default_partition": "catalogue row default_partition",
+    "torch._functorch.partitioners:min_cut_rematerialization_partition": "catalogue row min_cut_rematerialization_partition",
     # no row: refused saying how to run them
     f"{INDUCTOR}.pre_grad:pre_grad_passes": "example inputs as 'example_inputs'",
     f"{INDUCTOR}.pre_grad:fuse_fx": "second required parameter 'example_inputs'",
-    "torch._functorch.partitioners:default_partition": "required keyword-only parameter",
-    "torch._functorch.partitioners:min_cut_rematerialization_partition": "required keyword-only parameter",
     "torch._inductor.freezing:freeze": "does not take (gm, graph_signature), (gm) or (graph)",
 }  # fmt: skip
 
