@@ -22,7 +22,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fxfuzz.core.choices import CONTRACT_NAMES, DOMAIN_CHOICES, OP_HELP, PASS_SPEC_HELP, contract_help, domain_help
+from fxfuzz.core.choices import (
+    CONTRACT_NAMES,
+    DOMAIN_CHOICES,
+    OP_HELP,
+    PASS_SPEC_HELP,
+    contract_help,
+    domain_help,
+    pass_shape_help,
+)
 from fxfuzz.core.settings import CampaignSettings
 from hypothesis import HealthCheck, settings
 
@@ -51,6 +59,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="SPEC",
         help=f"run fxfuzz's equivalence properties against this pass ({PASS_SPEC_HELP})",
+    )
+    group.addoption(
+        "--fxfuzz-pass-shape",
+        dest="fxfuzz_pass_shape",
+        default=None,
+        metavar="SHAPE",
+        help=pass_shape_help("the pass, and the baseline where it is pkg.module:fn or file.py:fn"),
     )
     group.addoption(
         "--fxfuzz-baseline",
@@ -158,11 +173,22 @@ def _resolved(config: pytest.Config, option: str) -> Any:
     from fxfuzz.core.identity import resolve_pass
 
     try:
-        return resolve_pass(config.getoption(option), config.getoption("fxfuzz_contract"))[0]
+        return resolve_pass(_shaped(config, option), config.getoption("fxfuzz_contract"))[0]
     except PassSpecError as e:
         raise pytest.UsageError(f"--{option.replace('_', '-')}: {e}") from None
     except UsageError as e:
         raise pytest.UsageError(f"--fxfuzz-contract: {e}") from None
+
+
+def _shaped(config: pytest.Config, option: str) -> str:
+    """The spec ``option`` names, with ``--fxfuzz-pass-shape`` carried in it as ``fxfuzz gate``
+    carries ``--pass-shape``: the pass's always, the baseline's where it is an import spec."""
+    from fxfuzz.core.passes import shapeable, with_shape
+
+    spec, shape = config.getoption(option), config.getoption("fxfuzz_pass_shape")
+    if shape is None or (option == "fxfuzz_baseline" and not shapeable(spec)):
+        return str(spec)
+    return with_shape(spec, shape)
 
 
 def _domain(config: pytest.Config, pass_fn: Any) -> str:

@@ -29,6 +29,7 @@ from fxfuzz.core.choices import (
     PASS_SPEC_HELP,
     contract_help,
     domain_help,
+    pass_shape_help,
 )
 from fxfuzz.core.cwd import import_from_cwd
 from fxfuzz.core.errors import FxfuzzError, UsageError
@@ -65,14 +66,8 @@ def _contract_option(parser: argparse.ArgumentParser, whose: str = "the pass") -
     )
 
 
-def _pass_shape_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--pass-shape",
-        default=None,
-        metavar="SHAPE",
-        help="how to call a pass whose shape fxfuzz cannot tell: signature (gm, graph_signature), module (gm) "
-        "or graph (gm.graph) (docs/own-pass.md#pass-shapes)",
-    )
+def _pass_shape_option(parser: argparse.ArgumentParser, whose: str = "the pass") -> None:
+    parser.add_argument("--pass-shape", default=None, metavar="SHAPE", help=pass_shape_help(whose))
 
 
 def _timeout_option(parser: argparse.ArgumentParser, hung: str) -> None:
@@ -196,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the complete standalone script of the repro (written for its .json, then run with this Python)",
     )
+    _pass_shape_option(repro, "the pass --pass names")
     _timeout_option(repro, "the pass counts as hung")
     _op_option(repro)
     _contract_option(repro)
@@ -242,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--candidate", required=True, help="the changed pass: registered name, pkg.module:fn or file.py:fn"
     )
     gate.add_argument("--baseline", default="set_grad", help="the pass it must not regress against (default set_grad)")
+    _pass_shape_option(gate, "the candidate, and the baseline where it is pkg.module:fn or file.py:fn")
     limit = gate.add_mutually_exclusive_group()
     limit.add_argument(
         "--budget", type=positive_float, default=None, help="seconds in all, corpus included (default 60)"
@@ -318,6 +315,22 @@ COMMANDS = {
 FORKS = {"run": lambda a: not a.coverage, "gate": lambda a: True, "repro": lambda a: True}
 
 
+def _shaped(args: argparse.Namespace) -> None:
+    """The specs ``--pass-shape`` applies to, with the shape carried in them: so it reaches
+    workers, reports and repros. Gate's baseline takes it where it is an import spec (the
+    candidate's earlier version); a registered one is called as its row says."""
+    from fxfuzz.core.passes import shapeable, with_shape
+
+    if args.command == "gate":
+        args.candidate = with_shape(args.candidate, args.pass_shape)
+        if shapeable(args.baseline):
+            args.baseline = with_shape(args.baseline, args.pass_shape)
+        return
+    if args.pass_spec is None:  # repro without --pass: the recorded pass keeps its recorded shape
+        raise UsageError("--pass-shape says how to call the pass --pass names: give --pass too")
+    args.pass_spec = with_shape(args.pass_spec, args.pass_shape)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``fxfuzz``: run the sub-command; bad input is one line on stderr and exit 2."""
     import_from_cwd()
@@ -327,10 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             module = importlib.import_module(f"fxfuzz.cli.{COMMANDS[args.command]}")
             if getattr(args, "pass_shape", None) is not None:
-                from fxfuzz.core.passes import with_shape
-
-                # Carried in the spec, the shape reaches workers, reports and repros with it.
-                args.pass_spec = with_shape(args.pass_spec, args.pass_shape)
+                _shaped(args)
             return module.command(args)
         except BaseException:
             if warmed:  # no worker forked from it, or none left: nothing stays behind importing torch

@@ -48,6 +48,17 @@ CONTRACT_MEANINGS = {
     "autocast": "torch.export's autocast pass's promise",
 }
 PASS_SPEC_HELP = "registered name, pkg.module:fn or file.py:fn"
+# How ``--pass-shape`` may say to call a pass (fxfuzz.core.shapes.GIVEN_SHAPES holds them): what
+# each hands the callable.
+PASS_SHAPES = {"signature": "(gm, graph_signature)", "module": "(gm)", "graph": "(gm.graph)"}
+
+
+def pass_shape_help(whose: str) -> str:
+    """The help of ``--pass-shape`` (``--fxfuzz-pass-shape``), which applies to ``whose``."""
+    shapes = ", ".join(f"{name} {given}" for name, given in PASS_SHAPES.items())
+    return f"how to call {whose} where fxfuzz cannot tell its shape: {shapes} (docs/own-pass.md#pass-shapes)"
+
+
 OP_HELP = (
     "add a custom operator to the generated graphs: pkg.module:attr or file.py:attr naming the operator "
     "or an fxfuzz.strategies.op_spec(...) entry; or load a source of custom operators, pkg.module or file.py, "

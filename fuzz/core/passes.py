@@ -522,9 +522,15 @@ def with_shape(spec: str, shape: str | None) -> str:
         return spec
     if shape not in GIVEN_SHAPES:
         raise PassSpecError(f"unknown pass shape {shape!r}: expected one of {', '.join(GIVEN_SHAPES)}")
-    if spec in REGISTRY or PIPE in spec or ":" not in spec:
+    if not shapeable(spec):
         raise PassSpecError(f"--pass-shape names how to call one pkg.module:callable or file.py:callable, not {spec!r}")
     return f"{spec}{SHAPE_MARK}{shape}"
+
+
+def shapeable(spec: str) -> bool:
+    """Whether ``--pass-shape`` may name how to call ``spec``: one import spec, not a registered
+    name or a pipeline, whose parts' shapes are their own."""
+    return spec not in REGISTRY and PIPE not in spec and ":" in spec
 
 
 def _given_shape(target: str) -> tuple[str, str | None]:

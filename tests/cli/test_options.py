@@ -13,6 +13,7 @@ from fxfuzz.core.choices import (
     DOMAIN_CHOICES,
     DOMAIN_MEANINGS,
     OP_HELP,
+    PASS_SHAPES,
     PASS_SPEC_HELP,
 )
 from fxfuzz.core.contract import CONTRACTS
@@ -43,6 +44,9 @@ def _cli(command: str) -> dict[str, argparse.Action]:
 
 
 def test_every_choice_is_explained_once():
+    from fxfuzz.core.shapes import GIVEN_SHAPES
+
+    assert tuple(PASS_SHAPES) == tuple(GIVEN_SHAPES)
     assert tuple(DOMAIN_MEANINGS) == DOMAIN_CHOICES
     assert tuple(CONTRACT_MEANINGS) == CONTRACT_NAMES == tuple(CONTRACTS)
 
@@ -59,3 +63,10 @@ def test_the_cli_and_the_plugin_offer_the_same_choices_with_the_same_help():
         for name, meaning in meanings.items():
             assert f"{name} ({meaning})" in plugin[f"--fxfuzz-{option}"]["help"]
             assert f"{name} ({meaning})" in run[f"--{option}"].help
+
+
+def test_every_command_that_loads_a_pass_offers_pass_shape_with_the_same_shapes():
+    offered = [_cli(c)["--pass-shape"].help for c in ("run", "reduce", "bench", "gate", "repro")]
+    offered.append(_plugin()["--fxfuzz-pass-shape"]["help"])
+    for name, given in PASS_SHAPES.items():
+        assert all(f"{name} {given}" in help for help in offered)

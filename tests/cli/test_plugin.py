@@ -13,6 +13,7 @@ from paths import HELPERS
 pytest_plugins = ["pytester"]
 
 BROKEN = os.path.join(HELPERS, "broken_passes.py") + ":drops_toggles"
+SHAPED = os.path.join(HELPERS, "shaped_passes.py")
 
 # "tiny" does not shrink: the tests ask whether a property fails, not how small its case gets
 # (a shrink of a generated case took two minutes of the suite).
@@ -211,3 +212,15 @@ def test_pipeline_specs_reach_the_plugin(user_suite):
         "-p", "no:cacheprovider", "-k", "nested or generated",
     )  # fmt: skip
     real.assert_outcomes(passed=2)
+
+
+def test_pass_shape_option_reaches_the_plugin(user_suite):
+    """``sorts_nodes(g)`` takes a Graph under a module's name: misread, it crashes on the case;
+    called as --fxfuzz-pass-shape graph says, it passes; an unknown shape is a usage error."""
+    args = ["--fxfuzz-pass", f"{SHAPED}:sorts_nodes", "--fxfuzz-baseline", "none", "--hypothesis-profile", "tiny"]
+    args += ["-p", "no:cacheprovider", "-k", "nested"]
+    user_suite.runpytest_inprocess(*args).assert_outcomes(failed=1)
+    user_suite.runpytest_inprocess(*args, "--fxfuzz-pass-shape", "graph").assert_outcomes(passed=1)
+    bad = user_suite.runpytest_inprocess(*args, "--fxfuzz-pass-shape", "cube")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*unknown pass shape 'cube'*"])

@@ -214,3 +214,31 @@ def test_a_standalone_repro_calls_the_pass_in_the_shape_given():
     assert isinstance(gm, fx.GraphModule)
     with pytest.raises(AttributeError):
         repro_load(f"{SHAPED}:sorts_nodes")(case.copy().gm, case.signature)
+
+
+def test_gate_carries_pass_shape_to_the_candidate_and_an_import_spec_baseline():
+    """Gate's --pass-shape reaches the specs the workers load (``@SHAPE``): the candidate's, and
+    the baseline's where it is an import spec; a registered baseline is called as its row says."""
+    from fxfuzz.cli.main import _shaped, build_parser
+
+    spec = f"{SHAPED}:sorts_nodes"
+    args = build_parser().parse_args(["gate", "--candidate", spec, "--pass-shape", "graph"])
+    _shaped(args)
+    assert (args.candidate, args.baseline) == (f"{spec}@graph", "set_grad")
+    args = build_parser().parse_args(["gate", "--candidate", spec, "--baseline", spec, "--pass-shape", "graph"])
+    _shaped(args)
+    assert args.candidate == args.baseline == f"{spec}@graph"
+
+
+def test_repro_carries_pass_shape_to_the_pass_it_names_and_needs_one(capsys):
+    from fxfuzz.cli.main import _shaped, build_parser, main
+
+    spec = f"{SHAPED}:sorts_nodes"
+    args = build_parser().parse_args(["repro", "r.json", "--pass", spec, "--pass-shape", "graph"])
+    _shaped(args)
+    assert args.pass_spec == f"{spec}@graph"
+    assert main(["repro", "r.json", "--pass-shape", "graph"]) == 2
+    err = capsys.readouterr().err
+    assert "give --pass too" in err and err.count("\n") == 1
+    assert main(["gate", "--candidate", "dce", "--pass-shape", "graph"]) == 2
+    assert "--pass-shape names how to call one" in capsys.readouterr().err
