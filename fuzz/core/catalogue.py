@@ -13,6 +13,7 @@ import collections
 import contextlib
 import copy
 import importlib
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -417,8 +418,8 @@ def joined(
     ``forward_outputs`` outputs the joint's, the rest what it saved; ``backward`` on the
     symbolic values saved (the last ones), then the others saved, in order, then the tangents,
     by position (``runtime_wrappers``: ``*ctx_symints, *ctx_saved_tensors, *tangents``); its
-    outputs the gradients. Where the counts do not match, AOTAutograd's call fails, and so does
-    this one (ValueError). Submodules (subgraphs of cond and map) keep their names, the
+    outputs the gradients. Where a graph takes another number of inputs than it is handed,
+    AOTAutograd's call of it fails, and so does this graph's, when it runs. Submodules (subgraphs of cond and map) keep their names, the
     backward's renamed where the forward holds one."""
     from torch.fx.experimental.proxy_tensor import is_sym_node
 
@@ -431,8 +432,17 @@ def joined(
         copy_.meta.update(node.meta)
         (tangents if _is_tangent(node) else primals).append(copy_)
 
-    def copied(part: fx.GraphModule, env: dict[fx.Node, fx.Node], prefix: str) -> list[Any]:
-        out = graph.graph_copy(part.graph, env)
+    def ran(part: fx.GraphModule, args: list[fx.Node], prefix: str) -> list[Any]:
+        """The outputs of ``part`` called on ``args``: its nodes copied in, or where it takes
+        another number of inputs, a call of it as a submodule, which fails in torch's code as
+        the runtime's call would (the pass's malformed result, not fxfuzz's error)."""
+        placeholders = list(part.graph.find_nodes(op="placeholder"))
+        if len(placeholders) != len(args):
+            setattr(root, f"{prefix}module", part)
+            call = graph.call_module(f"{prefix}module", tuple(args))
+            count = len(pytree.tree_leaves(part.graph.output_node().args[0], is_leaf=lambda x: x is None))
+            return [graph.call_function(operator.getitem, (call, i)) for i in range(count)]
+        out = graph.graph_copy(part.graph, dict(zip(placeholders, args)))
         for node in list(graph.nodes):
             if node.op == "get_attr" and node not in done:
                 target = str(node.target)
@@ -443,13 +453,11 @@ def joined(
         return list(pytree.tree_leaves(out, is_leaf=lambda x: x is None))
 
     done: set[fx.Node] = set()
-    fw_env = dict(zip(forward.graph.find_nodes(op="placeholder"), primals, strict=True))
-    fw_out = copied(forward, fw_env, "forward_")
+    fw_out = ran(forward, primals, "forward_")
     saved = fw_out[forward_outputs:]
     symbolic = [v for v in saved if is_sym_node(v)]
     saved = [*saved[len(saved) - len(symbolic) :], *saved[: len(saved) - len(symbolic)]]
-    bw_env = dict(zip(backward.graph.find_nodes(op="placeholder"), [*saved, *tangents], strict=True))
-    bw_out = copied(backward, bw_env, "backward_")
+    bw_out = ran(backward, [*saved, *tangents], "backward_")
     graph.output([*fw_out[:forward_outputs], *bw_out])
     return graph_module(root, graph)
 

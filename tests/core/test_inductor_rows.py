@@ -164,6 +164,15 @@ def test_a_partitioner_that_mixes_up_what_it_saves_is_found(broken):
     assert all(f.oracle != "crash" for f in found), found
 
 
+def test_a_partition_out_of_step_with_the_runtimes_call_is_a_finding_not_fxfuzzs_error():
+    """A backward taking fewer inputs than AOTAutograd's runtime hands it fails when called,
+    as the runtime's call would: the pass's malformed result, judged (no InternalError)."""
+    from broken_partitioners import drops_a_tangent
+
+    found = verify(case_of(JOINT), drops_a_tangent, REGISTRY["default_partition"].contract)
+    assert any(f.oracle == "equivalence" for f in found), found
+
+
 def test_the_partitioner_rows_are_called_as_aotautograd_calls_them():
     """Each row hands its partitioner what ``_partition_joint_graph_into_fw_bw`` hands it (and
     min-cut Inductor's ``compiler``), and the forward saves values the backward reads."""
