@@ -163,12 +163,19 @@ def contract_option(name: str | None) -> PassContract | None:
     return None if name is None else contract_by_name(name)
 
 
+# Why a contract judges only the graphs of a domain, by that domain (``PassContract.domains``).
+_ONLY_ON = {
+    "aten": "it judges graphs without grad toggles, run with grad off as Inductor runs them",
+    "inductor_joint": "its pass takes AOTAutograd's joint graphs (primals and tangents in, outputs and gradients out)",
+}
+
+
 def check_domain(contract: PassContract, domain: str) -> None:
     """UsageError with one line where ``contract`` cannot judge ``domain``'s cases (``domains``)."""
     if contract.domains and domain not in contract.domains:
         raise UsageError(
-            f"contract {contract.name} cannot judge --domain {domain}: it judges graphs without grad toggles, "
-            f"run with grad off as Inductor runs them; use --domain {' or '.join(contract.domains)}"
+            f"contract {contract.name} cannot judge --domain {domain}: {_ONLY_ON[contract.domains[0]]}; "
+            f"use --domain {' or '.join(contract.domains)}"
         )
 
 

@@ -258,11 +258,14 @@ _INDUCTOR_ROWS = (
 # functorch's partitioners, as AOTAutograd calls them on the joint graph (fxfuzz.core.catalogue.split):
 # the forward and backward they return are joined as AOTAutograd's runtime runs them, and the
 # result is judged as the joint graph it came from, its values and gradients exact. ``refines``:
-# the joint's nodes no output needs are left out of both graphs, as a dead node is by DCE.
+# the joint's nodes no output needs are left out of both graphs, as a dead node is by DCE. Any
+# other graph is not what they take (its outputs are no forward outputs and gradients): a run
+# on another domain is refused.
 _PARTITIONERS = "torch._functorch.partitioners"
+_ON_JOINT = dataclasses.replace(REFINES, domains=("inductor_joint",))
 _FUNCTORCH_ROWS = (
-    Registered("default_partition", f"{_CATALOGUE}:default_partition", REFINES, sources=(Source(_PARTITIONERS, mutate=False),), domain="inductor_joint", context=_IN_FAKE_MODE, calls=(f"{_PARTITIONERS}:default_partition",)),
-    Registered("min_cut_rematerialization_partition", f"{_CATALOGUE}:min_cut_rematerialization_partition", REFINES, sources=(Source(_PARTITIONERS, mutate=False),), domain="inductor_joint", context=CallContext(fake_mode=True, args=(("compiler", "inductor"),)), calls=(f"{_PARTITIONERS}:min_cut_rematerialization_partition",)),
+    Registered("default_partition", f"{_CATALOGUE}:default_partition", _ON_JOINT, sources=(Source(_PARTITIONERS, mutate=False),), domain="inductor_joint", context=_IN_FAKE_MODE, calls=(f"{_PARTITIONERS}:default_partition",)),
+    Registered("min_cut_rematerialization_partition", f"{_CATALOGUE}:min_cut_rematerialization_partition", _ON_JOINT, sources=(Source(_PARTITIONERS, mutate=False),), domain="inductor_joint", context=CallContext(fake_mode=True, args=(("compiler", "inductor"),)), calls=(f"{_PARTITIONERS}:min_cut_rematerialization_partition",)),
 )  # fmt: skip
 
 

@@ -173,6 +173,19 @@ def test_a_partition_out_of_step_with_the_runtimes_call_is_a_finding_not_fxfuzzs
     assert any(f.oracle == "equivalence" for f in found), found
 
 
+@pytest.mark.parametrize("name", ["default_partition", "min_cut_rematerialization_partition"])
+def test_a_partitioner_row_on_graphs_that_are_no_joint_graph_exits_2(name, tmp_path, capsys):
+    """Any other domain's graphs are not what a partitioner takes: refused in one line, before
+    any case is drawn."""
+    from fxfuzz.cli.main import main
+
+    argv = ["run", "--pass", name, "--domain", "export", "--no-db", "--report-dir", str(tmp_path / "r")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "cannot judge --domain export: its pass takes AOTAutograd's joint graphs" in err and err.count("\n") == 1
+    assert not (tmp_path / "r").exists()
+
+
 def test_the_partitioner_rows_are_called_as_aotautograd_calls_them():
     """Each row hands its partitioner what ``_partition_joint_graph_into_fw_bw`` hands it (and
     min-cut Inductor's ``compiler``), and the forward saves values the backward reads."""
