@@ -172,6 +172,11 @@ class CondInMap(torch.nn.Module):
         return self.lin(control_flow.map(body, xs))
 
 
+class AddsIntoInput(torch.nn.Module):
+    def forward(self, x, y):
+        return x.add_(y)
+
+
 class LiteralUpdated(torch.nn.Module):
     def forward(self, x):
         return torch.tensor([1.0, 2.0, 3.0]).mul_(x)

@@ -19,7 +19,7 @@ from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import from_module
-from known_modules import CondInMap, IntegerMul, LiteralUpdated, integer_args, reread_constant_case
+from known_modules import AddsIntoInput, CondInMap, IntegerMul, LiteralUpdated, integer_args, reread_constant_case
 from paths import ROOT
 
 KNOWN_DIR = Path(ROOT) / "docs" / "known"
@@ -135,6 +135,44 @@ def test_convert_pt2e_raises_on_the_module_export_hands_it():
     with pytest.raises(Exception, match="DuplicateDQPass") as raised:
         convert_pt2e(prepared)
     assert "references nonexistent attribute" in str(raised.value.__cause__)
+
+
+# --- convert_pt2e quantizes the operands of an in-place add: the input is never updated ------
+
+
+def test_convert_pt2e_loses_the_update_of_an_input_an_inplace_add_makes():
+    """``x.add_(y)`` on a user input, exported and quantized with the XNNPACK-style quantizer:
+    ``convert_pt2e`` puts a quantize/dequantize pair on each operand of the annotated ``add_``,
+    which then updates the dequantized copy; the caller's ``x`` keeps its value and the output
+    no longer is ``x``. The prepared model (observers return their input) still updates it."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+
+    def args():
+        return torch.tensor([[1.0]]), torch.tensor([[2.0]])
+
+    model = torch.export.export(AddsIntoInput(), args()).module()
+    prepared = prepare_pt2e(model, XNNPACKQuantizer().set_global(get_symmetric_quantization_config()))
+    x, y = args()
+    assert prepared(x, y) is x and x.item() == 3.0
+    converted = convert_pt2e(prepared)
+    x, y = args()
+    out = converted(x, y)
+    assert x.item() == 1.0 and out.data_ptr() != x.data_ptr(), FIXED.format(known="docs/known/pt2e_xnnpack.txt")
+
+
+def test_the_lost_input_update_found_by_the_oracles():
+    """Both buckets the pt2e_xnnpack campaign drew (each repro one ``add_`` node) on the
+    module: the input not updated, and the output no longer sharing its storage. The X86
+    quantizer leaves a lone ``add_`` unannotated."""
+    case = from_module(AddsIntoInput(), (torch.tensor([[1.0]]), torch.tensor([[2.0]])))
+    found = {bucket_id(f): f.message for f in verify(case, load_pass("pt2e_xnnpack"))}
+    assert "input 0 after the call" in found.get("equivalence-value_mismatch-6ac4edc4", ""), FIXED.format(
+        known="docs/known/pt2e_xnnpack.txt"
+    )
+    assert "output 0: shared storage with ('input', 0)" in found.get("equivalence-aliasing_mismatch-16544f3e", "")
+    assert set(found) <= set(known("pt2e_xnnpack")), found
+    assert hm.unknown(verify(case, load_pass("pt2e_x86")), "pt2e_x86") == []
 
 
 def test_inductor_constant_fold_folds_a_value_the_graph_then_updates():
