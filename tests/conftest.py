@@ -57,6 +57,10 @@ def pytest_collection_modifyitems(config, items):
         )
         if shared:
             item.add_marker(pytest.mark.xdist_group(shared[0]))
+    # The longest first (slow, then those that start processes): xdist hands work out in
+    # collection order (``--no-loadscope-reorder``, pyproject.toml), and a minute-long test
+    # handed out last keeps one core busy alone at the end of the run.
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, item.get_closest_marker("processes") is None))
 
 
 @pytest.fixture

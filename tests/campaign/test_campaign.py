@@ -3,6 +3,7 @@ hooks see every bucket, and a stop request ends the campaign."""
 
 from __future__ import annotations
 
+import pytest
 from fxfuzz.campaign.engine import Hooks, Subject, run_campaign
 from fxfuzz.campaign.results import CampaignResult
 from fxfuzz.campaign.store import GRAPH_CASES, SavedFailures, database_key
@@ -41,6 +42,7 @@ def crash_only(case, pass_fn):
     return []
 
 
+@pytest.mark.slow
 def test_a_failure_found_once_replays_first_next_campaign(tmp_path):
     db = DirectoryBasedExampleDatabase(str(tmp_path / "db"))
     sizes: list[int] = []
@@ -90,6 +92,7 @@ def _campaign(db: DirectoryBasedExampleDatabase, seed: int, stop_when_found: boo
     )
 
 
+@pytest.mark.slow
 def test_the_database_never_gives_back_a_larger_example_than_it_was_given(tmp_path):
     """Stopped runs save half-shrunk examples and runs that do not replay shrink anew, so one
     bucket piles up several examples; each later run must still replay the smallest."""
@@ -183,6 +186,7 @@ def test_known_buckets_are_counted_but_not_shrunk():
     assert len(seen) == 1  # appeared once, never re-minimized
 
 
+@pytest.mark.slow
 def test_a_default_campaign_finds_a_result_export_cannot_save():
     """With the default stage share (2 in 100 examples through the stages, deterministic per
     case) a pass whose every result torch.export.save refuses shows as downstream/

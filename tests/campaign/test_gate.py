@@ -85,6 +85,7 @@ def _sin_grad_times(k: float):
     return pass_
 
 
+@pytest.mark.slow
 def test_fresh_copy_of_the_real_pass_has_no_regression(corpus):
     """The unmutated pass, re-executed from torch's source into fresh modules, against the
     installed one: same behaviour on the whole corpus and on fresh cases in both grad modes."""

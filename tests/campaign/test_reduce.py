@@ -38,6 +38,7 @@ def signature_follows_placeholders(case) -> bool:
     return [s.arg.name for s in case.signature.input_specs] == placeholders and len(case.inputs) == len(placeholders)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [2, 3, 5])
 def test_a_cse_grad_mode_merge_reduces_to_at_most_six_compute_nodes_from_a_campaigns_first_example(seed):
     cse = load_pass("cse")
@@ -67,6 +68,7 @@ def test_the_reduction_stops_at_its_bound():
     assert bid in {bucket_id(f) for f in verify(reduced.case, cse)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_shrink_s", [0, 600])
 def test_a_campaign_reduces_each_buckets_example_when_its_shrinking_ends(max_shrink_s):
     """With a shrink limit the engine reduces the example it keeps for a bucket (the repro's),
@@ -121,6 +123,7 @@ KNOWN_REPROS = {
 NEEDS_MORE = {"cse/structure-rerun_changes_meaning-4082287d.json": 9}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(KNOWN_REPROS))
 def test_a_known_findings_saved_repro_reduces_to_at_most_eight_compute_nodes(name, tmp_path):
     """docs/known-findings.md lists the counts (and says why a finding needs more, where one
@@ -279,6 +282,7 @@ def deep_program(tmp_path_factory):
     return str(path), sum(1 for n in ep.graph.nodes if n.op == "call_function")
 
 
+@pytest.mark.slow
 def test_fxfuzz_reduce_turns_a_failing_exported_program_into_a_small_repro(cli, deep_program, tmp_path):
     path, nodes = deep_program
     assert nodes >= 200
@@ -293,12 +297,14 @@ def test_fxfuzz_reduce_turns_a_failing_exported_program_into_a_small_repro(cli, 
     assert signature_follows_placeholders(repro.case)
 
 
+@pytest.mark.slow
 def test_fxfuzz_reduce_says_so_when_the_graph_shows_no_finding(cli, deep_program, tmp_path):
     r = cli("reduce", deep_program[0], "--pass", f"{HELPERS}/reduce_passes.py:unchanged", "--out", str(tmp_path))
     assert r.returncode == 0 and "nothing to reduce" in r.stdout
     assert not (tmp_path / "repros").exists()
 
 
+@pytest.mark.slow
 def test_fxfuzz_reduce_refuses_a_bucket_the_graph_does_not_show(cli, deep_program, tmp_path):
     r = cli(
         "reduce", deep_program[0], "--pass", BROKEN, "--bucket", "crash-pass_raised-00000000", "--out", str(tmp_path)
@@ -322,6 +328,7 @@ def _with_replaced(src: str, dst: str, suffix: str, data: bytes) -> None:
             zout.writestr(item, data if item.filename.endswith(suffix) else zin.read(item.filename))
 
 
+@pytest.mark.slow
 def test_a_saved_program_whose_example_inputs_only_the_full_unpickler_reads_is_refused(deep_program, tmp_path):
     """torch.export.load falls back to the full unpickler for example inputs the restricted
     one refuses, so the file's code runs (shown first); load_exported refuses the file and
@@ -338,6 +345,7 @@ def test_a_saved_program_whose_example_inputs_only_the_full_unpickler_reads_is_r
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_a_saved_program_with_a_pickled_weight_is_loaded_only_if_the_restricted_unpickler_reads_it(
     deep_program, tmp_path
 ):

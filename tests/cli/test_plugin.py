@@ -65,11 +65,13 @@ def test_loading_the_plugin_imports_no_torch():
     assert out.stdout.strip() == "False", out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_inert_without_the_option(user_suite):
     result = user_suite.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(skipped=1)
 
 
+@pytest.mark.slow
 def test_broken_pass_fails_the_properties(user_suite):
     result = user_suite.runpytest_inprocess(
         "--fxfuzz-pass", BROKEN, "--hypothesis-profile", "tiny", "-p", "no:cacheprovider"
@@ -92,6 +94,7 @@ def test_the_pass_is_loaded_once_for_the_items_and_the_fixture(user_suite, tmp_p
     assert per_process[str(os.getpid())] == 1 and set(per_process.values()) == {1}, per_process
 
 
+@pytest.mark.slow
 def test_real_pass_passes_the_properties(user_suite):
     result = user_suite.runpytest_inprocess(
         "--fxfuzz-pass", "set_grad", "--hypothesis-profile", "tiny", "-p", "no:cacheprovider"
@@ -128,6 +131,7 @@ def test_baselines_own_defect_on_a_generated_graph_is_no_regression():
     _assert_holds(real, real, case)
 
 
+@pytest.mark.slow
 def test_plugin_registers_ci_and_nightly_profiles(user_suite):
     user_suite.makepyfile(
         test_profile="""
@@ -142,6 +146,7 @@ def test_nightly_loaded():
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_without_baseline_every_finding_fails(user_suite):
     result = user_suite.runpytest_inprocess(
         "--fxfuzz-pass",
@@ -161,6 +166,7 @@ def test_without_baseline_every_finding_fails(user_suite):
 REFUSES_ADVERSARIAL = BROKEN.replace(":drops_toggles", ":refuses_adversarial_graphs")
 
 
+@pytest.mark.slow
 def test_domain_option_reaches_the_generated_graphs(user_suite):
     # No shrinking: the test asks whether an adversarial case fails, not how small it gets.
     user_suite.makeconftest(
@@ -184,6 +190,7 @@ def test_domain_option_reaches_the_generated_graphs(user_suite):
     bad.stderr.fnmatch_lines(["*--fxfuzz-domain*nonsense*"])
 
 
+@pytest.mark.slow
 def test_bad_spec_is_a_usage_error(user_suite):
     result = user_suite.runpytest_inprocess("--fxfuzz-pass", "no_such_module:fn", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -200,6 +207,7 @@ def test_a_pass_that_ends_the_process_as_it_loads_is_a_usage_error(user_suite, b
     result.stderr.fnmatch_lines(["*ends.py:p*"])
 
 
+@pytest.mark.slow
 def test_pipeline_specs_reach_the_plugin(user_suite):
     """A pipeline (#16) is a pass spec like any other: a broken first part fails the properties
     through the pipeline, and torch's own set_grad+autocast judged against itself passes."""

@@ -42,6 +42,7 @@ def _custom_calls(features: dict) -> Counter:
     return Counter({k: v for k, v in features.items() if k.startswith("op:") and "::" in k})
 
 
+@pytest.mark.slow
 def test_export_cases_call_custom_operators():
     """At least 5% of export-domain cases call a custom operator, at least 3 distinct ones
     in 300 cases, each counted per operator in the features."""
@@ -213,6 +214,7 @@ def test_a_case_whose_operator_source_cannot_be_imported_is_one_line_exit_2(tmp_
     assert len(err) == 1 and "no_such_module_for_fxfuzz" in err[0], err
 
 
+@pytest.mark.slow
 def test_program_source_defines_the_custom_operators_it_calls(tmp_path):
     assert check_program(CUSTOM_PROGRAM, REAL) == []
     py = tmp_path / "program.py"
@@ -276,6 +278,7 @@ settings.register_profile("ops", max_examples=40, deadline=None, derandomize=Tru
 """
 
 
+@pytest.mark.slow
 def test_plugin_option_adds_a_users_operator_to_the_generated_graphs(pytester):
     pytester.makeconftest(CONFTEST)
     source = os.path.join(HELPERS, "user_ops.py")

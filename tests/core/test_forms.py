@@ -65,6 +65,7 @@ def test_drawn_cases_are_lowered_graphs_that_run(case):
         case.gm(*case.inputs)
 
 
+@pytest.mark.slow
 def test_effect_tokens_are_drawn_and_shrink():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -121,12 +122,14 @@ def test_a_hostile_call_target_is_refused(token_case):
         case_from_dict(d)
 
 
+@pytest.mark.slow
 @FEW
 @given(ATEN)
 def test_identity_is_quiet_on_the_form(case):
     assert verify(case, load_pass("identity")) == []
 
 
+@pytest.mark.slow
 @FEW
 @given(ATEN)
 def test_effect_token_removal_is_quiet_on_the_form(case):

@@ -39,6 +39,7 @@ def _nodes(gm: fx.GraphModule) -> list[fx.Node]:
     return [n for m in gm.modules() if isinstance(m, fx.GraphModule) for n in m.graph.nodes]
 
 
+@pytest.mark.slow
 def test_a_quarter_of_export_cases_carry_symbolic_sizes(export_cases):
     """Done-when of #15: at least 25% of default export-domain cases are traced with symbolic
     sizes and have other sizes to run at."""
@@ -47,6 +48,7 @@ def test_a_quarter_of_export_cases_carry_symbolic_sizes(export_cases):
     assert all(c.features.get("symbolic:case") for c in symbolic)
 
 
+@pytest.mark.slow
 def test_symbolic_cases_look_like_export(export_cases):
     """ShapeEnv-backed placeholder metas with ranges above 1, parameters static, every SymInt
     an op takes read from a node (sym_size / arithmetic), never baked in; sizes cross region
@@ -97,6 +99,7 @@ def test_other_sizes_satisfy_the_guards_and_run(export_cases):
             assert run_graph(case.gm, resized, case.ambient_grad).ok == traced.ok
 
 
+@pytest.mark.slow
 def test_shrinking_prefers_static_shapes():
     """A failure that needs no symbol shrinks to a case without one."""
     symbolic = []
@@ -113,6 +116,7 @@ def test_shrinking_prefers_static_shapes():
     assert case.sizes == () and not case.features.get("symbolic:case")
 
 
+@pytest.mark.slow
 def test_adversarial_cases_carry_inconsistent_size_metas():
     cases = draw(300, domain="adversarial", seed_=2)
     assert sum(c.features.get("adversarial:inconsistent_size_meta", 0) for c in cases) > 0

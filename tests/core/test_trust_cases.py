@@ -636,6 +636,7 @@ LOADED_SAMPLE = {
 }
 
 
+@pytest.mark.slow
 def test_fxfuzz_own_cases_and_captures_load_against_the_allowlist():
     """Every corpus capture and a fresh sample of generated cases of every domain (another
     seed than the one ``fxfuzz.tools.drawn_targets`` wrote the list from) load: the allowlist and

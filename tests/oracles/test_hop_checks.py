@@ -144,6 +144,7 @@ def _has_hop(case):
     return case.features.get("hop:cond", 0) + case.features.get("hop:map", 0) > 0
 
 
+@pytest.mark.slow
 def test_verify_finds_the_same_with_and_without_the_memo_on_a_seeded_sample(monkeypatch, traces):
     """On seeded cases holding cond or map, every finding (oracle, kind and message) is the
     same with the memo as with torch tracing on every call, and the memo did spare traces.

@@ -145,6 +145,7 @@ def test_multi_grad_hooks_fire_exactly_for_the_inputs_with_a_gradient(case):
     assert (fired[0] if fired else [False] * len(leaves)) == [t.grad is not None for t in leaves]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "broken, prefix",
     [(bp.saves_input_clone, "inplace_after_forward"), (bp.flat_second_order, "double_backward")],

@@ -200,6 +200,7 @@ def test_nondeterministic_values_are_compared_by_property_only():
     assert [f.details["where"] for f in caught] == ["output 1"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "broken, oracle",
     [
@@ -256,6 +257,7 @@ def _has_hops_or_autocast(case):
     return len(graph_modules(case.gm)) > 1 or any(n.target is enter for n in case.gm.graph.nodes)
 
 
+@pytest.mark.slow
 @settings(max_examples=100)
 @given(graph_cases())
 def test_real_pass_is_equivalent(case):

@@ -167,6 +167,7 @@ def test_generated_programs_run_eagerly_under_both_grad_modes(program):
         assert torch.is_grad_enabled()
 
 
+@pytest.mark.slow
 @settings(max_examples=5)
 @given(module_programs())
 def test_identity_inside_export_agrees_with_real_pass_on_eager_semantics(program):

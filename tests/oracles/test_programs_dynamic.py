@@ -93,6 +93,7 @@ def test_a_pass_dropping_symint_operands_is_found_only_at_other_sizes():
     }
 
 
+@pytest.mark.slow
 def test_other_sizes_and_later_stages_run_for_the_share_and_always_while_forced():
     """Outside the share only ep.module() at the traced size is checked end to end (the
     captured graph's verify still runs its own other sizes); a bucket of the shared checks

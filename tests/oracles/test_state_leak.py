@@ -42,6 +42,7 @@ def test_a_pass_that_raises_after_a_leak_has_the_state_put_back():
     assert PassState.read().changed(before) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(REGISTRY))
 def test_torchs_passes_and_the_identity_leave_no_state_changed(name):
     """Every registered pass (torch's, and the identity) on the handmade cases under both

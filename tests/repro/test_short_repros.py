@@ -26,6 +26,7 @@ from fxfuzz.repro.short import MAX_LINES, is_short, short_program
 from fxfuzz.strategies import from_module
 from grad_merge import GRAD_MERGE, first_example
 from paths import DATA, HELPERS, ROOT, TESTS
+from programs import run_program
 from short_cases import CASES
 from torch.export import graph_signature as gs
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
@@ -127,7 +128,7 @@ def test_a_known_findings_repro_is_a_short_program_that_recreates_it(tmp_path, n
     graph it builds, judged by fxfuzz under the same pass, shows the same bucket."""
     spec, py, source = written(tmp_path, name, bid)
     assert_short(source)
-    run = subprocess.run([sys.executable, py], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    run = run_program(py, tmp_path, 600)
     assert run.returncode == 1, run.stdout + run.stderr
     assert bid in found(case_of_program(source, exported=spec.startswith("pt2e")), spec)
 
@@ -180,7 +181,7 @@ def test_a_cse_findings_short_repro_recreates_it_and_passes_once_fixed(tmp_path,
     py = write_repro(str(tmp_path), repro_document(bid, finding.to_dict(), case_to_dict(reduced), identify("cse")))
     source = open(py).read()
     assert_short(source)
-    run = subprocess.run([sys.executable, py], capture_output=True, text=True, timeout=300)
+    run = run_program(py, tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
     assert bid in {bucket_id(f) for f in verify(case_of_program(source), cse)}
     call = "new = CSEPass(get_CSE_banned_ops())(new).graph_module"
@@ -189,7 +190,7 @@ def test_a_cse_findings_short_repro_recreates_it_and_passes_once_fixed(tmp_path,
     fixed.write_text(
         source.replace(call, f"sys.path.insert(0, {HELPERS!r}); from fixed_cse import fixed_cse; new = fixed_cse(new)")
     )
-    run = subprocess.run([sys.executable, str(fixed)], capture_output=True, text=True, timeout=300)
+    run = run_program(str(fixed), tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
 
 

@@ -40,6 +40,7 @@ def test_the_forms_are_domains_a_user_can_name():
     assert set(INDUCTOR_FORMS) <= set(DOMAIN_CHOICES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", [INFERENCE, JOINT])
 def test_twenty_seeded_cases_equal_what_torch_compile_hands_inductor_node_for_node(form):
     """The graph of each case is the graph Inductor's joint_custom_pre_pass hook receives under
@@ -54,6 +55,7 @@ def test_twenty_seeded_cases_equal_what_torch_compile_hands_inductor_node_for_no
     assert checked == 20
 
 
+@pytest.mark.slow
 def test_the_inference_form_is_inductors_aten_prims_and_copy_epilogues():
     cases = _cases(INFERENCE, 30)
     targets = [str(n.target) for c in cases for n in c.gm.graph.nodes if n.op == "call_function"]
@@ -67,6 +69,7 @@ def test_the_inference_form_is_inductors_aten_prims_and_copy_epilogues():
     assert fake.shape_env is not None
 
 
+@pytest.mark.slow
 def test_the_joint_form_takes_primals_and_tangents_and_returns_gradients():
     cases = _cases(JOINT, 30)
     assert cases
@@ -77,6 +80,7 @@ def test_the_joint_form_takes_primals_and_tangents_and_returns_gradients():
         assert len(case.signature.output_specs) > forward
 
 
+@pytest.mark.slow
 def test_the_frozen_form_reads_weights_as_constants():
     cases = _cases(FROZEN, 30)
     assert any(
@@ -84,6 +88,7 @@ def test_the_frozen_form_reads_weights_as_constants():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", INDUCTOR_FORMS)
 def test_a_case_of_each_form_saves_and_loads_as_json(form):
     for case in _cases(form, 4):
@@ -92,6 +97,7 @@ def test_a_case_of_each_form_saves_and_loads_as_json(form):
         assert verify(back, load_pass("identity")) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", INDUCTOR_FORMS)
 def test_identity_finds_nothing_on_each_form(form):
     identity = load_pass("identity")
@@ -122,6 +128,7 @@ def break_a_gradient(gm: fx.GraphModule, graph_signature: Any) -> tuple[fx.Graph
     return gm, graph_signature
 
 
+@pytest.mark.slow
 def test_a_dropped_copy_epilogue_is_found():
     cases = [
         c for c in _cases(INFERENCE, 25) if any(n.target is torch.ops.aten.copy_.default for n in c.gm.graph.nodes)
@@ -133,6 +140,7 @@ def test_a_dropped_copy_epilogue_is_found():
     assert all(verify(c, load_pass("identity")) == [] for c in cases)
 
 
+@pytest.mark.slow
 def test_a_broken_gradient_of_the_joint_graph_is_a_wrong_output():
     cases = [
         c for c in _cases(JOINT, 20) if c.features["inductor_joint:forward_outputs"] < len(c.signature.output_specs)

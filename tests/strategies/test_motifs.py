@@ -44,6 +44,7 @@ def _calls(case) -> list[fx.Node]:
     ]
 
 
+@pytest.mark.slow
 def test_generic_passes_declare_motifs_and_the_units_are_drawn(drawn):
     assert MOTIF in MEANING.reacts_to and MOTIF in REFINES.reacts_to
     seen = {k.removeprefix("motif:") for c in drawn for k in c.features if k.startswith("motif:")}
@@ -69,6 +70,7 @@ def test_generic_passes_declare_motifs_and_the_units_are_drawn(drawn):
     assert len({spec.target for spec in PATTERN_OPS} - targets) <= 3, {spec.target for spec in PATTERN_OPS} - targets
 
 
+@pytest.mark.slow
 def test_every_overload_drawn_is_listed(drawn):
     """``ops.DRAWN_TARGETS`` holds every ATen overload op and motif steps call, what the
     saved-case format may derive its allowlist from; the other steps' own are named here."""
@@ -86,6 +88,7 @@ def test_every_overload_drawn_is_listed(drawn):
     assert not stray - other_steps, stray - other_steps
 
 
+@pytest.mark.slow
 def test_cases_with_motifs_save_and_load(drawn):
     """As a repro's .json holds them: JSON text, read back to the same code, the identity
     quiet on what was read."""
@@ -97,6 +100,7 @@ def test_cases_with_motifs_save_and_load(drawn):
         assert verify(loaded, load_pass("identity")) == []
 
 
+@pytest.mark.slow
 def test_a_failure_needing_no_unit_shrinks_to_a_case_without_one():
     """For a generic pass (motif mixed in, not owed); a pass declaring ``motif`` alone owes
     one, and its shrunk cases keep one pattern op, as the set-grad pass's keep a toggle pair."""
@@ -128,6 +132,7 @@ def test_csepass_merges_calls_whose_scalars_are_equal_but_not_the_same():
     assert verify(case, load_pass(FIXED_CSE, REFINES)) == []
 
 
+@pytest.mark.slow
 def test_a_campaign_finds_a_cse_that_merges_twins_and_not_the_cse_keyed_by_text():
     """In-process, one process, held to refines (drawn with its kinds), stopping at the first
     finding of a kind only a merge of twins gives. Measured 2026-11-28 on the export domain:

@@ -96,6 +96,7 @@ def test_the_rng_check_is_quiet_on_correct_passes(spec):
         assert verify(from_module(module, (torch.randn(3),)), load_pass(spec, REFINES if ":" in spec else None)) == []
 
 
+@pytest.mark.slow
 def test_random_cases_draw_no_finding_from_the_identity_through_every_stage_and_size(drawn):
     """Every run is seeded alike: reruns, other sizes, clean-ups, the second application and
     export's stages (all of them, stage share 1) see the same draws on both sides."""
@@ -124,6 +125,7 @@ def test_a_campaign_finds_a_dce_that_deletes_unused_random_draws():
     assert 0 < examples
 
 
+@pytest.mark.slow
 def test_torch_dce_is_quiet_on_as_many_examples():
     examples, buckets = _found("dce", {"rng_state_mismatch", "value_mismatch"}, 60, 0)
     assert (examples, buckets) == (0, set())

@@ -31,6 +31,7 @@ def test_op_table_has_at_least_40_overloads():
     assert len({spec.target for spec in OPS + INPLACE_OPS}) >= 40
 
 
+@pytest.mark.slow
 def test_export_domain_rejects_under_one_percent(export_cases):
     """Every case must run forward and backward on its own inputs: a case whose reference
     run fails would be rejected by the campaign, so count those."""
@@ -213,6 +214,7 @@ def planted_tuple_region_bug(gm, sig):
     return gm, sig
 
 
+@pytest.mark.slow
 def test_shrinks_a_two_region_tuple_bug_to_six_nodes():
     sizes = []
 

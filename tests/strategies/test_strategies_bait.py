@@ -118,6 +118,7 @@ def _op_next_to_flip(case) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_sample_holds_equal_calls_and_movable_ops_across_toggles():
     """Seeded sample of 200 cases (seed 0) under the suite's conftest, measured 2026-11-26: for
     a pass reacting to across_toggle 22 hold equal calls in two modes, 23 a movable op next to a
@@ -145,6 +146,7 @@ def test_bait_shrinks_away():
     assert not [k for k in case.features if k.startswith(BAIT_FEATURES)], case.features
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "spec, contract",
     [(f"{SHAPED}:module_identity", MEANING), (f"{SHAPED}:renames_nodes", MEANING), ("dce", REFINES)],
@@ -177,6 +179,7 @@ def _found(name: str, max_examples: int, seed: int) -> int:
     return result.examples if found else 0
 
 
+@pytest.mark.slow
 def test_campaigns_find_a_moved_op_and_merged_calls_across_toggles():
     """In-process campaigns (seed 0, one process, held to meaning, so drawn with its kinds) stop
     at the first finding: measured 2026-11-26, hoists_across_toggle after 24 examples and

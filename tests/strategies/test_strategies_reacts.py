@@ -23,6 +23,7 @@ def _share_without(cases: list, target: object) -> float:
     return sum(not holds(c) for c in cases) / len(cases)
 
 
+@pytest.mark.slow
 def test_at_most_a_tenth_of_300_set_grad_cases_have_no_grad_toggle():
     """The issue's measure: 300 default export-domain cases for the set-grad pass. Without the
     declaration the same seed leaves more than half of them without a toggle."""
@@ -57,6 +58,7 @@ def test_an_unknown_kind_is_refused():
         find(graph_cases(reacts_to=("while_loop",)), lambda case: True)
 
 
+@pytest.mark.slow
 def test_a_failure_needing_no_toggle_still_shrinks_small():
     """Owing a toggle region costs a shrunk case at most that region, left empty."""
     case = find(

@@ -128,6 +128,7 @@ def _reads_tensor_attr(case) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_adversarial_cases_read_tensor_attributes_and_run(adversarial_cases):
     readers = [c for c in adversarial_cases if c.features.get("adversarial:tensor_attr")]
     assert readers and all(_reads_tensor_attr(c) for c in readers)
@@ -220,6 +221,7 @@ def _meta(v: object) -> object:
 
 
 # Seeds whose samples meet every branch of the rule (adversarial 21: subgraphs leaving grad off).
+@pytest.mark.slow
 @pytest.mark.parametrize("domain, seed_", [("export", 19), ("adversarial", 21)])
 def test_cond_and_map_metas_equal_torchs_tracing_on_a_seeded_sample(monkeypatch, domain, seed_):
     """Generation takes a cond's or map's metas from its subgraph (strategies.subgraphs.hop_outputs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
 import torch._export.passes.replace_set_grad_with_hop_pass as real_module
 import torch._export.utils as real_utils
 from fxfuzz.strategies.corpus import MODULES, capture
@@ -62,6 +63,7 @@ def test_a_mutant_looping_forever_is_killed_as_a_hang_on_its_first_case(monkeypa
     assert hung.status == "killed" and hung.how == "hang" and hung.time_s < 5, hung
 
 
+@pytest.mark.slow
 def test_mutate_kills_with_adversarial_cases_what_export_cases_cannot_reach():
     """The recursion's skip of a get_attr that is not a GraphModule: only a graph reading a
     tensor attribute tells (export lifts tensors), so the default --domain both kills it on
