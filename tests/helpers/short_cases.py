@@ -88,6 +88,8 @@ CASES: dict[str, tuple[str, Callable[[], GraphCase]]] = {
     "cond_under_enable_grad": ("set_grad", lambda: _no_grad_export(CondUnderEnableGrad(), _grad(torch.ones(3)))),
     "region_read_twice": ("set_grad", lambda: from_module(SingleOutputRegionReadTwice(), (_grad(torch.ones(3)),))),
     "users_map": ("set_grad", lambda: _saved("repro_before_namespace.json")),
+    # The README campaign's example of a cond nested in a cond under a toggle, reduced.
+    "nested_cond": ("set_grad", lambda: _saved("set_grad/crash-pass_raised-7c297f0d.json")),
     "nested_map": ("set_grad", lambda: from_module(NestedMapUnderNoGrad(), (torch.ones(2, 3), _grad(torch.ones(3))))),
     "buffer_update": ("set_grad", lambda: from_module(BufferUpdateUnderNoGrad(), (_grad(torch.ones(3)),))),
     "autocast_cond": ("autocast", lambda: from_module(CondInsideAutocast(), (torch.randn(3),), stage="autocast")),

@@ -42,6 +42,7 @@ SHORT = [
     ("region_read_twice", "structure-def_use_inconsistent-99b0f75b"),
     ("users_map", "structure-def_use_inconsistent-99b0f75b"),
     ("nested_map", "crash-pass_raised-2b2fc5ab"),
+    ("nested_cond", "crash-pass_raised-7c297f0d"),
     ("buffer_update", "structure-dead_code_elimination_changes_meaning-72cda7b9"),
     ("autocast_cond", "structure-leftover_call-c9af2c8b"),
     ("export_autocast_cond", "structure-leftover_call-c9af2c8b"),
