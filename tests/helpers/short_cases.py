@@ -97,6 +97,8 @@ CASES: dict[str, tuple[str, Callable[[], GraphCase]]] = {
     "cse_two_regions": ("cse", lambda: from_module(TwoNoGradRegions(), (_grad(torch.randn(3)),))),
     "cse_across_toggle": ("cse", lambda: from_module(SameSumInTwoGradModes(), (_grad(torch.randn(3)),))),
     "cse_autocast": ("cse", lambda: _saved("cse/equivalence-meta_mismatch-19aff044.json")),
+    # A cse campaign's first example of the leak (seed 2, functional domain), reduced: 22 -> 3 nodes.
+    "cse_grad_leak": ("cse", lambda: _saved("cse/equivalence-grad_mode_leak-dcf08181.json")),
     "split_dead_code": ("split_const_subgraphs", lambda: from_module(DeadCode(), (_grad(torch.randn(3)),))),
     "split_after_toggle": (
         "split_const_subgraphs",
