@@ -99,6 +99,9 @@ CASES: dict[str, tuple[str, Callable[[], GraphCase]]] = {
     "cse_autocast": ("cse", lambda: _saved("cse/equivalence-meta_mismatch-19aff044.json")),
     # A cse campaign's first example of the leak (seed 2, functional domain), reduced: 22 -> 3 nodes.
     "cse_grad_leak": ("cse", lambda: _saved("cse/equivalence-grad_mode_leak-dcf08181.json")),
+    # Seed 11's first example (15 nodes) of both, reduced for each: 3 nodes.
+    "cse_grad_fn": ("cse", lambda: _saved("cse/equivalence-grad_fn_mismatch-fd46f87f.json")),
+    "cse_backward": ("cse", lambda: _saved("cse/gradients-backward_raises_differently-3bd93a99.json")),
     "split_dead_code": ("split_const_subgraphs", lambda: from_module(DeadCode(), (_grad(torch.randn(3)),))),
     "split_after_toggle": (
         "split_const_subgraphs",

@@ -51,6 +51,8 @@ SHORT = [
     ("cse_across_toggle", "equivalence-aliasing_mismatch-16544f3e"),
     ("cse_autocast", "equivalence-meta_mismatch-19aff044"),
     ("cse_grad_leak", "equivalence-grad_mode_leak-dcf08181"),
+    ("cse_grad_fn", "equivalence-grad_fn_mismatch-fd46f87f"),
+    ("cse_backward", "gradients-backward_raises_differently-3bd93a99"),
     ("split_dead_code", "structure-dead_code_elimination_changes_meaning-72cda7b9"),
     ("split_after_toggle", "crash-pass_raised-b24beb5c"),
     ("fold_updated", "structure-cleanup_failed-d8725f23"),
