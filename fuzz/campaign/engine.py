@@ -241,6 +241,10 @@ class Campaign:
         # show several new buckets at once, and each gets its own round when a later example
         # shows it again.
         self.minimized: set[str] = set(settings.known)
+        # Known buckets whose example was reduced: Hypothesis never shrinks them, but the graph
+        # reduction runs once on the first example a campaign judges of each, so their repros
+        # are as small as a new bucket's.
+        self.reduced_known: set[str] = set()
         self.shrinking: str | None = None  # the bucket this round is minimizing, once one appeared
         self.shrink_started = 0.0
         self.stop_reason: StopReason | None = None
@@ -399,6 +403,9 @@ class Campaign:
 
     def _record(self, case: Example, ids: dict[str, Finding]) -> None:
         _record(self.result, case, ids, self.hooks.on_bucket, self.codec)
+        for bid in sorted(ids.keys() & self.settings.known - self.reduced_known):
+            self.reduced_known.add(bid)
+            self._reduce(self.result.buckets[bid])
         if self.hooks.progress:
             self.hooks.progress(self.result, time.monotonic() - self.start)
 
@@ -443,7 +450,10 @@ def run_campaign(
     smallest example found so far (0: each bucket keeps its first example);
     ``stats["shrink_attempts"]`` counts the examples judged while shrinking. Buckets in
     ``settings.known`` (the baseline) are counted but not shrunk: the budget goes to finding
-    something new.
+    something new. The graph reduction (``fxfuzz.campaign.reduce``, bounded as a new bucket's
+    is: ``max_shrink_s`` and the budget) still runs once on the first example of each that
+    this campaign judges, so a known bucket's repro is a short program too;
+    ``stats["reduce_attempts"]`` counts the candidates it judged.
 
     ``rerun`` examples run before anything else, whatever the budget, limits or ``stop()``
     say (a worker runs the example its predecessor died on again); they count as examples,

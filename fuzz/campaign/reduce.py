@@ -18,7 +18,7 @@ The moves, in the order each round tries them (the first accepted one starts the
 - delta debugging: a chunk of nodes becomes inputs of the same meta, each fed the value it
   had when the original ran (its users read the new input);
 - then, one at a time: delete a node nothing reads (an in-place update, a grad toggle, a
-  region, also inside nested graphs); inline a region or subgraph of the top-level graph
+  region, also inside nested graphs); inline a region or subgraph of any graph
   (torch.cond by either branch, ``wrap_with_set_grad_enabled`` by its body between toggles of
   its grad mode, or by its body alone); collapse a region's toggles (a grad toggle with the
   next one, an ``_enter_autocast`` with its ``_exit_autocast``); bypass a call (its readers
@@ -504,16 +504,16 @@ def _toggle(name: str, enabled: bool) -> dict[str, Any]:
 
 
 def _inline(
-    data: dict[str, Any], index: int, getter: str, operands: list[Any], grad: bool | None
+    data: dict[str, Any], path: list[str], index: int, getter: str, operands: list[Any], grad: bool | None
 ) -> dict[str, Any] | None:
-    """``data`` with the subgraph call at ``index`` of its top-level graph replaced by the body
+    """``data`` with the subgraph call at ``index`` of its graph at ``path`` replaced by the body
     of the subgraph its get_attr node ``getter`` fetches: the body's placeholders read
     ``operands``, its nodes and nested graphs take fresh names, the call's ``getitem`` readers
     become the body's outputs; with ``grad`` (not None) the body runs between a toggle to
     ``grad`` and a toggle to ``not grad``. None where the call is read other than by a
     ``getitem`` the body's outputs can answer with a node."""
     d = copy.deepcopy(data)
-    graph = d["graph"]
+    graph = _at(d, path)
     nodes, hop = graph["nodes"], graph["nodes"][index]
     (fetch,) = [n for n in nodes if n["name"] == getter]
     body = graph.get("submodules", {}).get(fetch["target"])
@@ -564,7 +564,7 @@ def _inline(
     graph["nodes"] = kept[:at] + inlined + kept[at + 1 :]
     for old, new in replaced.items():
         _replace_reads(graph, old, new)
-        for spec in d["signature"]["outputs"]:
+        for spec in d["signature"]["outputs"] if not path else []:  # the signature names top-level nodes
             if spec["arg"].get("name") == old:
                 spec["arg"]["name"] = new
     read = _read(graph)
@@ -573,10 +573,11 @@ def _inline(
 
 
 def _inlined(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """A region or subgraph of the top-level graph inlined: torch.cond replaced by either
-    branch, ``wrap_with_set_grad_enabled`` by its body with its grad mode as toggles around it,
-    and by its body alone."""
-    for index, node in enumerate(data["graph"]["nodes"]):
+    """A region or subgraph of any graph inlined: torch.cond replaced by either branch,
+    ``wrap_with_set_grad_enabled`` by its body with its grad mode as toggles around it, and by
+    its body alone. Nested graphs too: a cond within a branch leaves a two-level nesting
+    (what some of the pass's crashes need) whose other branch is as plain as can be."""
+    for path, index, node in [(p, i, n) for p in _graphs(data["graph"]) for i, n in enumerate(_at(data, p)["nodes"])]:
         args = node["args"].get("tuple", [])
         refs = [a["node"] if isinstance(a, dict) and isinstance(a.get("node"), str) else None for a in args]
         candidates: list[tuple[str | None, list[Any] | None, bool | None]] = []
@@ -587,7 +588,7 @@ def _inlined(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
             candidates = [(refs[1], args[2:], enabled), (refs[1], args[2:], None)]
         for getter, operands, grad in candidates:
             if getter is not None and operands is not None:
-                d = _inline(data, index, getter, operands, grad)
+                d = _inline(data, path, index, getter, operands, grad)
                 if d is not None:
                     yield d
 

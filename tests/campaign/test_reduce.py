@@ -9,6 +9,7 @@ import json
 import os
 import pickle
 import zipfile
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -374,3 +375,68 @@ def test_a_saved_program_with_a_pickled_weight_is_loaded_only_if_the_restricted_
     buffer = io.BytesIO()
     torch.save(torch.nn.Parameter(torch.zeros(4, 4)), buffer)
     assert load_exported(archive(buffer.getvalue())).compute_nodes() >= 200  # a plain tensor pickle loads
+
+
+class Case(NamedTuple):  # what ``_calls`` reads of a case: its graph module
+    gm: torch.fx.GraphModule
+
+
+class CondInCond(torch.nn.Module):
+    def forward(self, x):
+        inner = lambda x: torch.cond(x.sum() > 1, lambda x: x.sin(), lambda x: x.cos(), (x,))  # noqa: E731
+        return torch.cond(x.sum() > 0, inner, lambda x: x.tan(), (x,))
+
+
+def test_a_cond_inside_a_branch_is_replaced_by_its_branch_too():
+    """The finding here is "the top-level cond, its other branch calling tan, returns sin of
+    the input": the top-level cond must stay, so only inlining the cond nested in its branch
+    takes the inner cond out."""
+    case = from_module(CondInCond(), (torch.rand(3) + 0.5,))
+
+    def holds(c):
+        top = [n for n in c.gm.graph.nodes if n.target is torch.ops.higher_order.cond]
+        if len(top) != 1 or _calls(c, torch.ops.aten.sin.default) != 1:
+            return False
+        other = getattr(c.gm, top[0].args[2].target)
+        out, _ = _runs(c)
+        return _calls(Case(other), torch.ops.aten.tan.default) == 1 and torch.equal(out[0], c.inputs[0].sin())
+
+    assert holds(case) and _calls(case, torch.ops.higher_order.cond) == 2
+    reduced = reduce_case(case, holds, max_steps=300)
+    assert holds(reduced.case) and _calls(reduced.case, torch.ops.higher_order.cond) == 1, reduced.case.code()
+
+
+# A campaign's example, reduced before conds nested in branches were.
+KNOWN_FIRST = "set_grad/crash-pass_raised-2b2fc5ab.json"
+
+
+@pytest.mark.parametrize("max_shrink_s", [0, 600])
+def test_a_known_buckets_first_example_is_reduced_once_so_its_repro_is_a_short_program(max_shrink_s, tmp_path):
+    """Hypothesis never shrinks a known bucket, but the engine reduces its first example (as a
+    new bucket's, within ``max_shrink_s``): the README's campaign, all of whose buckets are
+    known, writes short programs. The example here comes to 43 lines as one."""
+    from fxfuzz.core.serialize import case_to_dict
+    from fxfuzz.repro.files import repro_document
+    from fxfuzz.repro.short import short_program
+
+    repro = load_repro(os.path.join(DATA, KNOWN_FIRST))
+    pass_fn, identity = resolve_pass(repro.pass_spec, repro.contract)
+    known = frozenset(load_known(os.path.join(ROOT, "fxfuzz-known.txt")))
+    seen: list[int] = []
+    settings = CampaignSettings(max_examples=1, max_shrink_s=max_shrink_s, known=known, identity=identity)
+    result = run_campaign(
+        pass_fn, settings, hooks=Hooks(on_bucket=lambda b: seen.append(b.graph_nodes)), rerun=[repro.case]
+    )
+    ((bid, bucket),) = result.buckets.items()
+    assert bid in known and bucket.count == 1 and "shrink_attempts" not in result.stats
+
+    def program(case) -> str | None:
+        return short_program(repro_document(bid, bucket.finding.to_dict(), case_to_dict(case), identity))
+
+    if max_shrink_s == 0:
+        assert result.stats["reduce_attempts"] == 0 and program(bucket.case) is None and len(seen) == 1
+        return
+    assert result.stats["reduce_attempts"] > 0 and seen[-1] < seen[0]
+    source = program(bucket.case)
+    assert source is not None and "import fxfuzz" not in source and "from fxfuzz" not in source, source
+    assert bid in findings_of(bucket.case, pass_fn, settings_for(identity, "cpu"))

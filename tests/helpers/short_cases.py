@@ -88,6 +88,8 @@ CASES: dict[str, tuple[str, Callable[[], GraphCase]]] = {
     "cond_under_enable_grad": ("set_grad", lambda: _no_grad_export(CondUnderEnableGrad(), _grad(torch.ones(3)))),
     "region_read_twice": ("set_grad", lambda: from_module(SingleOutputRegionReadTwice(), (_grad(torch.ones(3)),))),
     "users_map": ("set_grad", lambda: _saved("repro_before_namespace.json")),
+    # The README campaign's example of a cond nested in a cond under a toggle, reduced.
+    "nested_cond": ("set_grad", lambda: _saved("set_grad/crash-pass_raised-7c297f0d.json")),
     "nested_map": ("set_grad", lambda: from_module(NestedMapUnderNoGrad(), (torch.ones(2, 3), _grad(torch.ones(3))))),
     "buffer_update": ("set_grad", lambda: from_module(BufferUpdateUnderNoGrad(), (_grad(torch.ones(3)),))),
     "autocast_cond": ("autocast", lambda: from_module(CondInsideAutocast(), (torch.randn(3),), stage="autocast")),
@@ -95,6 +97,11 @@ CASES: dict[str, tuple[str, Callable[[], GraphCase]]] = {
     "cse_two_regions": ("cse", lambda: from_module(TwoNoGradRegions(), (_grad(torch.randn(3)),))),
     "cse_across_toggle": ("cse", lambda: from_module(SameSumInTwoGradModes(), (_grad(torch.randn(3)),))),
     "cse_autocast": ("cse", lambda: _saved("cse/equivalence-meta_mismatch-19aff044.json")),
+    # A cse campaign's first example of the leak (seed 2, functional domain), reduced: 22 -> 3 nodes.
+    "cse_grad_leak": ("cse", lambda: _saved("cse/equivalence-grad_mode_leak-dcf08181.json")),
+    # Seed 11's first example (15 nodes) of both, reduced for each: 3 nodes.
+    "cse_grad_fn": ("cse", lambda: _saved("cse/equivalence-grad_fn_mismatch-fd46f87f.json")),
+    "cse_backward": ("cse", lambda: _saved("cse/gradients-backward_raises_differently-3bd93a99.json")),
     "split_dead_code": ("split_const_subgraphs", lambda: from_module(DeadCode(), (_grad(torch.randn(3)),))),
     "split_after_toggle": (
         "split_const_subgraphs",
