@@ -11,7 +11,9 @@ forms, each a choice whose simplest value leaves the case as drawn:
   by ``call_module``, its outputs read by ``getitem`` when it has several, as ``split_module``
   and the fuser's outlining leave a graph. Only pure calls are outlined: torch's
   ``Node.is_impure`` holds every GraphModule child pure (its note says users depend on it), so an
-  outlined draw or update that nothing reads would be deleted by torch's own DCE;
+  outlined draw or update that nothing reads would be deleted by torch's own DCE. Random calls
+  (``ops.RANDOM_OPS``) stay at the top level too, whatever ``is_impure`` says of them: it holds
+  ``F.dropout`` pure (docs/known/dce.txt), and the ``random`` kind draws them there alone;
 - **a pytree calling convention** (``_PyTreeCodeGen``), as ``ep.module()`` and
   ``symbolic_trace(concrete_args=...)`` install: the last inputs taken as keyword arguments and
   the outputs a nested structure, a dict, or a single value (a non-tuple output). The inputs stay
@@ -33,6 +35,7 @@ import torch
 import torch.utils._pytree as pytree
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.rebuild import symint_literal
+from fxfuzz.strategies.ops import RANDOM_OPS
 from hypothesis import strategies as st
 from torch import fx
 from torch.export.graph_signature import ExportGraphSignature
@@ -40,6 +43,7 @@ from torch.export.graph_signature import ExportGraphSignature
 TOOL_FORM = "tool_form"
 # How the outputs are returned; shrinking moves toward the first, export's flat tuple.
 _OUTPUTS = ("tuple", "nested", "dict", "single")
+_RANDOM_TARGETS = frozenset(spec.target for spec in RANDOM_OPS)
 _MODE_CALLS = (
     torch._C._set_grad_enabled,
     torch.amp.autocast_mode._enter_autocast,
@@ -83,6 +87,7 @@ def _outlinable(node: fx.Node) -> bool:
     return (
         node.op == "call_function"
         and node.target not in _MODE_CALLS
+        and node.target not in _RANDOM_TARGETS
         and not isinstance(node.target, torch._ops.HigherOrderOperator)
         and not node.is_impure()
         and "val" in node.meta

@@ -181,6 +181,24 @@ def test_torch_level_draws_fire_on_a_dce_that_deletes_them_and_are_quiet_on_corr
             assert _buckets(case, spec) == set(), spec
 
 
+class UnusedDropout(torch.nn.Module):
+    def forward(self, x):
+        torch.nn.functional.dropout(x, 0.5, True)
+        return x.sin()
+
+
+def test_torch_dce_deletes_the_unused_f_dropout_symbolic_trace_records():
+    """The finding on the graph a real caller hands the pass: ``symbolic_trace`` records the
+    call as ``F.dropout`` itself, and ``eliminate_dead_code`` erases it (docs/known/dce.txt)."""
+    from handmade import FIXED
+
+    gm = fx.symbolic_trace(UnusedDropout())
+    assert torch.nn.functional.dropout in {n.target for n in gm.graph.nodes}
+    gm.graph.eliminate_dead_code()
+    if torch.nn.functional.dropout in {n.target for n in gm.graph.nodes}:
+        raise AssertionError(FIXED.format(known="docs/known/dce.txt"))
+
+
 def test_a_repro_of_a_dropped_convention_replays(tmp_path):
     from fxfuzz.cli.main import main
     from fxfuzz.core.identity import identify
@@ -213,3 +231,18 @@ def test_a_campaign_finds_a_constant_folder_deleting_an_attribute_still_read():
     # triaged (docs/strategies.md).
     examples, buckets = _found("constant_folding", {"pass_raised"}, 150, 1)
     assert examples == 0 and not [b for b in buckets if b.startswith("crash-")], buckets
+
+
+def test_random_calls_stay_at_the_top_level_though_torch_holds_f_dropout_pure():
+    """Outlining takes pure calls only, and ``Node.is_impure`` holds ``F.dropout`` pure
+    (docs/known/dce.txt): the random calls are left out by name, so none lands in a child."""
+    from fxfuzz.strategies.tooled import _runs
+
+    g = fx.Graph()
+    x = g.placeholder("x")
+    drop = g.call_function(torch.nn.functional.dropout, (x, 0.5, True))
+    sin = g.call_function(torch.ops.aten.sin.default, (drop,))
+    for n in (x, drop, sin):
+        n.meta["val"] = torch.randn(3)
+    assert not drop.is_impure()
+    assert _runs(g) == [[sin]]
