@@ -95,11 +95,19 @@ def _outlinable(node: fx.Node) -> bool:
     )
 
 
+def _call_key(node: fx.Node) -> tuple[Any, str, str]:
+    # By text: a SymInt literal is unhashable.
+    return node.target, repr(node.args), repr(node.kwargs)
+
+
 def _runs(graph: fx.Graph) -> list[list[fx.Node]]:
-    """Maximal runs of consecutive outlinable calls."""
+    """Maximal runs of consecutive outlinable calls. A call equal to another (a ``repeat``, the
+    bait of a merging pass) is left out: outlined, one of the pair would sit in a child, where
+    no pass merging the top-level graph's calls meets it."""
+    calls = Counter(_call_key(n) for n in graph.nodes if n.op == "call_function")
     runs: list[list[fx.Node]] = [[]]
     for node in graph.nodes:
-        if _outlinable(node):
+        if _outlinable(node) and calls[_call_key(node)] == 1:
             runs[-1].append(node)
         elif runs[-1]:
             runs.append([])

@@ -133,7 +133,9 @@ def test_sample_holds_equal_calls_and_movable_ops_across_toggles():
     flipping toggle, 67 a bait step; for one reacting to grad_toggle only, the same seed draws
     0, 9 and 0 (declaring nothing: 0, 2 and 0). The generic contracts also declare motif and
     random, whose steps share the mix: 18, 19 and 37 bait steps (docs/history.md, 2026-11-28,
-    says what that dilution costs and what would win the bait back)."""
+    says what that dilution costs and what would win the bait back). With the tool forms too,
+    which outline no call equal to another (docs/strategies.md): 15, 29 and 67 (seeds 1 and 2:
+    15/17/57, 28/23/61; the same kinds without the tool forms: 21/11/53, 13/20/55, 32/29/84)."""
     cases = draw(200, reacts_to=BAITED)
     shares = (
         sum(map(_equal_calls_in_two_modes, cases)),

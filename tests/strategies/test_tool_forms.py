@@ -268,3 +268,18 @@ def test_the_constant_folding_rows_rng_findings_are_torch_level_draws_it_freezes
         before = torch.get_rng_state()
         constant_fold(gm)
         assert (target in {n.target for n in gm.graph.nodes}, torch.equal(before, torch.get_rng_state())) == (kept, kept)
+
+
+def test_equal_calls_stay_at_the_top_level():
+    """A call equal to another (a repeat, a merging pass's bait) is not outlined: a pass merging
+    the top-level graph's calls must still meet both."""
+    from fxfuzz.strategies.tooled import _runs
+
+    g = fx.Graph()
+    x = g.placeholder("x")
+    first = g.call_function(torch.ops.aten.sin.default, (x,))
+    other = g.call_function(torch.ops.aten.cos.default, (first,))
+    again = g.call_function(torch.ops.aten.sin.default, (x,))
+    for n in (x, first, other, again):
+        n.meta["val"] = torch.randn(3)
+    assert _runs(g) == [[other]]
