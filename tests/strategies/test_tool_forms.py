@@ -64,6 +64,7 @@ def test_the_set_grad_pass_draws_none():
     assert not any(isinstance(c.gm.graph._codegen, fx.graph._PyTreeCodeGen) for c in cases)
 
 
+@pytest.mark.slow
 def test_every_form_survives_the_round_trip_and_is_quiet_under_the_identity(generic):
     """Saved and loaded, a case prints the same code (call_module, the pytree convention and
     SymInt literals included) and the identity draws nothing from it, through every stage."""
@@ -88,6 +89,7 @@ def test_a_saved_call_module_names_only_a_graph_the_case_defines():
         case_from_dict(saved)
 
 
+@pytest.mark.slow
 def test_call_module_fires_on_a_pass_that_loses_the_children_and_is_quiet_on_correct_ones():
     case = _with("tool:call_module")
     assert {b.split("-")[1] for b in _buckets(case, f"{MUTANTS}:rebuilds_from_attributes")} == {"pass_raised"}
@@ -95,6 +97,7 @@ def test_call_module_fires_on_a_pass_that_loses_the_children_and_is_quiet_on_cor
         assert _buckets(case, spec) == set(), spec
 
 
+@pytest.mark.slow
 def test_the_pytree_convention_fires_on_a_sort_that_drops_it_and_is_quiet_on_legalize_graph():
     case = _with("tool:pytree")
     assert {b.split("-")[1] for b in _buckets(case, f"{MUTANTS}:topo_sort_dropping_convention")} == {
@@ -104,6 +107,7 @@ def test_the_pytree_convention_fires_on_a_sort_that_drops_it_and_is_quiet_on_leg
         assert _buckets(case, spec) == set(), spec
 
 
+@pytest.mark.slow
 def test_a_non_tuple_output_is_called_as_its_convention_says():
     case = find(
         graph_cases(reacts_to=(TOOL_FORM,)), lambda c: "tool:pytree_output:single" in c.features, settings=SEARCH
@@ -112,6 +116,7 @@ def test_a_non_tuple_output_is_called_as_its_convention_says():
     assert isinstance(out, torch.Tensor) or not isinstance(out, (tuple, list))
 
 
+@pytest.mark.slow
 def test_symint_literals_fire_on_csepass_and_are_quiet_on_fx_graph_cse():
     """torch's CSEPass hashes a call's arguments and a SymInt is unhashable (docs/known/cse.txt);
     AOTAutograd's ``fx_graph_cse`` hashes the SymInt's node instead, and the text-keyed CSE of
@@ -199,6 +204,7 @@ def test_torch_dce_deletes_the_unused_f_dropout_symbolic_trace_records():
         raise AssertionError(FIXED.format(known="docs/known/dce.txt"))
 
 
+@pytest.mark.slow
 def test_a_repro_of_a_dropped_convention_replays(tmp_path):
     from fxfuzz.cli.main import main
     from fxfuzz.core.identity import identify
@@ -212,6 +218,7 @@ def test_a_repro_of_a_dropped_convention_replays(tmp_path):
     assert main(["repro", py[:-3] + ".json", "--pass", f"{MUTANTS}:legalize_graph"]) == 0
 
 
+@pytest.mark.slow
 def test_a_campaign_finds_a_topological_sort_that_drops_the_convention():
     """aten domain (no toggles, which legalize_graph moves), tool forms alone, seed 0: found
     within 20 examples (2026-11-28); the real legalize_graph stays quiet on as many."""
@@ -221,6 +228,7 @@ def test_a_campaign_finds_a_topological_sort_that_drops_the_convention():
     assert (examples, buckets) == (0, set())
 
 
+@pytest.mark.slow
 def test_a_campaign_finds_a_constant_folder_deleting_an_attribute_still_read():
     """Drawn as the constant_folding row (constants and the generic kinds), seed 1: found after
     13 examples of 150 (2026-11-28; seed 0 found none in 60: a read folded beside a live one is
