@@ -20,9 +20,10 @@ from fxfuzz.strategies.forms import aten_cases
 from fxfuzz.strategies.inductor import inductor_cases
 from fxfuzz.strategies.inputs import base_shapes, draw_inputs
 from fxfuzz.strategies.names import placeholder_names, rename_some
-from fxfuzz.strategies.regions import REACTION_STEPS, draw_block
+from fxfuzz.strategies.regions import NODE_KINDS, draw_block
 from fxfuzz.strategies.state import Budget, State, Value, count_region_shapes, pick, rarely
 from fxfuzz.strategies.symbolic import corrupt_size_metas, draw_dims, draw_size_output, draw_sizes
+from fxfuzz.strategies.tooled import TOOL_FORM, draw_tool_forms
 from hypothesis import strategies as st
 from torch import fx
 
@@ -99,19 +100,23 @@ def graph_cases(
     ops, regions and subgraphs drawn (nested ones included). ``domain="both"`` draws the
     domain per case, export first, so a failure shrinks toward a case export can produce.
     ``reacts_to`` names the node kinds the pass under test reacts to (``Registered.reacts_to``,
-    keys of ``regions.REACTION_STEPS``): nine cases in ten then hold at least one of them
-    (``regions.draw_block``); empty, the mix of steps is the same for every pass. ``ambient``
+    ``regions.NODE_KINDS``): nine cases in ten then hold at least one of those a step draws
+    (``regions.draw_block``), and ``tool_form`` draws the finished case in the forms torch's
+    tools emit (``fxfuzz.strategies.tooled``); empty, the mix of steps is the same for every pass. ``ambient``
     fixes the grad mode the pre-dispatch cases are traced and run under (None: drawn); the
     ``aten`` domain, whose lowering bakes the toggles in, keeps drawing it."""
     if domain not in DOMAIN_CHOICES:
         raise ValueError(f"unknown domain {domain!r}; expected one of {DOMAIN_CHOICES}")
-    unknown = sorted(set(reacts_to) - set(REACTION_STEPS))
+    unknown = sorted(set(reacts_to) - set(NODE_KINDS))
     if unknown:
-        raise ValueError(f"unknown node kinds {unknown} in reacts_to; expected some of {tuple(REACTION_STEPS)}")
+        raise ValueError(f"unknown node kinds {unknown} in reacts_to; expected some of {NODE_KINDS}")
+    # The tool forms are drawn on the finished case (fxfuzz.strategies.tooled), not by a step.
+    tooled, reacts_to = TOOL_FORM in reacts_to, tuple(k for k in reacts_to if k != TOOL_FORM)
     if domain == "both":
         domain = draw(st.sampled_from(BOTH))
     if domain == "aten":
-        return draw(aten_cases(graph_cases("export", max_steps, reacts_to)))
+        lowered = draw(aten_cases(graph_cases("export", max_steps, reacts_to)))
+        return draw_tool_forms(draw, lowered) if tooled else lowered
     if domain in INDUCTOR_FORMS:
         return draw(inductor_cases(graph_cases("export", max_steps, reacts_to), domain))
     ambient = draw(st.booleans()) if ambient is None else ambient
@@ -139,7 +144,7 @@ def graph_cases(
     count_region_shapes(s)
     _shape_stats(gm, stats)
     stats[f"depth:{s.max_depth}"] += 1
-    return GraphCase(
+    case = GraphCase(
         gm=gm,
         signature=signature,
         inputs=tuple(builder.inputs),
@@ -148,3 +153,4 @@ def graph_cases(
         features=dict(+stats),
         sizes=sizes,
     )
+    return draw_tool_forms(draw, case) if tooled else case

@@ -463,8 +463,8 @@ PATTERN_OPS: tuple[OpSpec, ...] = (
 )
 
 # Random ops (each call draws from the default generator and advances it), drawn by the
-# ``random`` step kind alone (fxfuzz.strategies.random_ops); a pass that does not declare it
-# keeps its mix. ``shape_from`` ones are factories.
+# ``random`` step kind alone (fxfuzz.strategies.motifs.draw_random); a pass that does not declare
+# it keeps its mix. ``shape_from`` ones are factories.
 RANDOM_OPS: tuple[OpSpec, ...] = (
     OpSpec("dropout", aten.dropout.default, 1, _dropout, dtypes="float"),
     OpSpec("rand_like", aten.rand_like.default, 1, _like, dtypes="float"),
@@ -473,6 +473,16 @@ RANDOM_OPS: tuple[OpSpec, ...] = (
     OpSpec("rand", aten.rand.default, 1, _random_factory, shape_from=True),
     OpSpec("randn", aten.randn.default, 1, _random_factory, shape_from=True),
     OpSpec("randperm", aten.randperm.default, 1, _randperm, shape_from=True),
+    # The Python-level functions Dynamo and ``symbolic_trace`` record for the same calls, last
+    # (shrinking moves toward ATen). No domain draws torch-level graphs, so these are options of
+    # the export domain's random step, the closest: they run, propagate and save as the ATen ones.
+    OpSpec("torch.rand_like", torch.rand_like, 1, dtypes="float"),
+    OpSpec("torch.randn_like", torch.randn_like, 1, dtypes="float"),
+    OpSpec("F.dropout", torch.nn.functional.dropout, 1, _dropout, dtypes="float"),
+    OpSpec("torch.bernoulli", torch.bernoulli, 1, _bernoulli_p, dtypes="float"),
+    OpSpec("torch.rand", torch.rand, 1, _random_factory, shape_from=True),
+    OpSpec("torch.randn", torch.randn, 1, _random_factory, shape_from=True),
+    OpSpec("torch.randperm", torch.randperm, 1, _randperm, shape_from=True),
 )
 
 # Overloads the motif units (fxfuzz.strategies.motifs) call besides those of the tables above.
@@ -491,9 +501,10 @@ MOTIF_TARGETS = (
     aten.index_put.default,
     aten.index.Tensor,
 )
-# Every ATen overload the op and motif steps draw: the tables above and the units' own. Other
-# steps call a few of their own (size steps in fxfuzz.strategies.symbolic, constants' reads in
-# fxfuzz.strategies.constants, export's ``_assert_tensor_metadata`` in fxfuzz.strategies.emit).
+# Every ATen overload the op and motif steps draw (and the torch-level random functions): the
+# tables above and the units' own. Other steps call a few of their own (size steps in
+# fxfuzz.strategies.symbolic, constants' reads in fxfuzz.strategies.constants, export's
+# ``_assert_tensor_metadata`` in fxfuzz.strategies.emit).
 DRAWN_TARGETS = frozenset(
     {spec.target for spec in (*OPS, *INPLACE_OPS, *PATTERN_OPS, *RANDOM_OPS)} | set(MOTIF_TARGETS)
 )

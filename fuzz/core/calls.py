@@ -70,11 +70,14 @@ def _state(sig: ExportGraphSignature, inputs: Sequence[Any] | None) -> tuple[dic
 
 def _module_call_graph(gm: fx.GraphModule, sig: ExportGraphSignature) -> list[ModuleCallEntry]:
     info = getattr(gm.graph._codegen, "pytree_info", None)
+    in_spec = pytree.tree_flatten((tuple(0 for _ in sig.user_inputs), {}))[1]
+    out_spec = pytree.tree_flatten(tuple(0 for _ in sig.output_specs))[1]
     if info is not None and info.in_spec is not None:
-        in_spec, out_spec = info.in_spec, info.out_spec
-    else:
-        in_spec = pytree.tree_flatten((tuple(0 for _ in sig.user_inputs), {}))[1]
-        out_spec = pytree.tree_flatten(tuple(0 for _ in sig.output_specs))[1]
+        out_spec = info.out_spec
+        # The program's convention is over its user inputs: the graph's, where it spans more
+        # placeholders (parameters and buffers too), is not one a program could have.
+        if info.in_spec.num_leaves == len(sig.user_inputs):
+            in_spec = info.in_spec
     return [ModuleCallEntry("", ModuleCallSignature(inputs=[], outputs=[], in_spec=in_spec, out_spec=out_spec))]
 
 

@@ -35,12 +35,14 @@ and the process state it leaves. Beyond that a contract says:
   output that aliases an input from its base, so which object the graph returned is unseen).
 - ``domains``: the domains whose cases the contract can judge (empty: any); a campaign on
   another is refused with one line (``check_domain``).
-- ``reacts_to``: the node kinds (``fxfuzz.strategies.regions.REACTION_STEPS``) generation draws
+- ``reacts_to``: the node kinds (``fxfuzz.strategies.regions.NODE_KINDS``) generation draws
   for a pass held to this contract that declares none of its own (``generation_kinds``). A
   generic pass (``meaning``, ``refines``) goes wrong where it moves or merges computations
   across a grad toggle, so both ask for toggles and for the bait next to them
   (``across_toggle``), where it rewrites the units pattern passes match (``motif``), and where
-  it deletes, merges, reorders or freezes a random call (``random``); ``post_grad`` asks for nothing (lowering has baked every toggle in
+  it deletes, merges, reorders or freezes a random call (``random``), and on the graph shapes
+  torch's own tools emit (``tool_form``: GraphModule children, pytree calling conventions,
+  SymInt literals); ``post_grad`` asks for nothing (lowering has baked every toggle in
   before its passes see a graph, and its graphs run with grad off); ``set_grad`` and
   ``autocast`` ask for nothing: the passes they describe
   declare their kinds in their registry rows, and a stand-in held to them (a mutant, a gate
@@ -121,8 +123,9 @@ def _autocast_targets() -> tuple[Any, ...]:
 
 
 # Where generic passes go wrong (module docstring): toggles, and bait next to them; the units
-# pattern passes rewrite; random calls, which no pass may delete, merge, reorder or freeze.
-_GENERIC = ("grad_toggle", "across_toggle", "motif", "random")
+# pattern passes rewrite; random calls, which no pass may delete, merge, reorder or freeze; the
+# graph shapes torch's tools emit.
+_GENERIC = ("grad_toggle", "across_toggle", "motif", "random", "tool_form")
 MEANING = PassContract("meaning", internals=False, reacts_to=_GENERIC)
 REFINES = PassContract("refines", internals=False, refines=True, reacts_to=_GENERIC)
 # Refinement of a graph no one differentiates: Inductor's post-grad passes (module docstring).

@@ -374,8 +374,15 @@ DRAWN_TARGETS = frozenset(
         "prims::xor_sum.default",
         "prims::zeta.default",
         "torch._C._set_grad_enabled",
+        "torch._VariableFunctionsClass.bernoulli",
+        "torch._VariableFunctionsClass.rand",
+        "torch._VariableFunctionsClass.rand_like",
+        "torch._VariableFunctionsClass.randn",
+        "torch._VariableFunctionsClass.randn_like",
+        "torch._VariableFunctionsClass.randperm",
         "torch.amp.autocast_mode._enter_autocast",
         "torch.amp.autocast_mode._exit_autocast",
+        "torch.nn.functional.dropout",
         "torch.sym_max",
     }
 )

@@ -101,7 +101,7 @@ class Registered:
     sources: tuple[Source, ...] = ()
     # The input space (fxfuzz.core.choices.DOMAINS) whose graphs the pass is fuzzed on.
     domain: str = "export"
-    # The node kinds the pass rewrites (fxfuzz.strategies.regions.REACTION_STEPS): generation
+    # The node kinds the pass rewrites (fxfuzz.strategies.regions.NODE_KINDS): generation
     # draws one in nearly every case; () keeps the mix of steps of a pass that declares none.
     reacts_to: tuple[str, ...] = ()
     # What the pass's real caller hands it besides the graph, given by the row's adapter.

@@ -199,6 +199,16 @@ def meta_val(fake, spec):
     return x if key == "value" else None
 
 
+def symint_literal(value):
+    """A ``torch.SymInt`` whose value is the constant ``value`` (a size its ShapeEnv specialized),
+    as a call argument holds it where a tool hands the SymInt on instead of its int."""
+    if type(value) is not int or abs(value) > MAX_SIZE_VALUE:
+        raise ValueError(f"a SymInt literal is an int within an int64, not {str(value)[:40]}")
+    from torch.fx.experimental.sym_node import SymNode
+
+    return torch.SymInt(SymNode(sympy.Integer(value), ShapeEnv(), int, value, constant=value))
+
+
 def tensor(values, dtype, shape, requires_grad):
     t = torch.tensor(values, dtype=dtype).reshape(shape)
     return t.requires_grad_(True) if requires_grad else t

@@ -36,6 +36,7 @@ from fxfuzz.core.rebuild import (
     rebuild_graph_module,
     set_attr,
     size_at,
+    symint_literal,
     tensor,
 )
 from torch import fx
@@ -102,8 +103,19 @@ def _public_functions(module: Any, refused: set[str]) -> list[Any]:
 
 
 # Python callables a saved graph may call, by stored name: what export records for grad mode and
-# autocast regions, torch's symbolic-size functions and the operator module (less the helpers
-# that build or call arbitrary callables); a case calls only those among them fxfuzz draws.
+# autocast regions, torch's symbolic-size functions, the operator module (less the helpers that
+# build or call arbitrary callables) and the torch-level random functions Dynamo and
+# symbolic_trace record (``_TORCH_FUNCTIONS``: they make tensors, of sizes ``_Allocations``
+# bounds); a case calls only those among them fxfuzz draws.
+_TORCH_FUNCTIONS = (
+    torch.rand,
+    torch.randn,
+    torch.rand_like,
+    torch.randn_like,
+    torch.bernoulli,
+    torch.randperm,
+    torch.nn.functional.dropout,
+)
 _PYTHON_TARGETS = {
     target_name(f): f
     for f in (
@@ -116,6 +128,7 @@ _PYTHON_TARGETS = {
             if hasattr(torch, n)
         ),
         *_public_functions(operator, {"call", "attrgetter", "itemgetter", "methodcaller"}),
+        *_TORCH_FUNCTIONS,
     )
 }
 # Operators that reinterpret or resize storage, or index, view or build tensors without checking
@@ -191,6 +204,11 @@ def encode_arg(a: Any) -> Any:
     """An fx argument as JSON data; nodes become ``{"node": name}``."""
     if isinstance(a, fx.Node):
         return {"node": a.name}
+    if isinstance(a, torch.SymInt):  # a literal: a symbolic size reaches a call through its node
+        value = a.node.maybe_as_int()
+        if value is None:
+            raise SerializeError(f"cannot serialize the symbolic size {a} as an argument: only a constant SymInt")
+        return {"symint": value}
     if a is None or isinstance(a, (bool, int, str)):
         return a
     if isinstance(a, float):
@@ -247,6 +265,7 @@ def decode_arg(a: Any, nodes: dict[str, fx.Node]) -> Any:
         "slice": lambda v: slice(*(decode_arg(x, nodes) for x in _items(v, "a slice", 3, 3))),
         "ellipsis": lambda v: Ellipsis,
         "callable": resolve_target,
+        "symint": symint_literal,
         **{kind: functools.partial(enum, kind) for kind in _ENUMS.values()},
     }
     if key not in decoders:
@@ -387,9 +406,10 @@ def encode_graph_module(gm: fx.GraphModule) -> dict[str, Any]:
     return out
 
 
-# The node kinds fxfuzz saves; call_method and call_module, whose targets fx pastes into the
-# code it generates, never occur in what export hands a pass.
-NODE_OPS = ("placeholder", "get_attr", "call_function", "output")
+# The node kinds fxfuzz saves. fx pastes a call_module's target into the code it generates: a
+# saved one names a graph module the case defines (``_case_attribute``), as split_module's
+# outlined children are. call_method, whose target is any attribute of its operand, is refused.
+NODE_OPS = ("placeholder", "get_attr", "call_function", "call_module", "output")
 
 
 def _attr_path(target: Any) -> str:
@@ -410,8 +430,8 @@ def _attr_path(target: Any) -> str:
     return target
 
 
-def _case_attribute(gm: fx.GraphModule, target: str, defined: dict[str, Any]) -> None:
-    """UntrustedError unless get_attr ``target`` of the rebuilt ``gm`` reaches exactly what the
+def _case_attribute(gm: fx.GraphModule, target: str, defined: dict[str, Any], op: str = "get_attr") -> None:
+    """UntrustedError unless ``op`` ``target`` of the rebuilt ``gm`` reaches exactly what the
     case defined under that name (``defined``): a tensor or a nested graph module of its own,
     never a method, a module's attribute or anything else a path could reach."""
     attr: Any = gm
@@ -419,7 +439,7 @@ def _case_attribute(gm: fx.GraphModule, target: str, defined: dict[str, Any]) ->
         attr = getattr(attr, part, None)
     if target not in defined or attr is not defined[target]:
         raise UntrustedError(
-            f"get_attr {target[:200]!r} names no tensor or graph the case defines: a get_attr reaches nothing else"
+            f"{op} {target[:200]!r} names no tensor or graph the case defines: a {op} reaches nothing else"
         )
 
 
@@ -521,12 +541,17 @@ def decode_graph_module(d: Any, fake: FakeTensorMode, depth: int = 0) -> fx.Grap
         targets = {
             "placeholder": _identifier,
             "get_attr": lambda t, _: _attr_path(t),
+            "call_module": lambda t, _: _attr_path(t),
             "call_function": lambda t, _: resolve_target(t),
         }
         target = targets[op](spec["target"], "a placeholder") if op in targets else "output"
         if op == "get_attr" and target not in defined:
             raise UntrustedError(
                 f"get_attr {target[:200]!r} names no tensor or graph the case defines: a get_attr reaches nothing else"
+            )
+        if op == "call_module" and not isinstance(defined.get(target), fx.GraphModule):
+            raise UntrustedError(
+                f"call_module {target[:200]!r} names no graph module the case defines: a call_module calls nothing else"
             )
         args, kwargs = decode_arg(spec["args"], nodes), decode_arg(spec["kwargs"], nodes)
         if not isinstance(args, tuple) or not isinstance(kwargs, dict):
@@ -571,8 +596,8 @@ def decode_graph_module(d: Any, fake: FakeTensorMode, depth: int = 0) -> fx.Grap
         )
     gm = rebuild_graph_module(root, graph)
     for node in graph.nodes:
-        if node.op == "get_attr":
-            _case_attribute(gm, node.target, defined)
+        if node.op in ("get_attr", "call_module"):
+            _case_attribute(gm, node.target, defined, node.op)
     return gm
 
 
@@ -813,8 +838,10 @@ class _Allocations(fx.Interpreter):
     def run_node(self, n: fx.Node) -> Any:
         if n.op == "call_function" and n.target in _STATE_CALLS:
             return None
-        if n.op == "call_function" and not isinstance(
-            n.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)
+        if (
+            n.op == "call_function"
+            and not isinstance(n.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator))
+            and n.target not in _TORCH_FUNCTIONS
         ):
             self._python_arguments(n)
         try:

@@ -71,6 +71,13 @@ def _escaped(c: str) -> str:
 class _Source(Code):
     """``Code`` that also writes tensors and whole graph builders, for the full repro."""
 
+    def arg(self, a: Any, names: dict[str, str]) -> str:
+        # A SymInt literal is rebuilt by the pasted rebuild code; a short program has no such
+        # helper, so ``Code`` refuses it there and the bucket keeps its full script.
+        if isinstance(a, dict) and set(a) == {"symint"}:
+            return f"symint_literal({int(a['symint'])!r})"
+        return super().arg(a, names)
+
     def tensor(self, t: dict[str, Any]) -> str:
         if "value" in t:
             return self.arg(t["value"], {})

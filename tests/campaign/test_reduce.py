@@ -40,8 +40,10 @@ def signature_follows_placeholders(case) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [2, 3, 5])
+@pytest.mark.parametrize("seed", [1, 3, 5])
 def test_a_cse_grad_mode_merge_reduces_to_at_most_six_compute_nodes_from_a_campaigns_first_example(seed):
+    """Seeds whose first 150 examples show a grad-mode merge: since the tool forms joined the
+    generic kinds (2026-11-28), seed 2 shows none; seed 1's first is 15 compute nodes, reduced to 3."""
     cse = load_pass("cse")
     bid, case = first_example(cse, seed, GRAD_MERGE)
     reduced = reduce_case(case, lambda c: bid in {bucket_id(f) for f in verify(c, cse)}, max_steps=400)
@@ -55,7 +57,7 @@ def test_nothing_is_kept_where_the_finding_does_not_hold():
     """The reduction keeps a candidate only where ``holds`` says so: a finding that never holds
     again leaves the case as it was, after every move was judged once."""
     cse = load_pass("cse")
-    bid, case = first_example(cse, 2, GRAD_MERGE)
+    bid, case = first_example(cse, 1, GRAD_MERGE)
     reduced = reduce_case(case, lambda c: False, max_steps=2000)
     assert (reduced.accepted, reduced.stopped_by) == (0, "fixed point")
     assert reduced.judged > 0 and reduced.case is case

@@ -38,7 +38,14 @@ def _constant_reads(case):
 
 @pytest.mark.parametrize("row", ROWS)
 def test_the_rows_draw_constants_between_their_toggles(row):
-    assert set(generation_kinds(load_pass(row))) == {"constant", "grad_toggle", "across_toggle", "motif", "random"}
+    assert set(generation_kinds(load_pass(row))) == {
+        "constant",
+        "grad_toggle",
+        "across_toggle",
+        "motif",
+        "random",
+        "tool_form",
+    }
 
 
 def test_the_form_is_drawn_as_export_traces_it(samples):

@@ -1,6 +1,8 @@
-"""torch.fx CSEPass's algorithm with the two fixes docs/known-findings.md suggests: impure nodes
-(grad toggles) are kept, and a call is merged only with an equal one made under the same grad
-mode. A finding of the real CSEPass that this one does not draw follows from those two defects."""
+"""torch.fx CSEPass's algorithm with the fixes docs/known-findings.md suggests: impure nodes
+(grad toggles) are kept, a call is merged only with an equal one made under the same grad mode,
+calls are keyed by their text (so a SymInt literal is its value, not an unhashable SymInt), and
+the graph keeps its calling convention. A finding of the real CSEPass that this one does not
+draw follows from those defects."""
 
 import torch
 from torch import fx
@@ -10,6 +12,7 @@ from torch.fx.passes.dialect.common.cse_pass import get_CSE_banned_ops
 def fixed_cse(gm):
     banned = get_CSE_banned_ops()
     graph, env, table, mode = fx.Graph(), {}, {}, "ambient"
+    graph._codegen = gm.graph._codegen
     for n in gm.graph.nodes:
         target = getattr(n.target, "overloadpacket", n.target)
         if n.op != "call_function" or n.is_impure() or target in banned:

@@ -275,6 +275,7 @@ def test_each_pass_baseline_loads_and_every_line_has_its_entry():
     assert [f.stem for f in files] == [
         "constant_folding",
         "cse",
+        "dce",
         "inductor_constant_fold",
         "lift_constants",
         "pt2e_x86",

@@ -135,13 +135,15 @@ def test_csepass_merges_calls_whose_scalars_are_equal_but_not_the_same():
 @pytest.mark.slow
 def test_a_campaign_finds_a_cse_that_merges_twins_and_not_the_cse_keyed_by_text():
     """In-process, one process, held to refines (drawn with its kinds), stopping at the first
-    finding of a kind only a merge of twins gives. Measured 2026-11-28 on the export domain:
-    seed 1 after 13 examples, seed 0 none in 200 (on the functional domain seeds 0 and 1 none in
-    200, seed 2 after 203): twins returned side by side in the top-level graph are still rare,
-    so the seed is the one measured, not a claim for any seed. tests/helpers/fixed_cse.py, a
+    finding of a kind only a merge of twins gives. Measured 2026-11-28 on the export domain,
+    once outlining left equal and random calls at the top level (its choices shift the draws):
+    seed 4 after 63 examples of 150, seed 1 at the 150th, seeds 0, 2 and 3 none in 150 (with
+    the tool forms' first outlining: seed 0 after 36; before the tool forms: seed 1 after 13):
+    twins returned side by side in the top-level graph are still rare, so the seed is the one
+    measured, not a claim for any seed. tests/helpers/fixed_cse.py, a
     functional-dialect CSE, runs on the functional domain: it merges the repeats as well (their
     outputs, both returned, now share storage: ``aliasing_mismatch``, observable) but never twins."""
-    examples, _ = _found(f"{MUTANTS}:cse_merging_twins", TWIN_KINDS, 60, 1)
+    examples, _ = _found(f"{MUTANTS}:cse_merging_twins", TWIN_KINDS, 150, 4)
     assert 0 < examples
     examples, buckets = _found(FIXED_CSE, TWIN_KINDS, 80, 1, "functional")
     assert examples == 0 and not [b for b in buckets if not b.startswith("equivalence-aliasing_mismatch")], buckets

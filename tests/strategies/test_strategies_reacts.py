@@ -9,7 +9,7 @@ from draws import draw
 from fxfuzz.core.passes import REGISTRY, load_pass, reacts_to_of
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.builder import AUTOCAST_ENTER, SET_GRAD_ENABLED
-from fxfuzz.strategies.regions import REACTION_STEPS
+from fxfuzz.strategies.regions import NODE_KINDS
 from hypothesis import HealthCheck, find, settings
 from torch import fx
 
@@ -50,7 +50,7 @@ def test_what_each_pass_reacts_to_and_generation_knows_every_kind():
     declared = lambda gm, sig: (gm, sig)  # noqa: E731
     declared.fxfuzz_reacts_to = ("autocast",)
     assert reacts_to_of(declared) == ("autocast",)
-    assert {k for row in REGISTRY.values() for k in row.reacts_to} <= set(REACTION_STEPS)
+    assert {k for row in REGISTRY.values() for k in row.reacts_to} <= set(NODE_KINDS)
 
 
 def test_an_unknown_kind_is_refused():
