@@ -23,7 +23,7 @@ from fxfuzz.strategies.names import placeholder_names, rename_some
 from fxfuzz.strategies.regions import NODE_KINDS, draw_block
 from fxfuzz.strategies.state import Budget, State, Value, count_region_shapes, pick, rarely
 from fxfuzz.strategies.symbolic import corrupt_size_metas, draw_dims, draw_size_output, draw_sizes
-from fxfuzz.strategies.tooled import TOOL_FORM, draw_tool_forms
+from fxfuzz.strategies.tooled import TOOL_FORM, TORCH_LEVEL, draw_tool_forms
 from hypothesis import strategies as st
 from torch import fx
 
@@ -110,15 +110,18 @@ def graph_cases(
     unknown = sorted(set(reacts_to) - set(NODE_KINDS))
     if unknown:
         raise ValueError(f"unknown node kinds {unknown} in reacts_to; expected some of {NODE_KINDS}")
-    # The tool forms are drawn on the finished case (fxfuzz.strategies.tooled), not by a step.
-    tooled, reacts_to = TOOL_FORM in reacts_to, tuple(k for k in reacts_to if k != TOOL_FORM)
+    # The tool forms are drawn on the finished case (fxfuzz.strategies.tooled), not by a step;
+    # torch-level calls are options of the random step.
+    tooled, torch_level = TOOL_FORM in reacts_to, TORCH_LEVEL in reacts_to
+    lowering = tuple(k for k in reacts_to if k != TOOL_FORM)
+    reacts_to = tuple(k for k in lowering if k != TORCH_LEVEL)
     if domain == "both":
         domain = draw(st.sampled_from(BOTH))
     if domain == "aten":
-        lowered = draw(aten_cases(graph_cases("export", max_steps, reacts_to)))
+        lowered = draw(aten_cases(graph_cases("export", max_steps, lowering)))
         return draw_tool_forms(draw, lowered) if tooled else lowered
     if domain in INDUCTOR_FORMS:
-        return draw(inductor_cases(graph_cases("export", max_steps, reacts_to), domain))
+        return draw(inductor_cases(graph_cases("export", max_steps, lowering), domain))
     ambient = draw(st.booleans()) if ambient is None else ambient
     stats: Counter = Counter({f"domain:{domain}": 1})
     base = draw(base_shapes())
@@ -127,7 +130,7 @@ def graph_cases(
     inputs = draw_inputs(draw, builder, base, stats, placeholder_names(draw, domain), dims, batch)
     s = State(
         builder, domain, stats, Budget(max_steps), [Value(n) for n in inputs.values], inputs.mutable,
-        inplace_ok=domain != "functional", reacts_to=tuple(reacts_to),
+        inplace_ok=domain != "functional", reacts_to=reacts_to, torch_level=torch_level,
     )  # fmt: skip
     draw_block(draw, s, 0)
     outputs = _outputs(draw, s, stats)

@@ -19,7 +19,16 @@ from typing import Any
 
 import torch
 from fxfuzz.strategies.emit import draw_op
-from fxfuzz.strategies.ops import CPU, FLOAT_DTYPES, PATTERN_OPS, RANDOM_OPS, fits_into, size_hint, twins
+from fxfuzz.strategies.ops import (
+    ATEN_RANDOM_OPS,
+    CPU,
+    FLOAT_DTYPES,
+    PATTERN_OPS,
+    RANDOM_OPS,
+    fits_into,
+    size_hint,
+    twins,
+)
 from fxfuzz.strategies.state import State, Value, pick, rarely
 from hypothesis import strategies as st
 from torch import fx
@@ -386,13 +395,14 @@ def draw_motif(draw: st.DrawFn, s: State) -> None:
 
 
 def draw_random(draw: st.DrawFn, s: State) -> None:
-    """One random step in the top-level graph: a call of ``ops.RANDOM_OPS``, or the same call
-    twice (two draws a pass must not merge); a HOP body draws a plain op instead."""
+    """One random step in the top-level graph: a call of ``ops.ATEN_RANDOM_OPS`` (and of
+    ``ops.TORCH_RANDOM_OPS`` where the pass declares ``torch_level``), or the same call twice
+    (two draws a pass must not merge); a HOP body draws a plain op instead."""
     if not _top_level(s):
         draw_op(draw, s)
         return
     twice = draw(st.booleans())
-    node = draw_op(draw, s, table=RANDOM_OPS)
+    node = draw_op(draw, s, table=RANDOM_OPS if s.torch_level else ATEN_RANDOM_OPS)
     if node is None:
         return
     assert callable(node.target)  # a random op of the table

@@ -465,7 +465,7 @@ PATTERN_OPS: tuple[OpSpec, ...] = (
 # Random ops (each call draws from the default generator and advances it), drawn by the
 # ``random`` step kind alone (fxfuzz.strategies.motifs.draw_random); a pass that does not declare
 # it keeps its mix. ``shape_from`` ones are factories.
-RANDOM_OPS: tuple[OpSpec, ...] = (
+ATEN_RANDOM_OPS: tuple[OpSpec, ...] = (
     OpSpec("dropout", aten.dropout.default, 1, _dropout, dtypes="float"),
     OpSpec("rand_like", aten.rand_like.default, 1, _like, dtypes="float"),
     OpSpec("randn_like", aten.randn_like.default, 1, _like, dtypes="float"),
@@ -473,9 +473,13 @@ RANDOM_OPS: tuple[OpSpec, ...] = (
     OpSpec("rand", aten.rand.default, 1, _random_factory, shape_from=True),
     OpSpec("randn", aten.randn.default, 1, _random_factory, shape_from=True),
     OpSpec("randperm", aten.randperm.default, 1, _randperm, shape_from=True),
-    # The Python-level functions Dynamo and ``symbolic_trace`` record for the same calls, last
-    # (shrinking moves toward ATen). No domain draws torch-level graphs, so these are options of
-    # the export domain's random step, the closest: they run, propagate and save as the ATen ones.
+)
+# The Python-level functions Dynamo and ``symbolic_trace`` record for the same calls: options of
+# the export domain's random step (no domain draws torch-level graphs; they run, propagate and
+# save as the ATen ones) for a pass that declares ``torch_level`` alone, since a pass its callers
+# hand ATen graphs never meets them (export's ``constant_fold`` keeps a draw by its ATen tag,
+# ``nondeterministic_seeded``, and folds a torch-level one). Last: shrinking moves toward ATen.
+TORCH_RANDOM_OPS: tuple[OpSpec, ...] = (
     OpSpec("torch.rand_like", torch.rand_like, 1, dtypes="float"),
     OpSpec("torch.randn_like", torch.randn_like, 1, dtypes="float"),
     OpSpec("F.dropout", torch.nn.functional.dropout, 1, _dropout, dtypes="float"),
@@ -484,6 +488,7 @@ RANDOM_OPS: tuple[OpSpec, ...] = (
     OpSpec("torch.randn", torch.randn, 1, _random_factory, shape_from=True),
     OpSpec("torch.randperm", torch.randperm, 1, _randperm, shape_from=True),
 )
+RANDOM_OPS = (*ATEN_RANDOM_OPS, *TORCH_RANDOM_OPS)
 
 # Overloads the motif units (fxfuzz.strategies.motifs) call besides those of the tables above.
 MOTIF_TARGETS = (

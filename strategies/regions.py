@@ -17,7 +17,7 @@ from fxfuzz.strategies.motifs import draw_motif, draw_random
 from fxfuzz.strategies.state import State, Value, rarely
 from fxfuzz.strategies.subgraphs import draw_cond, draw_map, draw_wrapped
 from fxfuzz.strategies.symbolic import draw_size_step, use_size
-from fxfuzz.strategies.tooled import TOOL_FORM
+from fxfuzz.strategies.tooled import TOOL_FORM, TORCH_LEVEL
 from hypothesis import strategies as st
 
 MAX_DEPTH = 3
@@ -72,9 +72,9 @@ REACTION_STEPS = {
     MOTIF: ("motif", "motif:"),
     RANDOM: ("random", "random:"),
 }
-# Every node kind a pass may declare: those a step draws, and the graph shapes torch's tools
-# emit, drawn on the finished case (fxfuzz.strategies.tooled).
-NODE_KINDS = (*REACTION_STEPS, TOOL_FORM)
+# Every node kind a pass may declare: those a step draws, the graph shapes torch's tools emit,
+# drawn on the finished case, and the torch-level calls they record (fxfuzz.strategies.tooled).
+NODE_KINDS = (*REACTION_STEPS, TOOL_FORM, TORCH_LEVEL)
 # Kinds a block owes only where the pass declares nothing else: the generic contracts declare
 # them beside the toggles, and owing them would take the place of the toggles they owed before.
 _MIXED_IN = (MOTIF, RANDOM)

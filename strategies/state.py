@@ -52,6 +52,8 @@ class State:
     # The node kinds the pass under test reacts to (regions.REACTION_STEPS): owed at the top
     # level only (regions.draw_block), baited in subgraphs too (regions.ACROSS_TOGGLE).
     reacts_to: tuple[str, ...] = ()
+    # Whether the random step may call torch's Python functions (tooled.TORCH_LEVEL declared).
+    torch_level: bool = False
     # Values the bait steps next to toggles computed (regions._bait), which outputs may favour.
     baits: list[Value] = field(default_factory=list)
     # (original, repeat) of each call drawn again (emit.draw_repeat), which outputs may return together.

@@ -41,6 +41,9 @@ from torch import fx
 from torch.export.graph_signature import ExportGraphSignature
 
 TOOL_FORM = "tool_form"
+# Calls of torch's Python functions, as Dynamo and ``symbolic_trace`` record them
+# (``ops.TORCH_RANDOM_OPS``), drawn by the ``random`` step for a pass that declares this too.
+TORCH_LEVEL = "torch_level"
 # How the outputs are returned; shrinking moves toward the first, export's flat tuple.
 _OUTPUTS = ("tuple", "nested", "dict", "single")
 _RANDOM_TARGETS = frozenset(spec.target for spec in RANDOM_OPS)

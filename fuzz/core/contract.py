@@ -42,7 +42,8 @@ and the process state it leaves. Beyond that a contract says:
   (``across_toggle``), where it rewrites the units pattern passes match (``motif``), and where
   it deletes, merges, reorders or freezes a random call (``random``), and on the graph shapes
   torch's own tools emit (``tool_form``: GraphModule children, pytree calling conventions,
-  SymInt literals); ``post_grad`` asks for nothing (lowering has baked every toggle in
+  SymInt literals) and the torch-level calls they record (``torch_level``: ``torch.randn_like``,
+  ``F.dropout``, drawn by the random step); ``post_grad`` asks for nothing (lowering has baked every toggle in
   before its passes see a graph, and its graphs run with grad off); ``set_grad`` and
   ``autocast`` ask for nothing: the passes they describe
   declare their kinds in their registry rows, and a stand-in held to them (a mutant, a gate
@@ -125,7 +126,10 @@ def _autocast_targets() -> tuple[Any, ...]:
 # Where generic passes go wrong (module docstring): toggles, and bait next to them; the units
 # pattern passes rewrite; random calls, which no pass may delete, merge, reorder or freeze; the
 # graph shapes torch's tools emit.
-_GENERIC = ("grad_toggle", "across_toggle", "motif", "random", "tool_form")
+_GENERIC = ("grad_toggle", "across_toggle", "motif", "random", "tool_form", "torch_level")
+# The same for a pass its callers hand ATen graphs alone (export's and Inductor's folders, export's
+# constant lifting): torch-level calls are no graph it is given.
+ATEN_GENERIC = tuple(k for k in _GENERIC if k != "torch_level")
 MEANING = PassContract("meaning", internals=False, reacts_to=_GENERIC)
 REFINES = PassContract("refines", internals=False, refines=True, reacts_to=_GENERIC)
 # Refinement of a graph no one differentiates: Inductor's post-grad passes (module docstring).

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from fxfuzz.core.choices import CONTRACT_SOURCES
 from fxfuzz.core.contract import (
     APPROXIMATES,
+    ATEN_GENERIC,
     AUTOCAST,
     FUNCTIONAL,
     MEANING,
@@ -214,16 +215,16 @@ _TORCH_ROWS = (
     Registered("dce", f"{_CATALOGUE}:eliminate_dead_code", REFINES, sources=(Source("torch.fx.graph", ("Graph",), mutate=False),), reacts_to=(_EFFECT, *REFINES.reacts_to)),
     Registered("aot_cse", "torch._functorch.compile_utils:fx_graph_cse", REFINES, sources=(Source("torch._functorch.compile_utils", ("fx_graph_cse",)),), domain="aten"),
     Registered("split_const_subgraphs", f"{_CATALOGUE}:split_const_subgraphs", REFINES, sources=(Source("torch.fx.experimental.const_fold", mutate=False),), reacts_to=(_CONSTANT, *REFINES.reacts_to)),
-    Registered("lift_constants", f"{_CATALOGUE}:lift_constants", MEANING, sources=(Source("torch._export.passes.lift_constants_pass", ("lift_constants_pass",), mutate=False),), reacts_to=(_CONSTANT, *MEANING.reacts_to)),
+    Registered("lift_constants", f"{_CATALOGUE}:lift_constants", MEANING, sources=(Source("torch._export.passes.lift_constants_pass", ("lift_constants_pass",), mutate=False),), reacts_to=(_CONSTANT, *ATEN_GENERIC)),
     Registered("remove_effect_tokens", f"{_CATALOGUE}:remove_effect_tokens", REFINES, sources=(Source("torch.export._remove_effect_tokens_pass", mutate=False), _EXPORT_PROGRAM), domain="aten"),
-    Registered("constant_folding", f"{_CATALOGUE}:constant_fold", REFINES, sources=(Source("torch._export.passes.constant_folding", mutate=False),), reacts_to=(_CONSTANT, *REFINES.reacts_to)),
+    Registered("constant_folding", f"{_CATALOGUE}:constant_fold", REFINES, sources=(Source("torch._export.passes.constant_folding", mutate=False),), reacts_to=(_CONSTANT, *ATEN_GENERIC)),
     Registered("move_to_device", f"{_CATALOGUE}:move_to_cpu", MEANING, sources=(Source("torch.export.passes", mutate=False), _EXPORT_PROGRAM)),
     Registered("remove_noop_ops", "torch._inductor.fx_passes.post_grad:remove_noop_ops", POST_GRAD, sources=(Source("torch._inductor.fx_passes.post_grad", ("remove_noop_ops",)),), domain="aten"),
     Registered("remove_assert_ops", "torch._inductor.fx_passes.post_grad:remove_assert_ops", POST_GRAD, sources=(Source("torch._inductor.fx_passes.post_grad", ("remove_assert_ops",)),), domain="aten"),
     Registered("reorder_for_locality", "torch._inductor.fx_passes.post_grad:reorder_for_locality", POST_GRAD, sources=(Source("torch._inductor.fx_passes.post_grad", ("reorder_for_locality",)),), domain="aten"),
     # Inductor's folder (freezing calls it on a graph whose parameters are constants; torchao's
     # convert_pt2e a copy of it on export's module form): export's constants, read by get_attr.
-    Registered("inductor_constant_fold", "torch._inductor.constant_folding:constant_fold", REFINES, sources=(Source("torch._inductor.constant_folding", ("constant_fold", "ConstantFolder", "replace_node_with_constant")),), reacts_to=(_CONSTANT, *REFINES.reacts_to)),
+    Registered("inductor_constant_fold", "torch._inductor.constant_folding:constant_fold", REFINES, sources=(Source("torch._inductor.constant_folding", ("constant_fold", "ConstantFolder", "replace_node_with_constant")),), reacts_to=(_CONSTANT, *ATEN_GENERIC)),
     # export's own passes by class: each a PassBase built with no arguments, as export builds it.
     Registered("remove_runtime_assertions", "torch._export.passes.remove_runtime_assertions:_RemoveRuntimeAssertionsPass", REFINES, sources=(Source("torch._export.passes.remove_runtime_assertions", mutate=False),)),
     Registered("view_copy", "torch._export.passes.replace_view_ops_with_view_copy_ops_pass:ReplaceViewOpsWithViewCopyOpsPass", FUNCTIONAL, sources=(Source("torch._export.passes.replace_view_ops_with_view_copy_ops_pass"),), domain="aten"),

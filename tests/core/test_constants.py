@@ -23,12 +23,15 @@ SAMPLE = 24
 
 @pytest.fixture(scope="module")
 def samples():
-    """Each row's share of bench's population (seed 0), drawn for the row's generation kinds."""
+    """Each row's share of bench's population (seed 1), drawn for the row's generation kinds.
+    Cases with an op on constants alone, of 24 for lift_constants' kinds, measured 2026-11-28:
+    15, 15 and 15 at seeds 1 to 3, 7 at seed 0 (an outlier, since export's rows draw ATen random
+    calls alone)."""
     drawn: dict[tuple[str, ...], list] = {}
     for row in ROWS:
         kinds = generation_kinds(load_pass(row))
         if kinds not in drawn:
-            drawn[kinds] = population(SAMPLE, 0, "export", kinds)
+            drawn[kinds] = population(SAMPLE, 1, "export", kinds)
     return {row: drawn[generation_kinds(load_pass(row))] for row in ROWS}
 
 
@@ -38,14 +41,11 @@ def _constant_reads(case):
 
 @pytest.mark.parametrize("row", ROWS)
 def test_the_rows_draw_constants_between_their_toggles(row):
-    assert set(generation_kinds(load_pass(row))) == {
-        "constant",
-        "grad_toggle",
-        "across_toggle",
-        "motif",
-        "random",
-        "tool_form",
-    }
+    """Torch-level calls only for torch.fx's folder, which symbolic_trace's graphs reach: export's
+    folder and lifting are handed ATen graphs alone."""
+    generic = {"constant", "grad_toggle", "across_toggle", "motif", "random", "tool_form"}
+    torch_level = {"torch_level"} if row == "split_const_subgraphs" else set()
+    assert set(generation_kinds(load_pass(row))) == generic | torch_level
 
 
 def test_the_form_is_drawn_as_export_traces_it(samples):

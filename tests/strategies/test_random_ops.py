@@ -18,7 +18,7 @@ from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import generation_kinds, load_pass
 from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import verify
-from fxfuzz.strategies.ops import RANDOM_OPS
+from fxfuzz.strategies.ops import RANDOM_OPS, TORCH_RANDOM_OPS
 from fxfuzz.strategies.regions import RANDOM
 from fxfuzz.tools.bench import population
 from handmade import FIXED
@@ -51,6 +51,17 @@ def test_generic_passes_draw_random_calls_in_the_top_level_graph_only(drawn):
         assert not any(
             _random_calls(m) for name, m in case.gm.named_modules() if name and isinstance(m, fx.GraphModule)
         )
+
+
+def test_torch_level_draws_only_for_passes_that_declare_them(drawn):
+    """Generic passes get torch-level draws (``torch.randn_like``, ``F.dropout``) beside the ATen
+    ones; export's constant folder, handed ATen graphs alone by its callers, gets ATen draws only
+    (it folds a torch-level draw, which no caller hands it: test_tool_forms.py)."""
+    torch_level = {spec.target for spec in TORCH_RANDOM_OPS}
+    assert any(n.target in torch_level for c in drawn for n in _random_calls(c.gm))
+    folding = population(SAMPLE, 0, "export", generation_kinds(load_pass("constant_folding")))
+    assert any(_random_calls(c.gm) for c in folding)
+    assert not any(n.target in torch_level for c in folding for n in _random_calls(c.gm))
 
 
 def test_stand_ins_for_the_set_grad_pass_draw_none():

@@ -16,7 +16,7 @@ from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.regions import ACROSS_TOGGLE, EFFECT, MOTIF, NODE_KINDS, RANDOM
-from fxfuzz.strategies.tooled import TOOL_FORM
+from fxfuzz.strategies.tooled import TOOL_FORM, TORCH_LEVEL
 from hypothesis import HealthCheck, Phase, find, given, seed, settings
 from paths import HELPERS
 from torch import fx
@@ -30,10 +30,12 @@ BAIT_FEATURES = ("bait:", "repeat:", "output:bait")
 def test_each_contract_declares_its_kinds():
     """Generic passes go wrong at grad toggles, on the units pattern passes rewrite and on random
     calls, so meaning and refines ask for toggles and the bait next to them, motifs and random
-    calls; set_grad and autocast ask for nothing (their rows declare their kinds)."""
-    assert MEANING.reacts_to == REFINES.reacts_to == ("grad_toggle", ACROSS_TOGGLE, MOTIF, RANDOM, TOOL_FORM)
+    calls, the forms torch's tools emit and the torch-level calls they record; set_grad and
+    autocast ask for nothing (their rows declare their kinds)."""
+    generic = ("grad_toggle", ACROSS_TOGGLE, MOTIF, RANDOM, TOOL_FORM, TORCH_LEVEL)
+    assert MEANING.reacts_to == REFINES.reacts_to == generic
     assert SET_GRAD.reacts_to == AUTOCAST.reacts_to == ()
-    assert union([SET_GRAD, REFINES, MEANING]).reacts_to == ("grad_toggle", ACROSS_TOGGLE, MOTIF, RANDOM, TOOL_FORM)
+    assert union([SET_GRAD, REFINES, MEANING]).reacts_to == generic
     assert {k for c in CONTRACTS.values() for k in c.reacts_to} <= set(NODE_KINDS)
 
 
@@ -58,6 +60,7 @@ def test_the_kinds_drawn_for_a_pass():
         MOTIF,
         RANDOM,
         TOOL_FORM,
+        TORCH_LEVEL,
     )
     assert generation_kinds(load_pass("export")) == ("grad_toggle", "autocast")
     declared = lambda gm, sig: (gm, sig)  # noqa: E731

@@ -262,8 +262,9 @@ def test_the_constant_folding_rows_rng_findings_are_torch_level_draws_it_freezes
     ``constant_fold`` leaves alone calls tagged ``nondeterministic_seeded``, a tag only ATen
     overloads carry: it runs a torch-level draw on constants while it runs (the generator moves)
     and folds the numbers. Its callers (pt2e) hand it ATen graphs, where the draw is
-    ``aten.randn_like`` and stays: a false alarm of the torch-level draws the export domain
-    holds for now (docs/strategies.md), not a torch finding."""
+    ``aten.randn_like`` and stays: no torch finding, so the row does not declare
+    ``torch_level`` and is never given a torch-level draw
+    (test_random_ops.py::test_torch_level_draws_only_for_passes_that_declare_them)."""
     from fxfuzz.core.catalogue import constant_fold
 
     for target, kept in ((torch.randn_like, False), (torch.ops.aten.randn_like.default, True)):
