@@ -224,3 +224,21 @@ def test_a_finding_of_another_oracle_is_seen():
     source = 'Finding("structure", "cleanup_failed", "m")\nFinding(oracle="effects", kind="k", message="m")\n'
     assert _oracles_named(source) == {"structure", "effects"}
     assert _oracles_named("Finding(f.oracle, 'k', 'm')\n") == set()
+
+
+def _test_module_imports(tests: Path) -> list[str]:
+    """``module -> imported`` for each import of a test module (``test_*``) in a test module
+    under ``tests``: what two test modules share belongs in tests/helpers (tests/README.md)."""
+    found = []
+    for path in sorted(tests.rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(tests)} -> {n}" for n in names if n.split(".")[-1].startswith("test_")]
+    return found
+
+
+def test_no_test_module_imports_another(tmp_path):
+    assert _test_module_imports(Path(__file__).parents[1]) == []
+    (tmp_path / "test_a.py").write_text("from test_b import shared\n")
+    assert _test_module_imports(tmp_path) == ["test_a.py -> test_b"]

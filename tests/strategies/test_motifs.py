@@ -25,7 +25,7 @@ from fxfuzz.strategies.ops import DRAWN_TARGETS, PATTERN_OPS, twins
 from fxfuzz.strategies.regions import MOTIF
 from hypothesis import HealthCheck, find, settings
 from paths import HELPERS
-from test_random_ops import MUTANTS, _found
+from refines_campaigns import MUTANTS, examples_to_find
 from torch import fx
 
 FIXED_CSE = os.path.join(HELPERS, "fixed_cse.py") + ":fixed_cse"
@@ -143,7 +143,7 @@ def test_a_campaign_finds_a_cse_that_merges_twins_and_not_the_cse_keyed_by_text(
     measured, not a claim for any seed. tests/helpers/fixed_cse.py, a
     functional-dialect CSE, runs on the functional domain: it merges the repeats as well (their
     outputs, both returned, now share storage: ``aliasing_mismatch``, observable) but never twins."""
-    examples, _ = _found(f"{MUTANTS}:cse_merging_twins", TWIN_KINDS, 150, 4)
+    examples, _ = examples_to_find(f"{MUTANTS}:cse_merging_twins", TWIN_KINDS, 150, 4)
     assert 0 < examples
-    examples, buckets = _found(FIXED_CSE, TWIN_KINDS, 80, 1, "functional")
+    examples, buckets = examples_to_find(FIXED_CSE, TWIN_KINDS, 80, 1, "functional")
     assert examples == 0 and not [b for b in buckets if not b.startswith("equivalence-aliasing_mismatch")], buckets

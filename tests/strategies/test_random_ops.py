@@ -11,12 +11,11 @@ import os
 
 import pytest
 import torch
-from fxfuzz.campaign.engine import Hooks, bucket_id, run_campaign
+from fxfuzz.campaign.engine import bucket_id
 from fxfuzz.core.capture import from_module
 from fxfuzz.core.contract import MEANING, REFINES
 from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import generation_kinds, load_pass
-from fxfuzz.core.settings import CampaignSettings
 from fxfuzz.oracles import verify
 from fxfuzz.strategies.ops import RANDOM_OPS, TORCH_RANDOM_OPS
 from fxfuzz.strategies.regions import RANDOM
@@ -24,9 +23,9 @@ from fxfuzz.tools.bench import population
 from handmade import FIXED
 from known_modules import TwoDraws
 from paths import HELPERS
+from refines_campaigns import MUTANTS, examples_to_find
 from torch import fx
 
-MUTANTS = os.path.join(HELPERS, "mutant_passes.py")
 RANDOM_TARGETS = {spec.target for spec in RANDOM_OPS}
 SAMPLE = 12
 
@@ -117,28 +116,16 @@ def test_random_cases_draw_no_finding_from_the_identity_through_every_stage_and_
         assert verify(case, load_pass("identity"), stage_share=1.0) == []
 
 
-def _found(spec: str, kinds: set[str], max_examples: int, seed: int, domain: str = "export") -> tuple[int, set[str]]:
-    """Examples run before ``spec`` drew a finding of ``kinds`` in an in-process campaign held
-    to refines on ``domain`` (0: none), and every bucket it drew."""
-    found = []
-    result = run_campaign(
-        load_pass(spec, REFINES),
-        CampaignSettings(budget_s=300, max_examples=max_examples, seed=seed, max_shrink_s=0, domain=domain),
-        hooks=Hooks(stop=lambda: bool(found), on_bucket=lambda b: found.append(b) if b.finding.kind in kinds else None),
-    )
-    return (result.examples if found else 0), set(result.buckets)
-
-
 def test_a_campaign_finds_a_dce_that_deletes_unused_random_draws():
     """Measured 2026-11-28: found after 5 examples with seeds 0 and 1 (one process); the bound
     leaves room, not a certainty for any seed."""
-    examples, _ = _found(f"{MUTANTS}:dce_deleting_random", {"rng_state_mismatch", "value_mismatch"}, 60, 0)
+    examples, _ = examples_to_find(f"{MUTANTS}:dce_deleting_random", {"rng_state_mismatch", "value_mismatch"}, 60, 0)
     assert 0 < examples
 
 
 @pytest.mark.slow
 def test_torch_dce_is_quiet_on_as_many_examples():
-    examples, buckets = _found("dce", {"rng_state_mismatch", "value_mismatch"}, 60, 0)
+    examples, buckets = examples_to_find("dce", {"rng_state_mismatch", "value_mismatch"}, 60, 0)
     assert (examples, buckets) == (0, set())
 
 
