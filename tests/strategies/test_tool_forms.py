@@ -7,6 +7,7 @@ torch passes they come from are not."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 
@@ -36,8 +37,10 @@ TORCH_RANDOM |= {torch.nn.functional.dropout}
 SEARCH = settings(max_examples=300, database=None, deadline=None, suppress_health_check=list(HealthCheck))
 
 
+@functools.cache
 def _with(feature: str, domain: str = "export"):
-    """The simplest case of ``domain`` holding ``feature``, drawn for the tool forms alone."""
+    """The simplest case of ``domain`` holding ``feature``, drawn for the tool forms alone (once
+    per process: each search shrinks through hundreds of cases, and the tests only read it)."""
     return find(graph_cases(domain, reacts_to=(TOOL_FORM,)), lambda c: feature in c.features, settings=SEARCH)
 
 
