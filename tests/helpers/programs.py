@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import atexit
 import json
+import signal
 import subprocess
 import sys
 
 # The driver: reads one request a line ({"path", "cwd", "timeout"}), forks, runs the program
 # in the child as ``python path`` runs it (sys.argv, sys.path[0], __main__, the exit status of
-# SystemExit or of an uncaught exception), and answers with its status and output.
+# SystemExit or of an uncaught exception), and answers with its status (minus the signal that
+# ended it, SIGALRM where it ran past its timeout) and output.
 DRIVER = r"""
-import json, os, runpy, signal, sys, tempfile, time, traceback
+import json, os, runpy, signal, sys, tempfile, traceback
 import torch
 
-def child(path, cwd, out, err):
+def child(path, cwd, out, err, timeout):
+    signal.alarm(timeout)  # SIGALRM's default ends a program still running then
     os.dup2(out, 1); os.dup2(err, 2)
     os.chdir(cwd)
     sys.argv = [path]
@@ -44,19 +47,8 @@ for line in sys.stdin:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         pid = os.fork()
         if pid == 0:
-            child(req["path"], req["cwd"], out.fileno(), err.fileno())
-        deadline = time.monotonic() + req["timeout"]
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                code = os.waitstatus_to_exitcode(status)
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                code = "timeout"
-                break
-            time.sleep(0.01)
+            child(req["path"], req["cwd"], out.fileno(), err.fileno(), req["timeout"])
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         out.seek(0); err.seek(0)
         answer = {"code": code, "stdout": out.read().decode(errors="replace"), "stderr": err.read().decode(errors="replace")}
     sys.stdout.write(json.dumps(answer) + "\n"); sys.stdout.flush()
@@ -65,7 +57,7 @@ for line in sys.stdin:
 _driver: subprocess.Popen | None = None
 
 
-def run_program(path: str, cwd: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_program(path: str, cwd: str, timeout: int = 300) -> subprocess.CompletedProcess:
     """``python path`` run in ``cwd``: its exit status, stdout and stderr (a program still
     running after ``timeout`` seconds is killed, and the test fails)."""
     global _driver
@@ -78,7 +70,7 @@ def run_program(path: str, cwd: str, timeout: float = 300) -> subprocess.Complet
     _driver.stdin.write(json.dumps({"path": str(path), "cwd": str(cwd), "timeout": timeout}) + "\n")
     _driver.stdin.flush()
     answer = json.loads(_driver.stdout.readline())
-    assert answer["code"] != "timeout", f"{path} ran past {timeout} s"
+    assert answer["code"] != -signal.SIGALRM, f"{path} ran past {timeout} s"
     return subprocess.CompletedProcess([sys.executable, str(path)], answer["code"], answer["stdout"], answer["stderr"])
 
 
