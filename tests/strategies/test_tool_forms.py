@@ -22,7 +22,7 @@ from fxfuzz.oracles import verify
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.tooled import TOOL_FORM
 from fxfuzz.tools.bench import population
-from hypothesis import HealthCheck, find, settings
+from hypothesis import HealthCheck, Phase, find, settings
 from paths import HELPERS, ROOT
 from refines_campaigns import MUTANTS, examples_to_find
 from torch import fx
@@ -34,13 +34,21 @@ KNOWN = os.path.join(ROOT, "docs", "known")
 FORMS = ("tool:call_module", "tool:pytree", "tool:symint_literal")
 TORCH_RANDOM = {torch.rand, torch.randn, torch.rand_like, torch.randn_like, torch.bernoulli, torch.randperm}
 TORCH_RANDOM |= {torch.nn.functional.dropout}
-SEARCH = settings(max_examples=300, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+# The first case holding a form, not the simplest: the tests only read it, and shrinking one
+# took hundreds of cases.
+SEARCH = settings(
+    max_examples=300,
+    database=None,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    phases=(Phase.generate,),
+)
 
 
 @functools.cache
 def _with(feature: str, domain: str = "export"):
-    """The simplest case of ``domain`` holding ``feature``, drawn for the tool forms alone (once
-    per process: each search shrinks through hundreds of cases, and the tests only read it)."""
+    """The first case of ``domain`` holding ``feature``, drawn for the tool forms alone (once
+    per process: the tests only read it)."""
     return find(graph_cases(domain, reacts_to=(TOOL_FORM,)), lambda c: feature in c.features, settings=SEARCH)
 
 
@@ -103,9 +111,9 @@ def test_call_module_fires_on_a_pass_that_loses_the_children_and_is_quiet_on_cor
 @pytest.mark.slow
 def test_the_pytree_convention_fires_on_a_sort_that_drops_it_and_is_quiet_on_legalize_graph():
     case = _with("tool:pytree")
-    assert {b.split("-")[1] for b in _buckets(case, f"{MUTANTS}:topo_sort_dropping_convention")} == {
-        "calling_convention_changed"
-    }
+    kinds = {b.split("-")[1] for b in _buckets(case, f"{MUTANTS}:topo_sort_dropping_convention")}
+    # Where the convention returned something other than a flat tuple, its structure changes too.
+    assert "calling_convention_changed" in kinds <= {"calling_convention_changed", "output_structure_mismatch"}
     for spec in ("identity", "dce", FIXED_CSE, f"{MUTANTS}:legalize_graph"):
         assert _buckets(case, spec) == set(), spec
 
