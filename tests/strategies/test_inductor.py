@@ -5,6 +5,7 @@ counted."""
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -20,10 +21,14 @@ from fxfuzz.strategies import graph_cases
 from hypothesis import HealthCheck, given, seed, settings
 from torch import fx
 
-pytestmark = pytest.mark.filterwarnings("ignore")
+# One worker draws the module's samples, each once (``_cases``): lowering a case is a
+# torch.compile run.
+pytestmark = [pytest.mark.filterwarnings("ignore"), pytest.mark.xdist_group("inductor_forms")]
 
 
-def _cases(form: str, count: int, at: int = 7) -> list:
+@functools.cache
+def _cases(form: str, count: int, at: int = 7) -> tuple:
+    """``count`` cases of ``form`` drawn from seed ``at``, once per process (tests only read them)."""
     drawn: list = []
 
     @settings(max_examples=count, database=None, suppress_health_check=list(HealthCheck), deadline=None)
@@ -33,7 +38,7 @@ def _cases(form: str, count: int, at: int = 7) -> list:
         drawn.append(case)
 
     draw()
-    return drawn
+    return tuple(drawn)
 
 
 def test_the_forms_are_domains_a_user_can_name():
@@ -91,7 +96,7 @@ def test_the_frozen_form_reads_weights_as_constants():
 @pytest.mark.slow
 @pytest.mark.parametrize("form", INDUCTOR_FORMS)
 def test_a_case_of_each_form_saves_and_loads_as_json(form):
-    for case in _cases(form, 4):
+    for case in _cases(form, 8, at=11)[:4]:
         back = case_from_dict(json.loads(json.dumps(case_to_dict(case))))
         assert back.code() == case.code() and back.domain == form
         assert verify(back, load_pass("identity")) == []
@@ -131,7 +136,7 @@ def break_a_gradient(gm: fx.GraphModule, graph_signature: Any) -> tuple[fx.Graph
 @pytest.mark.slow
 def test_a_dropped_copy_epilogue_is_found():
     cases = [
-        c for c in _cases(INFERENCE, 25) if any(n.target is torch.ops.aten.copy_.default for n in c.gm.graph.nodes)
+        c for c in _cases(INFERENCE, 30)[:25] if any(n.target is torch.ops.aten.copy_.default for n in c.gm.graph.nodes)
     ]
     assert cases
     for case in cases:
@@ -143,7 +148,9 @@ def test_a_dropped_copy_epilogue_is_found():
 @pytest.mark.slow
 def test_a_broken_gradient_of_the_joint_graph_is_a_wrong_output():
     cases = [
-        c for c in _cases(JOINT, 20) if c.features["inductor_joint:forward_outputs"] < len(c.signature.output_specs)
+        c
+        for c in _cases(JOINT, 30)[:20]
+        if c.features["inductor_joint:forward_outputs"] < len(c.signature.output_specs)
     ]
     found = 0
     for case in cases:

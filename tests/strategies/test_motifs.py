@@ -23,7 +23,7 @@ from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.motifs import MOTIFS
 from fxfuzz.strategies.ops import DRAWN_TARGETS, PATTERN_OPS, twins
 from fxfuzz.strategies.regions import MOTIF
-from hypothesis import HealthCheck, find, settings
+from hypothesis import HealthCheck, Phase, find, settings
 from paths import HELPERS
 from refines_campaigns import MUTANTS, examples_to_find
 from torch import fx
@@ -57,10 +57,16 @@ def test_generic_passes_declare_motifs_and_the_units_are_drawn(drawn):
     assert len(missing) <= 1, (missing, sorted(seen))
     for name in missing:
         keys = {f"motif:{v}" for v in variants.get(name, {name})}
-        find(
+        find(  # drawn is all it asks: no shrinking
             graph_cases(reacts_to=(MOTIF,)),
             lambda c, keys=keys: bool(keys & set(c.features)),
-            settings=settings(max_examples=500, database=None, deadline=None, suppress_health_check=list(HealthCheck)),
+            settings=settings(
+                max_examples=500,
+                database=None,
+                deadline=None,
+                suppress_health_check=list(HealthCheck),
+                phases=(Phase.generate,),
+            ),
         )
     targets = {n.target for c in drawn for n in _calls(c)}
     wanted = {torch.ops.aten.scaled_dot_product_attention.default, torch.ops.aten.softmax.int, torch.ops.aten.conv2d.default,
