@@ -16,7 +16,7 @@ from fxfuzz.core.passes import PassFn, contract_of
 from fxfuzz.oracles.checks import Observed, input_labels, run_checks
 from fxfuzz.oracles.crash import crash_finding
 from fxfuzz.oracles.equivalence import state_leak
-from fxfuzz.oracles.execute import pass_isolated, release_frames
+from fxfuzz.oracles.execute import StateChange, pass_isolated, release_frames
 from fxfuzz.oracles.finding import ORACLES, Finding, Oracle
 from fxfuzz.oracles.hop_checks import memoized_hop_checks
 from fxfuzz.oracles.structure import malformed, malformed_result
@@ -36,7 +36,7 @@ def apply_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, Any]:
     return _run_pass(case, pass_fn)[0]
 
 
-def _run_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, list[str]]:
+def _run_pass(case: GraphCase, pass_fn: PassFn) -> tuple[Any, list[StateChange]]:
     """``apply_pass``'s result, and the process state the pass left changed (put back)."""
     with step("copy of the case"):
         work = case.copy()

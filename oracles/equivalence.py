@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 from fxfuzz.core.internal import first_line
-from fxfuzz.oracles.execute import Run
+from fxfuzz.oracles.execute import Run, StateChange
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.tolerance import Exact, max_abs_diff, same_values
 
@@ -206,18 +206,19 @@ def check_equivalence(
     return findings
 
 
-def state_leak(leaked: list[str]) -> list[Finding]:
-    """A finding when the pass left process-wide state changed (``PassState.changed``'s names),
-    which ``pass_isolated`` has put back: what a caller of the pass would have run under next.
-    What was left changed is the bucket's key: a dtype left behind and a thread count are two
-    defects."""
+def state_leak(leaked: list[StateChange]) -> list[Finding]:
+    """A finding when the pass left process-wide state changed (``PassState.changed``), which
+    ``pass_isolated`` has put back: what a caller of the pass would have run under next. The
+    message says what differs; what was left changed, by name, is the bucket's key: a dtype
+    left behind and a thread count are two defects."""
     if not leaked:
         return []
+    names = [c.name for c in leaked]
     return [
         Finding(
             "equivalence",
             "state_leak",
-            f"the pass left process-wide state changed: {', '.join(leaked)}",
-            {"state": leaked, "key": "+".join(leaked)},
+            "the pass left process-wide state changed: " + "; ".join(c.differs for c in leaked),
+            {"state": names, "key": "+".join(names)},
         )
     ]

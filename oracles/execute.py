@@ -21,6 +21,14 @@ from torch import fx
 AUTOCAST_DEVICES = ("cpu", "cuda")
 
 
+def _on(flag: bool) -> str:
+    return "on" if flag else "off"
+
+
+def _dtype(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 def _dispatch_keys() -> tuple[int, int]:
     """The thread's local dispatch-key include and exclude sets (raw bits)."""
     return (
@@ -90,29 +98,31 @@ class GlobalState:
         """What differs from ``expected``, and only that: ``grad mode after the call: on,
         expected off``; the dispatch-key sets only where nothing a user can see differs (the
         autocast flags live in them too)."""
-
-        def on(flag: bool) -> str:
-            return "on" if flag else "off"
-
-        parts = []
-        if self.grad != expected.grad:
-            parts.append(f"grad mode after the call: {on(self.grad)}, expected {on(expected.grad)}")
-        for (device, enabled, dtype), (_, want, want_dtype) in zip(self.autocast, expected.autocast):
-            if (enabled, dtype) != (want, want_dtype):
-                got_text, want_text = (
-                    f"{on(e)} {str(d).removeprefix('torch.')}" for e, d in ((enabled, dtype), (want, want_dtype))
-                )
-                parts.append(f"autocast on {device} after the call: {got_text}, expected {want_text}")
-        if self.autocast_cache != expected.autocast_cache:
-            parts.append(
-                f"autocast cache after the call: {on(self.autocast_cache)}, expected {on(expected.autocast_cache)}"
-            )
+        parts = self.grad_differences(expected) + self.autocast_differences(expected)
         if not parts and self.dispatch_keys != expected.dispatch_keys:
             (inc, exc), (want_inc, want_exc) = _key_sets(self.dispatch_keys), _key_sets(expected.dispatch_keys)
             parts.append(
                 f"dispatch keys after the call: included {inc}, excluded {exc}; expected included {want_inc}, excluded {want_exc}"
             )
         return "; ".join(parts)
+
+    def grad_differences(self, expected: GlobalState) -> list[str]:
+        if self.grad == expected.grad:
+            return []
+        return [f"grad mode after the call: {_on(self.grad)}, expected {_on(expected.grad)}"]
+
+    def autocast_differences(self, expected: GlobalState) -> list[str]:
+        """Each autocast setting that differs from ``expected``'s: per device, and the cache."""
+        parts = []
+        for (device, enabled, dtype), (_, want, want_dtype) in zip(self.autocast, expected.autocast):
+            if (enabled, dtype) != (want, want_dtype):
+                got_text, want_text = (f"{_on(e)} {_dtype(d)}" for e, d in ((enabled, dtype), (want, want_dtype)))
+                parts.append(f"autocast on {device} after the call: {got_text}, expected {want_text}")
+        if self.autocast_cache != expected.autocast_cache:
+            parts.append(
+                f"autocast cache after the call: {_on(self.autocast_cache)}, expected {_on(expected.autocast_cache)}"
+            )
+        return parts
 
     def leak_kind(self, expected: GlobalState) -> str:
         """The finding kind for leaving this state where ``expected`` was left."""
@@ -211,6 +221,16 @@ def isolated(ambient_grad: bool, device: str = "cpu") -> Iterator[None]:
             torch.cuda.set_rng_state(cuda_state)
 
 
+@dataclass(frozen=True)
+class StateChange:
+    """One part of the process-wide state a pass left changed: its name (what the finding's
+    bucket keys on) and what differs, for the reader (``thread count after the call: 3,
+    expected 2``)."""
+
+    name: str
+    differs: str
+
+
 @dataclass(frozen=True, eq=False)  # compared by ``changed``: its tensors have no truth value
 class PassState:
     """The process-wide state a pass can leave changed beyond what a graph can
@@ -248,31 +268,54 @@ class PassState:
         if self.cuda_rng:
             torch.cuda.set_rng_state_all(self.cuda_rng)
 
-    def changed(self, before: PassState) -> list[str]:
-        """What differs from ``before``, by name; the dispatch-key sets are put back, not
-        named: torch itself leaves them changed where a call fails half-way."""
+    def changed(self, before: PassState) -> list[StateChange]:
+        """What differs from ``before``, each part by name and with what differs; the
+        dispatch-key sets are put back, not named: torch itself leaves them changed where a
+        call fails half-way."""
         g, b = self.graph, before.graph
+
+        def part(name: str, got: str, expected: str) -> list[str]:
+            return [f"{name} after the call: {got}, expected {expected}"] if got != expected else []
+
+        def deterministic(d: tuple[bool, bool]) -> str:
+            return ("on (warn only)" if d[1] else "on") if d[0] else "off"
+
+        def anomaly(a: tuple[bool, bool]) -> str:
+            return f"on (NaN check {_on(a[1])})" if a[0] else "off"
+
+        moved = "advanced or reseeded"
+        cuda_moved = len(self.cuda_rng) != len(before.cuda_rng) or not all(
+            map(torch.equal, self.cuda_rng, before.cuda_rng)
+        )
         named = [
-            ("grad mode", g.grad != b.grad),
-            ("autocast state", (g.autocast, g.autocast_cache) != (b.autocast, b.autocast_cache)),
-            ("default dtype", self.default_dtype != before.default_dtype),
-            ("deterministic algorithms", self.deterministic != before.deterministic),
-            ("thread count", self.threads != before.threads),
-            ("anomaly mode", self.anomaly != before.anomaly),
-            ("random generator state", not torch.equal(self.rng, before.rng)),
+            ("grad mode", g.grad_differences(b)),
+            ("autocast state", g.autocast_differences(b)),
+            ("default dtype", part("default dtype", _dtype(self.default_dtype), _dtype(before.default_dtype))),
+            (
+                "deterministic algorithms",
+                part(
+                    "deterministic algorithms", deterministic(self.deterministic), deterministic(before.deterministic)
+                ),
+            ),
+            ("thread count", part("thread count", str(self.threads), str(before.threads))),
+            ("anomaly mode", part("anomaly mode", anomaly(self.anomaly), anomaly(before.anomaly))),
+            (
+                "random generator state",
+                part("the CPU random generator", moved, "as it was") if not torch.equal(self.rng, before.rng) else [],
+            ),
             (
                 "CUDA random generator state",
-                len(self.cuda_rng) != len(before.cuda_rng) or not all(map(torch.equal, self.cuda_rng, before.cuda_rng)),
+                part("the CUDA random generators", moved, "as they were") if cuda_moved else [],
             ),
         ]
-        return [name for name, differs in named if differs]
+        return [StateChange(name, "; ".join(parts)) for name, parts in named if parts]
 
 
 @contextmanager
-def pass_isolated(ambient_grad: bool) -> Iterator[list[str]]:
+def pass_isolated(ambient_grad: bool) -> Iterator[list[StateChange]]:
     """``isolated`` for a call of the pass: afterwards every part of ``PassState`` is put back
-    too, and the list yielded names what the pass, returning, left changed."""
-    leaked: list[str] = []
+    too, and the list yielded holds what the pass, returning, left changed."""
+    leaked: list[StateChange] = []
     with isolated(ambient_grad):
         before = PassState.read()
         try:
