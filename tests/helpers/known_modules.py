@@ -160,6 +160,22 @@ def integer_args():
     return torch.randn(3), torch.arange(3)
 
 
+class LogLinear(torch.nn.Module):
+    """A linear layer on ``x.log()``: a calibration batch of negative values gives it NaN
+    activations."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x.log())
+
+
+def negative_args():
+    return (-torch.ones(2, 3),)
+
+
 class CondInMap(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -22,6 +22,7 @@ from known_modules import (
     FoldableBuffer,
     IntegerMul,
     LiteralUpdated,
+    LogLinear,
     NestedMapUnderNoGrad,
     NoGradInsideAutocast,
     NoGradInsideAutocastDetached,
@@ -33,6 +34,7 @@ from known_modules import (
     adds_into_a_new_tensor,
     constant_after_no_grad,
     integer_args,
+    negative_args,
     reread_constant_case,
     unused_constant_read,
 )
@@ -126,6 +128,7 @@ CASES: dict[str, tuple[str, Callable[[], GraphCase]]] = {
     "xnnpack_linear": ("pt2e_xnnpack", lambda: from_module(torch.nn.Linear(3, 3), (torch.randn(2, 3),))),
     "x86_integer_mul": ("pt2e_x86", lambda: from_module(IntegerMul(), integer_args())),
     "x86_qat_integer_mul": ("pt2e_x86_qat", lambda: from_module(IntegerMul(), integer_args())),
+    "xnnpack_nan_calibration": ("pt2e_xnnpack", lambda: from_module(LogLinear(), negative_args())),
     "x86_cond_in_map": ("pt2e_x86", lambda: from_module(CondInMap(), (torch.randn(2, 3),))),
     "xnnpack_cond_in_map": ("pt2e_xnnpack", lambda: from_module(CondInMap(), (torch.randn(2, 3),))),
 }

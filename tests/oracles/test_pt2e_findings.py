@@ -19,7 +19,16 @@ from fxfuzz.core.known import load_known
 from fxfuzz.core.passes import load_pass
 from fxfuzz.oracles import verify
 from fxfuzz.strategies import from_module
-from known_modules import AddsIntoInput, CondInMap, IntegerMul, LiteralUpdated, integer_args, reread_constant_case
+from known_modules import (
+    AddsIntoInput,
+    CondInMap,
+    IntegerMul,
+    LiteralUpdated,
+    LogLinear,
+    integer_args,
+    negative_args,
+    reread_constant_case,
+)
 from paths import ROOT
 
 KNOWN_DIR = Path(ROOT) / "docs" / "known"
@@ -188,3 +197,68 @@ def test_inductor_constant_fold_folds_a_value_the_graph_then_updates():
     assert torch.equal(first, torch.tensor([2.0, 4.0, 6.0])) and torch.equal(second, torch.tensor([4.0, 8.0, 12.0])), (
         FIXED.format(known="docs/known/inductor_constant_fold.txt")
     )
+
+
+# --- torchao's observers refuse a calibration batch whose activations hold NaN --------------
+
+
+def _xnnpack():
+    from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+
+    return XNNPACKQuantizer().set_global(get_symmetric_quantization_config())
+
+
+def _x86(qat: bool):
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    return X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config(is_qat=qat))
+
+
+@pytest.mark.parametrize("quantizer", ["xnnpack", "x86"])
+def test_histogram_observer_raises_on_nan_activations(quantizer):
+    """A linear layer on ``x.log()``, calibrated on negative values: HistogramObserver, the
+    activation observer of both quantizers' static configs, calls ``torch.histc`` over the
+    batch's range, and a NaN range raises (pytorch/pytorch#103467 made it skip inf, not NaN)."""
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+
+    model = torch.export.export(LogLinear(), negative_args()).module()
+    prepared = prepare_pt2e(model, _xnnpack() if quantizer == "xnnpack" else _x86(qat=False))
+    try:
+        prepared(*negative_args())
+    except RuntimeError as e:
+        assert "torch.histc: range of [-nan, -nan] is not finite" in str(e), e
+    else:
+        raise AssertionError(FIXED.format(known=f"docs/known/pt2e_{quantizer}.txt"))
+
+
+def test_the_qat_observer_asserts_on_nan_activations_at_convert():
+    """The X86 QAT config's fake-quantize observes the NaN batch without a word; ``convert_pt2e``
+    then computes its qparams and asserts min < max."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_qat_pt2e
+
+    prepared = prepare_qat_pt2e(torch.export.export(LogLinear(), negative_args()).module(), _x86(qat=True))
+    prepared(*negative_args())
+    try:
+        convert_pt2e(prepared)
+    except AssertionError as e:
+        assert "min nan should be less than max nan" in str(e), e
+    else:
+        raise AssertionError(FIXED.format(known="docs/known/pt2e_x86_qat.txt"))
+
+
+@pytest.mark.parametrize(
+    "row, bucket",
+    [
+        ("pt2e_xnnpack", "crash-pass_raised-d828124b"),
+        ("pt2e_x86", "crash-pass_raised-d828124b"),
+        ("pt2e_x86_qat", "crash-pass_raised-56cbf3f1"),
+    ],
+)
+def test_nan_activations_found_by_the_oracles(row, bucket):
+    """The bucket each row draws on the module (xnnpack's drawn by its campaign), listed known."""
+    found = {bucket_id(f) for f in verify(from_module(LogLinear(), negative_args()), load_pass(row))}
+    assert found == {bucket}, found
+    assert bucket in known(row)
