@@ -37,7 +37,9 @@ class Part:
     caller does once (left out of a crash's program when it is what gets past the crash), the
     statements, and whether it takes export's graph signature ``sig`` or reads ``meta['val']``
     (written by ``FakeTensorProp``, as tracing would have). ``kinds``, where given, are the
-    only findings it has a short program for."""
+    only findings it has a short program for. ``exports``: its caller exports the module
+    itself, so the case's parameters and buffers are the module's attributes, not inputs (a
+    quantizer annotates a linear layer whose weight is a parameter, not one it is handed)."""
 
     imports: tuple[str, ...]
     code: tuple[str, ...]
@@ -45,6 +47,7 @@ class Part:
     metas: bool = False
     setup: tuple[str, ...] = ()
     kinds: frozenset[str] | None = None
+    exports: bool = False
 
 
 _DCE = ("new.graph.eliminate_dead_code()", "new.recompile()")
@@ -111,12 +114,20 @@ PARTS: dict[str, Part] = {
         ("remove_noop_ops(new.graph)", "new.recompile()"),
         metas=True,
     ),
-    "pt2e_x86": Part((_PT2E, _X86), _pt2e("prepare_pt2e", "X86InductorQuantizer().set_global(config())"), kinds=_PT2E_KINDS),
-    "pt2e_x86_qat": Part((_PT2E, _X86), _pt2e("prepare_qat_pt2e", "X86InductorQuantizer().set_global(config(is_qat=True))"), kinds=_PT2E_KINDS),
+    "pt2e_x86": Part(
+        (_PT2E, _X86), _pt2e("prepare_pt2e", "X86InductorQuantizer().set_global(config())"), kinds=_PT2E_KINDS, exports=True
+    ),
+    "pt2e_x86_qat": Part(
+        (_PT2E, _X86),
+        _pt2e("prepare_qat_pt2e", "X86InductorQuantizer().set_global(config(is_qat=True))"),
+        kinds=_PT2E_KINDS,
+        exports=True,
+    ),
     "pt2e_xnnpack": Part(
         (_PT2E, "from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config as config"),
         _pt2e("prepare_pt2e", "XNNPACKQuantizer().set_global(config())"),
         kinds=_PT2E_KINDS,
+        exports=True,
     ),
 }  # fmt: skip
 
@@ -264,10 +275,19 @@ class _Writer(Code):
         grad = ".requires_grad_()" if t["requires_grad"] else ""
         return f"torch.tensor({values}, dtype={dtype}).reshape({t['shape']!r}){grad}"
 
-    def graph(self, g: dict[str, Any], graph_var: str, module_var: str, out: list[str]) -> None:
+    def graph(
+        self,
+        g: dict[str, Any],
+        graph_var: str,
+        module_var: str,
+        out: list[str],
+        owned: dict[str, tuple[str, str]] | None = None,
+    ) -> None:
         """Append the lines that build ``g`` as ``graph_var`` and its module as ``module_var``
-        (nested graphs first)."""
-        attrs: dict[str, str] = {}
+        (nested graphs first). ``owned`` placeholders (by name: their target and the literal
+        of their value) are read as the module's attributes instead."""
+        owned = owned or {}
+        attrs: dict[str, str] = dict(owned.values())
         for target, sub in g.get("submodules", {}).items():
             var = _variable(re.sub(r"[^0-9A-Za-z_]", "_", target), self.taken)
             self.graph(sub, _variable("g_" + var, self.taken), var, out)
@@ -287,7 +307,9 @@ class _Writer(Code):
                 out.append(f"{graph_var}.output({self.arg(result, names)})")
                 continue
             var = _variable(n["name"], self.taken)
-            if op == "placeholder":
+            if op == "placeholder" and n["name"] in owned:
+                out.append(f"{var} = {graph_var}.get_attr({owned[n['name']][0]!r})")
+            elif op == "placeholder":
                 out.append(f"{var} = {graph_var}.placeholder({n['name']!r})")
             elif op == "get_attr":
                 out.append(f"{var} = {graph_var}.get_attr({n['target']!r})")
@@ -341,6 +363,17 @@ class _Writer(Code):
         return f"gs.ExportGraphSignature([{ins}], [{outs}])"
 
 
+def _owned(sig: dict[str, Any], literals: list[str]) -> dict[str, tuple[str, str]]:
+    """The placeholders of the case's parameters and buffers, by name: their target and the
+    literal of their value (a parameter's as ``torch.nn.Parameter``)."""
+    owned = {}
+    for spec, literal in zip(sig["inputs"], literals, strict=True):
+        if spec["kind"] in ("PARAMETER", "BUFFER"):
+            value = f"torch.nn.Parameter({literal})" if spec["kind"] == "PARAMETER" else literal
+            owned[spec["arg"]["name"]] = (code_name("", spec["target"], "attribute"), value)
+    return owned
+
+
 def _parts(spec: str) -> list[Part] | None:
     """The parts of a pass or pipeline (a registered pipeline's row names them), or None."""
     names = REGISTRY[spec].spec.split(PIPE) if spec in REGISTRY and spec not in PARTS else spec.split(PIPE)
@@ -361,13 +394,16 @@ def short_program(doc: dict[str, Any], json_name: str = "") -> str | None:
     writer = _Writer()
     graph: list[str] = []
     try:
-        writer.graph(case["graph"], "g", "gm", graph)
         # A result never differentiated (post_grad) is run as its caller runs it: grad off.
         differentiated = contract["differentiated"]
-        inputs = ", ".join(
+        literals = [
             writer.literal(t if differentiated or "value" in t else t | {"requires_grad": False})
             for t in case["inputs"]
-        )
+        ]
+        owned = _owned(case["signature"], literals) if any(p.exports for p in parts) else {}
+        writer.graph(case["graph"], "g", "gm", graph, owned)
+        names = [s["arg"].get("name") for s in case["signature"]["inputs"]]
+        inputs = ", ".join(v for name, v in zip(names, literals, strict=True) if name not in owned)
         sig = writer.signature(case["signature"]) if any(p.signature for p in parts) else None
     except (SerializeError, KeyError, TypeError, ValueError):  # a name or a form the short program does not write
         return None

@@ -138,6 +138,19 @@ def test_a_known_findings_repro_is_a_short_program_that_recreates_it(tmp_path, n
     assert bid in found(case_of_program(source, exported=spec.startswith("pt2e")), spec)
 
 
+def test_a_pt2e_short_program_exports_a_module_owning_the_parameters(tmp_path):
+    """pt2e's caller exports its own module: the short program's module owns the case's
+    parameters (what a quantizer annotates as a layer's weight) rather than taking them as
+    inputs, so its export has the case's inputs, kind for kind."""
+    _, _, source = written(tmp_path, "xnnpack_nan_calibration", "crash-pass_raised-d828124b")
+    case = CASES["xnnpack_nan_calibration"][1]()
+
+    def kinds(c: GraphCase) -> list:
+        return [(s.kind, s.target) for s in c.signature.input_specs]
+
+    assert kinds(case_of_program(source, exported=True)) == kinds(case)
+
+
 def test_every_short_case_is_a_known_finding():
     """Each bucket of ``SHORT`` is a line of the known file of its pass."""
     from fxfuzz.core.known import load_known
