@@ -11,7 +11,7 @@ import os
 
 import pytest
 import torch
-from draws import draw
+from draws import GENERATE, draw
 from fxfuzz.campaign.engine import bucket_id
 from fxfuzz.core.capture import from_module
 from fxfuzz.core.contract import MEANING, REFINES
@@ -23,7 +23,7 @@ from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.motifs import MOTIFS
 from fxfuzz.strategies.ops import DRAWN_TARGETS, PATTERN_OPS, twins
 from fxfuzz.strategies.regions import MOTIF
-from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import HealthCheck, find, settings
 from paths import HELPERS
 from refines_campaigns import MUTANTS, examples_to_find
 from torch import fx
@@ -60,13 +60,7 @@ def test_generic_passes_declare_motifs_and_the_units_are_drawn(drawn):
         find(  # drawn is all it asks: no shrinking
             graph_cases(reacts_to=(MOTIF,)),
             lambda c, keys=keys: bool(keys & set(c.features)),
-            settings=settings(
-                max_examples=500,
-                database=None,
-                deadline=None,
-                suppress_health_check=list(HealthCheck),
-                phases=(Phase.generate,),
-            ),
+            settings=settings(max_examples=500, **GENERATE),
         )
     targets = {n.target for c in drawn for n in _calls(c)}
     wanted = {torch.ops.aten.scaled_dot_product_attention.default, torch.ops.aten.softmax.int, torch.ops.aten.conv2d.default,

@@ -13,6 +13,7 @@ import os
 
 import pytest
 import torch
+from draws import GENERATE
 from fxfuzz.campaign.engine import bucket_id
 from fxfuzz.core.contract import MEANING, REFINES
 from fxfuzz.core.known import load_known
@@ -22,7 +23,7 @@ from fxfuzz.oracles import verify
 from fxfuzz.strategies import graph_cases
 from fxfuzz.strategies.tooled import TOOL_FORM
 from fxfuzz.tools.bench import population
-from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import find, settings
 from paths import HELPERS, ROOT
 from refines_campaigns import MUTANTS, examples_to_find
 from torch import fx
@@ -36,13 +37,7 @@ TORCH_RANDOM = {torch.rand, torch.randn, torch.rand_like, torch.randn_like, torc
 TORCH_RANDOM |= {torch.nn.functional.dropout}
 # The first case holding a form, not the simplest: the tests only read it, and shrinking one
 # took hundreds of cases.
-SEARCH = settings(
-    max_examples=300,
-    database=None,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    phases=(Phase.generate,),
-)
+SEARCH = settings(max_examples=300, **GENERATE)
 
 
 @functools.cache
