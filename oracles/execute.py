@@ -29,6 +29,11 @@ def _dtype(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def _differs(name: str, got: str, expected: str) -> list[str]:
+    """``name after the call: got, expected expected``, where the two differ."""
+    return [f"{name} after the call: {got}, expected {expected}"] if got != expected else []
+
+
 def _dispatch_keys() -> tuple[int, int]:
     """The thread's local dispatch-key include and exclude sets (raw bits)."""
     return (
@@ -107,22 +112,16 @@ class GlobalState:
         return "; ".join(parts)
 
     def grad_differences(self, expected: GlobalState) -> list[str]:
-        if self.grad == expected.grad:
-            return []
-        return [f"grad mode after the call: {_on(self.grad)}, expected {_on(expected.grad)}"]
+        return _differs("grad mode", _on(self.grad), _on(expected.grad))
 
     def autocast_differences(self, expected: GlobalState) -> list[str]:
         """Each autocast setting that differs from ``expected``'s: per device, and the cache."""
         parts = []
         for (device, enabled, dtype), (_, want, want_dtype) in zip(self.autocast, expected.autocast):
-            if (enabled, dtype) != (want, want_dtype):
-                got_text, want_text = (f"{_on(e)} {_dtype(d)}" for e, d in ((enabled, dtype), (want, want_dtype)))
-                parts.append(f"autocast on {device} after the call: {got_text}, expected {want_text}")
-        if self.autocast_cache != expected.autocast_cache:
-            parts.append(
-                f"autocast cache after the call: {_on(self.autocast_cache)}, expected {_on(expected.autocast_cache)}"
+            parts += _differs(
+                f"autocast on {device}", f"{_on(enabled)} {_dtype(dtype)}", f"{_on(want)} {_dtype(want_dtype)}"
             )
-        return parts
+        return parts + _differs("autocast cache", _on(self.autocast_cache), _on(expected.autocast_cache))
 
     def leak_kind(self, expected: GlobalState) -> str:
         """The finding kind for leaving this state where ``expected`` was left."""
@@ -274,9 +273,6 @@ class PassState:
         call fails half-way."""
         g, b = self.graph, before.graph
 
-        def part(name: str, got: str, expected: str) -> list[str]:
-            return [f"{name} after the call: {got}, expected {expected}"] if got != expected else []
-
         def deterministic(d: tuple[bool, bool]) -> str:
             return ("on (warn only)" if d[1] else "on") if d[0] else "off"
 
@@ -290,22 +286,24 @@ class PassState:
         named = [
             ("grad mode", g.grad_differences(b)),
             ("autocast state", g.autocast_differences(b)),
-            ("default dtype", part("default dtype", _dtype(self.default_dtype), _dtype(before.default_dtype))),
+            ("default dtype", _differs("default dtype", _dtype(self.default_dtype), _dtype(before.default_dtype))),
             (
                 "deterministic algorithms",
-                part(
+                _differs(
                     "deterministic algorithms", deterministic(self.deterministic), deterministic(before.deterministic)
                 ),
             ),
-            ("thread count", part("thread count", str(self.threads), str(before.threads))),
-            ("anomaly mode", part("anomaly mode", anomaly(self.anomaly), anomaly(before.anomaly))),
+            ("thread count", _differs("thread count", str(self.threads), str(before.threads))),
+            ("anomaly mode", _differs("anomaly mode", anomaly(self.anomaly), anomaly(before.anomaly))),
             (
                 "random generator state",
-                part("the CPU random generator", moved, "as it was") if not torch.equal(self.rng, before.rng) else [],
+                _differs("the CPU random generator", moved, "as it was")
+                if not torch.equal(self.rng, before.rng)
+                else [],
             ),
             (
                 "CUDA random generator state",
-                part("the CUDA random generators", moved, "as they were") if cuda_moved else [],
+                _differs("the CUDA random generators", moved, "as they were") if cuda_moved else [],
             ),
         ]
         return [StateChange(name, "; ".join(parts)) for name, parts in named if parts]
