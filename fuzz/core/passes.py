@@ -23,6 +23,7 @@ from fxfuzz.core.contract import (
     APPROXIMATES,
     ATEN_GENERIC,
     AUTOCAST,
+    CONTRACTS,
     FUNCTIONAL,
     MEANING,
     POST_GRAD,
@@ -366,13 +367,22 @@ class Pass:
 
 def contract_of(pass_fn: Any) -> PassContract:
     """A pass's contract: a Pass's own, a sequence's parts' united, a plain callable's
-    ``fxfuzz_contract`` declaration, or ``meaning`` (a pass fxfuzz does not know promises its
-    observable behaviour, nothing more)."""
+    ``fxfuzz_contract`` declaration (a contract or its name), or ``meaning`` (a pass fxfuzz does
+    not know promises its observable behaviour, nothing more). PassSpecError, one line, for a
+    declaration that is neither."""
     if isinstance(pass_fn, Pass):
         return pass_fn.contract
     if isinstance(pass_fn, Sequential):
         return union([contract_of(p) for p in pass_fn.passes])
-    return getattr(pass_fn, "fxfuzz_contract", MEANING)
+    declared = getattr(pass_fn, "fxfuzz_contract", MEANING)
+    if isinstance(declared, PassContract):
+        return declared
+    if isinstance(declared, str) and declared in CONTRACTS:
+        return CONTRACTS[declared]
+    raise PassSpecError(
+        f"{getattr(pass_fn, '__qualname__', type(pass_fn).__name__)} declares fxfuzz_contract = {declared!r}: "
+        f"expected a contract name ({', '.join(CONTRACTS)}) or a PassContract"
+    )
 
 
 def _contract_source(fn: Any) -> str:

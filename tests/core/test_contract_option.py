@@ -35,6 +35,17 @@ def test_a_given_contract_wins_over_a_registered_and_a_default_one():
         contract_option("bogus")
 
 
+def test_a_callable_declares_its_contract_by_name_or_object_and_anything_else_is_one_line(tmp_path, refused):
+    source = "def by_name(gm):\n    return gm\nby_name.fxfuzz_contract = 'approximates'\n"
+    source += "def bogus(gm):\n    return gm\nbogus.fxfuzz_contract = 'approximately'\n"
+    (tmp_path / "declared.py").write_text(source)
+    held = load_pass(f"{tmp_path / 'declared.py'}:by_name")
+    assert held.contract is CONTRACTS["approximates"] and held.contract_source == "declared"
+    assert load_pass(f"{SHAPED}:module_identity", REFINES).contract is REFINES
+    line = refused(["run", "--pass", f"{tmp_path / 'declared.py'}:bogus", "--max-examples", "1", "--no-db"])
+    assert "fxfuzz_contract = 'approximately'" in line and "expected a contract name" in line
+
+
 @pytest.mark.parametrize("command", ["run", "gate", "repro", "bench", "mutate"])
 def test_an_unknown_contract_is_one_usage_error(refused, command):
     argv = {"repro": ["repro", "x.json"], "gate": ["gate", "--candidate", "set_grad"]}.get(command, [command])
