@@ -15,10 +15,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from multiprocessing import forkserver, reduction
+from multiprocessing import forkserver, process, reduction, util
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -36,6 +37,28 @@ _LOCK = threading.Lock()
 _GROUP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
+# The most bytes of an AF_UNIX socket path, less what multiprocessing adds to its folder's
+# ("/pymp-XXXXXXXX/listener-XXXXXXXX").
+_SOCKET_DIR_MAX = 107 - 32
+
+
+def _socket_folder() -> None:
+    """Make multiprocessing's folder for this process's sockets (made once per process, in the
+    temporary directory) where the forkserver's socket path fits: under a TMPDIR too long for
+    AF_UNIX, in the system's own temporary directory instead, where the forkserver would
+    otherwise fail to start ("AF_UNIX path too long")."""
+    if process.current_process()._config.get("tempdir") is not None:  # type: ignore[attr-defined]
+        return  # made already: multiprocessing keeps it for the process's life
+    if len(tempfile.gettempdir()) <= _SOCKET_DIR_MAX or not os.path.isdir("/tmp"):
+        return
+    saved = tempfile.tempdir
+    tempfile.tempdir = "/tmp"
+    try:
+        util.get_temp_dir()
+    finally:
+        tempfile.tempdir = saved
+
+
 @contextmanager
 def starting() -> Iterator[tuple[dict[str, str], frozenset[int]]]:
     """Around a start of the forkserver, or a fork that may start it: this process's
@@ -43,6 +66,7 @@ def starting() -> Iterator[tuple[dict[str, str], frozenset[int]]]:
     forkserver would start in the state above."""
     with _LOCK:
         if AVAILABLE:
+            _socket_folder()
             multiprocessing.get_context("forkserver").set_forkserver_preload(list(worker.PRELOAD))
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, _GROUP_SIGNALS)
         environ = dict(os.environ)

@@ -191,6 +191,29 @@ def test_a_campaign_leaves_no_coverage_folder_behind(tmp_path, monkeypatch):
 
 
 @pytest.mark.processes
+def test_a_campaign_starts_its_workers_under_a_tmpdir_too_long_for_a_socket(tmp_path, monkeypatch):
+    """multiprocessing makes the forkserver's socket folder in TMPDIR, once per process, and a
+    socket path holds 107 bytes at most: the folder goes where the path fits."""
+    import tempfile
+    from multiprocessing import process
+
+    from fxfuzz.campaign import warm
+    from fxfuzz.cli import main
+
+    long = tmp_path / ("t" * 90)
+    long.mkdir()
+    warm.stop()  # the forkserver this process runs, if any: the campaign starts a fresh one
+    monkeypatch.delitem(process.current_process()._config, "tempdir", raising=False)
+    monkeypatch.setenv("TMPDIR", str(long))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    argv = ["run", "--pass", "identity", "--max-examples", "1", "--no-db", "--report-dir", str(tmp_path / "r")]
+    try:
+        assert main(argv) == 0
+    finally:
+        warm.stop()  # its socket folder is this test's: the next campaign starts its own
+
+
+@pytest.mark.processes
 def test_the_supervisor_keeps_the_smallest_example_a_worker_died_on(tmp_path):
     """Deaths of one bucket come in any order; the database keeps the smallest example."""
     from fxfuzz.campaign.database import DatabaseSpec
