@@ -112,8 +112,9 @@ class _Reporter:
 
 
 # The modules worker_main imports (with those resolve_pass imports as it loads the pass), this
-# one, and the module of torch's that fxfuzz imports only on first use: the warm interpreter
-# workers fork from imports them, and nothing else, once (tests/campaign/test_workers.py checks both).
+# one, and the modules of torch's that load only on first use and every worker's first example
+# uses: the warm interpreter workers fork from imports them, and nothing else, once
+# (tests/campaign/test_workers.py checks both).
 PRELOAD = (
     __name__,
     "fxfuzz.campaign.database",
@@ -125,6 +126,7 @@ PRELOAD = (
     "fxfuzz.core.serialize",
     "fxfuzz.strategies.custom",
     "torch.export._trace",  # all of dynamo: export's checks and symbolic sizes need it
+    "torch._decomp.decompositions_for_jvp",  # the forward-mode checks: 0.4 s of CPU in each worker
 )
 
 
