@@ -304,11 +304,11 @@ def test_corpus_files_asking_for_code_are_skipped_counted_and_kept(tmp_path, mon
 
 
 @pytest.mark.processes
-def test_cli_gate_notes_and_counts_the_corpus_files_it_skips(tmp_path):
+def test_cli_gate_notes_and_counts_the_corpus_files_it_skips(tmp_path, cli, monkeypatch):
     folder = _write_corpus(tmp_path)
-    argv = [sys.executable, "-m", "fxfuzz", "gate", "--candidate", "set_grad", "--corpus", folder, "--max-examples", "1",
-            "--max-shrink-s", "0", "--report-dir", str(tmp_path / "out")]  # fmt: skip
-    run = subprocess.run(argv, capture_output=True, text=True, cwd=str(tmp_path), timeout=600)
+    monkeypatch.chdir(tmp_path)
+    run = cli("gate", "--candidate", "set_grad", "--corpus", folder, "--max-examples", "1", "--max-shrink-s", "0",
+              "--report-dir", str(tmp_path / "out"))  # fmt: skip
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stdout + run.stderr
     notes = [line for line in run.stderr.splitlines() if line.startswith("fxfuzz: note:")]
     assert len(notes) == len(_channels(tmp_path)) + 1, run.stderr
@@ -360,14 +360,14 @@ def test_redis_entries_asking_for_code_are_skipped_counted_and_kept(tmp_path, mo
 
 
 @pytest.mark.processes
-def test_cli_run_notes_and_counts_the_database_entries_it_skips(tmp_path):
+def test_cli_run_notes_and_counts_the_database_entries_it_skips(tmp_path, cli, monkeypatch):
     db = DirectoryBasedExampleDatabase(str(tmp_path / "db"))
     entries = _hostile_entries(tmp_path)
     for raw in entries:
         db.save(_failures_key(load_pass("set_grad")), raw)
-    argv = [sys.executable, "-m", "fxfuzz", "run", "--db", str(tmp_path / "db"), "--max-examples", "2", "--workers", "1",
-            "--max-shrink-s", "0", "--report-dir", str(tmp_path / "out")]  # fmt: skip
-    run = subprocess.run(argv, capture_output=True, text=True, cwd=str(tmp_path), timeout=600)
+    monkeypatch.chdir(tmp_path)
+    run = cli("run", "--db", str(tmp_path / "db"), "--max-examples", "2", "--workers", "1", "--max-shrink-s", "0",
+              "--report-dir", str(tmp_path / "out"))  # fmt: skip
     assert "Traceback" not in run.stderr and run.returncode in (0, 1), run.stdout + run.stderr
     assert sum(line.startswith("fxfuzz: note: left saved example") for line in run.stderr.splitlines()) == len(entries)
     report = json.loads((tmp_path / "out" / "report.json").read_text())

@@ -134,17 +134,18 @@ def test_a_quiet_compact_check_says_fixed_only_for_a_check_it_reimplements(capsy
 
 
 @pytest.mark.processes
-def test_fxfuzz_repro_full_runs_the_complete_script_under_the_contract(cli, tmp_path):
-    """``--full`` writes the full script for the .json beside a short program and runs it: under
-    the pass's own contract (dce: refines) it passes, under ``--contract meaning`` it fails."""
+def test_fxfuzz_repro_full_runs_the_complete_script_under_the_contract(tmp_path, capfd):
+    """``--full`` writes the full script for the .json beside a short program and runs it (in a
+    child, whose output goes to the file descriptors: ``capfd``): under the pass's own contract
+    (dce: refines) it passes, under ``--contract meaning`` it fails."""
+    from fxfuzz.cli.main import main
+
     py = dce_repro(tmp_path, "meaning")
     assert is_short(open(py).read())
     json_path = py.removesuffix(".py") + ".json"
-    own = subprocess.run(
-        [sys.executable, "-m", "fxfuzz", "repro", "--full", json_path], capture_output=True, text=True, timeout=600
-    )
-    assert own.returncode == 0 and "OK: every check passes" in own.stdout, own.stdout + own.stderr
-    loud = subprocess.run([sys.executable, "-m", "fxfuzz", "repro", "--full", json_path, "--contract", "meaning"], capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert (
-        loud.returncode == 1 and "FAIL equivalence: running the graph of the original raised IndexError" in loud.stdout
-    )
+    capfd.readouterr()
+    assert main(["repro", "--full", json_path]) == 0
+    out = capfd.readouterr()
+    assert "OK: every check passes" in out.out, out.out + out.err
+    assert main(["repro", "--full", json_path, "--contract", "meaning"]) == 1
+    assert "FAIL equivalence: running the graph of the original raised IndexError" in capfd.readouterr().out
