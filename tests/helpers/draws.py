@@ -19,3 +19,30 @@ def draw(n: int, seed_: int = 0, **kwargs) -> list:
 
     collect()
     return cases
+
+
+class _Enough(Exception):
+    pass
+
+
+def draw_until(n: int, enough, seed_: int = 0, **kwargs) -> list:
+    """The first cases a seeded run draws, as ``draw(n, seed_, **kwargs)`` draws them, up to the
+    first ``cases`` for which ``enough(cases)`` holds (or all ``n``): for tests that assert
+    something appears within ``n`` cases and need not draw the rest."""
+    cases: list = []
+
+    @seed(seed_)
+    @settings(max_examples=n, derandomize=False, **GENERATE)
+    @given(graph_cases(**kwargs))
+    def collect(case):
+        if cases and enough(cases):
+            raise _Enough  # Hypothesis replays the case that raised: nothing is added again
+        cases.append(case)
+        if enough(cases):
+            raise _Enough
+
+    try:
+        collect()
+    except _Enough:
+        pass
+    return cases
