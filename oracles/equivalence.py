@@ -104,6 +104,39 @@ def _flags_differ(r: torch.Tensor, g: torch.Tensor) -> bool:
     return r.requires_grad != g.requires_grad or (r.grad_fn is None) != (g.grad_fn is None)
 
 
+def _reaches_an_input(t: torch.Tensor, inputs: Any) -> bool:
+    """Whether a backward from ``t`` reaches one of ``inputs``: ``t`` itself is one, or its
+    autograd graph accumulates into one (walked, nothing computed)."""
+    ids = {id(x) for x in inputs if isinstance(x, torch.Tensor)}
+    seen: set[Any] = set()
+    stack = [t.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        if id(getattr(fn, "variable", None)) in ids:
+            return True
+        stack.extend(f for f, _ in fn.next_functions)
+    return id(t) in ids
+
+
+def _inert_flag(ref: Run, r: Any, g: Any) -> bool:
+    """``r`` requires grad though no backward from it reaches an input, and ``g``, without a
+    grad_fn, requires none: a view made with grad off reports its base's requires_grad with no
+    grad_fn, and what is computed from it inherits the flag, where a copy made there requires
+    none. A contract that does not judge views (``functional``) excuses that; a gradient an
+    input loses or gains, the gradients oracle still judges."""
+    return (
+        isinstance(r, torch.Tensor)
+        and isinstance(g, torch.Tensor)
+        and r.requires_grad
+        and not g.requires_grad
+        and g.grad_fn is None
+        and not _reaches_an_input(r, ref.inputs)
+    )
+
+
 def _compare_views(ref: Run, got: Run, identity: bool = True) -> list[Finding]:
     """Outputs that alias an input or another output must keep doing so, with the same layout,
     and (with ``identity``) an output that is an input itself must stay that input, or stay a
@@ -185,7 +218,10 @@ def check_equivalence(
         ]
     findings = []
     for i, (r, g) in enumerate(zip(ref.outputs, got.outputs)):
-        findings += compare_value(f"output {i}", r, g, exact, same_device)
+        found = compare_value(f"output {i}", r, g, exact, same_device)
+        if not views and _inert_flag(ref, r, g):
+            found = [f for f in found if f.kind != "requires_grad_mismatch"]
+        findings += found
     if same_device and views:
         findings += _compare_views(ref, got, identity)
     for i, (r, g) in enumerate(zip(ref.inputs, got.inputs)):

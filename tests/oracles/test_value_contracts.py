@@ -16,6 +16,7 @@ from fxfuzz.oracles import verify
 from fxfuzz.oracles.bounds import quantization_steps
 from fxfuzz.strategies import from_module
 from fxfuzz.strategies.builder import GraphBuilder
+from paths import HELPERS
 from torch.export.graph_signature import InputKind
 
 aten = torch.ops.aten
@@ -231,6 +232,50 @@ def test_functional_fires_on_a_lost_in_place_effect():
     case = GraphCase(ep.graph_module, ep.graph_signature, (torch.randn(2, 3),), ambient_grad=True, domain="aten")
     assert verify(case, load_pass("view_copy")) == []
     assert verify(case, drops_the_input_update, FUNCTIONAL)
+
+
+class NoGradView(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3))
+
+    def forward(self, x):
+        with torch.no_grad():
+            v = self.w.view(-1)
+        return v, v + v, x * 2
+
+
+VIEWS_TO_COPIES = f"{HELPERS}/dialect_passes.py:views_to_copies"
+
+
+def copies_then_detaches(gm, sig):
+    """Views made copies, then the last output detached: a lost gradient, which no contract
+    excuses."""
+    gm = load_pass(VIEWS_TO_COPIES)(gm, sig)[0]
+    out = gm.graph.output_node()
+    with gm.graph.inserting_before(out):
+        last = gm.graph.call_function(aten.detach.default, (out.args[0][-1],))
+    out.args = ((*out.args[0][:-1], last),)
+    gm.recompile()
+    return gm, sig
+
+
+def test_a_view_made_with_grad_off_and_copied_is_excused_by_functional_alone():
+    """Eager gives a parameter's view made under no_grad the parameter's requires_grad (True)
+    and no grad_fn, and what is computed from it with grad on requires grad too; the copy made
+    there requires none. A backward from either reaches no input: the flag is the view's,
+    which functional does not judge (its false-alarm run drew both, 2026-11-28); refines still
+    reports it, and functional a gradient lost otherwise."""
+    case = from_module(NoGradView(), (torch.randn(3, requires_grad=True),))
+    assert any(n.target is aten.view.default for n in case.gm.graph.nodes), case.gm.code
+    copies = load_pass(VIEWS_TO_COPIES)
+    assert copies.contract is FUNCTIONAL  # as it declares
+    assert {f.message for f in verify(case, copies, REFINES)} >= {
+        "output 0: requires_grad True became False",
+        "output 1: requires_grad True became False",
+    }
+    assert verify(case, copies) == []
+    assert "requires_grad_mismatch" in kinds(verify(case, copies_then_detaches, FUNCTIONAL))
 
 
 # --- post_grad's domain -----------------------------------------------------------------------
