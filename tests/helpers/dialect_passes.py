@@ -9,6 +9,32 @@ from torch import fx
 from torch._export.error import InternalError
 from torch._export.passes.replace_view_ops_with_view_copy_ops_pass import get_view_copy_of_view_op
 
+# The torch-level random functions fxfuzz draws (fxfuzz.strategies.tooled).
+_TORCH_RANDOM = {torch.rand_like, torch.randn_like, torch.bernoulli, torch.nn.functional.dropout}
+
+
+def _random(node: fx.Node) -> bool:
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return torch.Tag.nondeterministic_seeded in target.tags
+    return target in _TORCH_RANDOM
+
+
+def _feeds_random(node: fx.Node) -> bool:
+    """Whether a random call reads ``node``'s value, directly or through other calls: random
+    calls follow their input's strides (``rand_like``, ``dropout``), so a copy in place of a
+    view changes their numbers, a change of values that ``functional`` reports."""
+    seen, stack = set(), list(node.users)
+    while stack:
+        user = stack.pop()
+        if user in seen:
+            continue
+        seen.add(user)
+        if _random(user):
+            return True
+        stack.extend(user.users)
+    return False
+
 
 def views_to_copies(gm: fx.GraphModule) -> fx.GraphModule:
     """Every ATen view call, in every graph of the module, made its ``_copy`` variant, by torch's
@@ -16,14 +42,15 @@ def views_to_copies(gm: fx.GraphModule) -> fx.GraphModule:
     uses); a view without one (``reshape``) stays, where Edge's pass raises. On graphs without
     in-place updates (the ``functional`` domain) that changes aliasing and strides alone.
     ``detach`` stays too: torch's ``detach_copy`` has no forward-mode derivative, so forward AD
-    through the result would raise (which ``functional`` reports, as it should)."""
+    through the result would raise; and so does a view a random call reads (``_feeds_random``).
+    Both would be changes ``functional`` reports, as it should."""
     for module in gm.modules():
         if not isinstance(module, fx.GraphModule):
             continue
         for node in module.graph.nodes:
             if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
                 continue
-            if node.target is torch.ops.aten.detach.default:
+            if node.target is torch.ops.aten.detach.default or _feeds_random(node):
                 continue
             try:
                 copy = get_view_copy_of_view_op(node.target._schema)
