@@ -146,8 +146,12 @@ APPROXIMATES = PassContract("approximates", internals=False, refines=True, value
 QUANTIZES = PassContract("quantizes", internals=False, differentiated=False, values="quantized", idempotent=False)
 # Dialect passes (Edge's view -> view_copy): values and effects, not aliasing, strides or
 # identity; where the original raised (a backward an in-place update refused, which a copy
-# no longer shares) the result may do otherwise, as under refines.
-FUNCTIONAL = PassContract("functional", internals=False, refines=True, views=False, reacts_to=_GENERIC)
+# no longer shares) the result may do otherwise, as under refines. Values within rounding: a
+# copy has other strides than the view it replaces, and a reduction over it adds up in
+# another order.
+FUNCTIONAL = PassContract(
+    "functional", internals=False, refines=True, values="approximate", views=False, reacts_to=_GENERIC
+)
 SET_GRAD = PassContract("set_grad", (torch._C._set_grad_enabled,), (torch.ops.higher_order.wrap_with_set_grad_enabled,))
 _AUTOCAST_HOP = getattr(torch.ops.higher_order, "wrap_with_autocast", None)
 AUTOCAST = PassContract("autocast", _autocast_targets(), (_AUTOCAST_HOP,) if _AUTOCAST_HOP is not None else ())
