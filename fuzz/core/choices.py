@@ -43,7 +43,7 @@ CONTRACT_MEANINGS = {
     "post_grad": "refines, never differentiated: Inductor's post-grad passes (aten domain only)",
     "approximates": "refines, values within a tolerance from dtype and graph: rewrites that reassociate",
     "quantizes": "inference only, values within a bound from the quantization parameters",
-    "functional": "refines without aliasing or strides: dialect passes that turn views into copies",
+    "functional": "refines without aliasing or strides, values within rounding: dialect passes that turn views into copies",
     "set_grad": "torch.export's set-grad pass's promise",
     "autocast": "torch.export's autocast pass's promise",
 }
