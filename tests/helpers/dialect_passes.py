@@ -5,15 +5,16 @@ never meet the excuse."""
 from __future__ import annotations
 
 import torch
+from fxfuzz.strategies.ops import TORCH_RANDOM_OPS
 from torch import fx
 from torch._export.error import InternalError
 from torch._export.passes.replace_view_ops_with_view_copy_ops_pass import get_view_copy_of_view_op
 
-# The torch-level random functions fxfuzz draws (fxfuzz.strategies.tooled).
-_TORCH_RANDOM = {torch.rand_like, torch.randn_like, torch.bernoulli, torch.nn.functional.dropout}
+_TORCH_RANDOM = frozenset(spec.target for spec in TORCH_RANDOM_OPS)
 
 
 def _random(node: fx.Node) -> bool:
+    """A random call: ATen's by its tag, a torch-level one fxfuzz draws by its table."""
     target = node.target
     if isinstance(target, torch._ops.OpOverload):
         return torch.Tag.nondeterministic_seeded in target.tags

@@ -7,18 +7,8 @@ GENERATE = dict(database=None, deadline=None, phases=["generate"], suppress_heal
 
 
 def draw(n: int, seed_: int = 0, **kwargs) -> list:
-    """The first ``n`` cases a seeded run draws (derandomize off, the suite's draws pinned by
-    conftest); ``kwargs`` go to ``graph_cases``."""
-    cases = []
-
-    @seed(seed_)
-    @settings(max_examples=n, derandomize=False, **GENERATE)
-    @given(graph_cases(**kwargs))
-    def collect(case):
-        cases.append(case)
-
-    collect()
-    return cases
+    """The first ``n`` cases a seeded run draws."""
+    return draw_until(n, lambda cases: False, seed_, **kwargs)
 
 
 class _Enough(Exception):
@@ -26,9 +16,10 @@ class _Enough(Exception):
 
 
 def draw_until(n: int, enough, seed_: int = 0, **kwargs) -> list:
-    """The first cases a seeded run draws, as ``draw(n, seed_, **kwargs)`` draws them, up to the
-    first ``cases`` for which ``enough(cases)`` holds (or all ``n``): for tests that assert
-    something appears within ``n`` cases and need not draw the rest."""
+    """The first cases a seeded run draws (derandomize off, the suite's draws pinned by
+    conftest; ``kwargs`` go to ``graph_cases``), up to the first ``cases`` for which
+    ``enough(cases)`` holds, or all ``n``: for tests that assert something appears within ``n``
+    cases and need not draw the rest."""
     cases: list = []
 
     @seed(seed_)

@@ -234,6 +234,10 @@ def test_functional_fires_on_a_lost_in_place_effect():
     assert verify(case, drops_the_input_update, FUNCTIONAL)
 
 
+# A correct view-to-copy pass, declared functional.
+VIEWS_TO_COPIES = f"{HELPERS}/dialect_passes.py:views_to_copies"
+
+
 class StridedSum(torch.nn.Module):
     def forward(self, x):
         return (x - x.unsqueeze(1)).transpose(0, 1).sum(1)
@@ -277,9 +281,6 @@ class NoGradView(torch.nn.Module):
         with torch.no_grad():
             v = self.w.view(-1)
         return v, v + v, x * 2
-
-
-VIEWS_TO_COPIES = f"{HELPERS}/dialect_passes.py:views_to_copies"
 
 
 def copies_then_detaches(gm, sig):
