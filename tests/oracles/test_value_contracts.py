@@ -98,6 +98,31 @@ def test_approximates_fires_on_a_result_that_raises_more():
     assert any(f.kind == "raises_differently" and f.details["original"] is None for f in found)
 
 
+def products_case(op) -> GraphCase:
+    """``op`` (``mm`` or ``linear`` with a bias) on float32 values with 16 products a row,
+    whose sums round otherwise in another order."""
+    b = GraphBuilder(grad_mode=False)
+    g = torch.Generator().manual_seed(0)
+    x = b.placeholder("x", torch.randn(4, 16, generator=g), InputKind.USER_INPUT)
+    if op is aten.mm.default:
+        args = [x, b.placeholder("w", torch.randn(16, 8, generator=g), InputKind.USER_INPUT)]
+    else:
+        w = b.placeholder("w", torch.randn(8, 16, generator=g), InputKind.USER_INPUT)
+        args = [x, w, b.placeholder("bias", torch.randn(8, generator=g), InputKind.USER_INPUT)]
+    gm, sig = b.finish([b.call(op, args)])
+    return GraphCase(gm, sig, tuple(b.inputs), ambient_grad=False)
+
+
+@pytest.mark.parametrize("op", [aten.mm.default, aten.linear.default], ids=str)
+def test_the_false_alarm_runs_reassociating_pass_changes_bits_and_approximates_excuses_it(op):
+    """The correct pass of ``approximates``'s false-alarm run (docs/history.md) decomposes
+    ``mm`` and ``linear`` into sums of products as Inductor's ``decompose_mm`` does: the bits
+    change (``refines`` fires), the contract excuses it."""
+    spec = f"{HELPERS}/rounding_passes.py:reassociates"
+    assert "value_mismatch" in kinds(verify(products_case(op), load_pass(spec, REFINES)))
+    assert verify(products_case(op), load_pass(spec)) == []
+
+
 # --- quantizes ------------------------------------------------------------------------------
 
 
