@@ -142,6 +142,7 @@ def replay(path: str, pass_spec: str, contract: str, report_fd: int, ops: list[s
     own, whatever the repro records): 1 while it fails, 0 once fixed; each step reported on
     ``report_fd``. ``ops`` are the ``--op`` values, loaded first."""
     from fxfuzz.oracles import verify  # noqa: PLC0415  (torch, in the child only)
+    from fxfuzz.oracles.downstream import stages_forced  # noqa: PLC0415
 
     with os.fdopen(report_fd, "w", buffering=1) as report:
         try:
@@ -160,7 +161,10 @@ def replay(path: str, pass_spec: str, contract: str, report_fd: int, ops: list[s
                 f"the pass's own (give --contract {repro.contract} to judge as recorded)"
             )
         try:
-            findings = verify(repro.case, pass_fn, device=repro.device)
+            # Every check, the export stages a campaign runs on a share of cases included: a
+            # minimized case need not hash into the share its finding was made in.
+            with stages_forced():
+                findings = verify(repro.case, pass_fn, device=repro.device)
         except InternalError as e:  # fxfuzz's own bug: no verdict on the pass
             print(e.details, end="", file=sys.stderr)
             report.write(f"internal {str(e).replace(chr(10), ' ')}\n")

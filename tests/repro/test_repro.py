@@ -181,6 +181,27 @@ def test_a_pass_that_kills_or_hangs_the_replay_fails_it(tmp_path, capfd, body, v
 
 
 @pytest.mark.processes
+def test_a_downstream_finding_replays_through_its_stage_whatever_share_the_case_hashes_to(tmp_path, capfd):
+    """A campaign takes a share of cases through export's stages, by a hash of each case's
+    code, and forces them while a downstream bucket shrinks: the minimized case need not hash
+    into the share. Its replay still runs the stage, so it is never "fixed" while the bug is
+    there (``fxfuzz repro`` and the full script alike)."""
+    case = no_grad_region_case(ambient=True)
+    assert verify(case, load_pass(f"{HELPERS}/broken_passes.py:unsaveable")) == []  # outside the share
+    finding = {"oracle": "downstream", "kind": "save_load_raised", "message": "m", "details": {}}
+    spec = f"{HELPERS}/broken_passes.py:unsaveable"
+    doc = repro_document("d", finding, case_to_dict(case), identify(spec))
+    py = write_repro(str(tmp_path / "repros"), doc)
+    capfd.readouterr()
+    assert main(["repro", py[:-3] + ".json", "--pass", spec]) == 1
+    assert "FAIL [downstream/save_load_raised]" in capfd.readouterr().out
+    full = tmp_path / "full.py"
+    full.write_text(graph_repro_source(doc))
+    run = subprocess.run([sys.executable, str(full)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1 and "save_load" in run.stdout, run.stdout + run.stderr
+
+
+@pytest.mark.processes
 def test_a_repro_is_judged_under_the_passs_own_contract_not_the_one_it_records(tmp_path, capfd):
     """The recorded contract is the sender's word: a .json saying post_grad (never
     differentiated) cannot turn a wrong derivative into "fixed". --contract still asks for it."""
