@@ -33,7 +33,7 @@ from fxfuzz.core.case import clone_input
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
 from fxfuzz.core.internal import first_line
 from fxfuzz.oracles.equivalence import compare_value
-from fxfuzz.oracles.execute import release_frames
+from fxfuzz.oracles.execute import GlobalState, release_frames
 from fxfuzz.oracles.finding import Finding
 from fxfuzz.oracles.program_runtime import observe_module
 from fxfuzz.oracles.tolerance import Bound, Exact
@@ -104,12 +104,18 @@ def _observe(
     stage: str, ep: ExportedProgram, users: Sequence[Any], ambient: bool
 ) -> tuple[dict[str, Any] | None, BaseException | None]:
     """The stage's module of ``ep`` called on the user inputs (``observe_module``), or what
-    the stage or the call raised."""
+    the stage or the call raised. The process-wide state is put back afterwards: torch's
+    stage code can leave it changed (``run_decompositions`` raising while it retraces an
+    autocast region leaves that region's autocast dtype set), and every later check of the
+    example would start from it."""
     make, _ = DOWNSTREAM_STAGES[stage]
+    before = GlobalState.read()
     try:
         seen = observe_module(make(ep), users, ambient)
     except Exception as e:
         return None, release_frames(e)
+    finally:
+        before.restore()
     if seen["error"] is not None:
         return None, release_frames(seen["error"])
     return seen, None

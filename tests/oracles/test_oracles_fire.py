@@ -288,6 +288,28 @@ def test_downstream_fires_on_a_result_export_cannot_save_and_blames_only_the_pas
     assert verify(case, bp.unsaveable) == []
 
 
+def test_a_stage_that_leaves_the_autocast_dtype_changed_changes_no_later_check():
+    """``run_decompositions`` raises retracing this case (on the original as on the result) in
+    the middle of a float16 autocast region, and leaves the CPU autocast dtype float16. The
+    stages put the process-wide state back, so a later check does not start from it: before,
+    the second application's run left "autocast on cpu off float16, expected off bfloat16"
+    (a false alarm of approximates' false-alarm run, tests/data/decompositions_leave_autocast_dtype.json)."""
+    import os
+
+    from fxfuzz.oracles.downstream import check_downstream, stages_forced
+    from fxfuzz.oracles.execute import GlobalState
+    from fxfuzz.repro.files import load_repro
+    from paths import DATA, HELPERS
+
+    case = load_repro(os.path.join(DATA, "decompositions_leave_autocast_dtype.json")).case
+    before = GlobalState.read()
+    check_downstream(case.gm, case.signature, case.gm, case.signature, case.inputs, case.ambient_grad)
+    assert GlobalState.read() == before
+    with stages_forced():
+        assert verify(case, load_pass(f"{HELPERS}/rounding_passes.py:reassociates")) == []
+    assert GlobalState.read() == before
+
+
 def test_the_stage_share_is_a_deterministic_function_of_the_case():
     from fxfuzz.core.choices import DEFAULT_STAGE_SHARE
     from fxfuzz.oracles.downstream import DOWNSTREAM_STAGES, stages_forced, stages_selected
