@@ -77,8 +77,19 @@ def _reverse_sums(graph: fx.Graph) -> None:
         dims = list(range(val.dim()))
         with graph.inserting_before(node):
             flipped = graph.call_function(_FLIP, (x, dims))
-        flipped.meta = {**x.meta, "val": torch.flip(val, dims)}
+        flipped.meta = {**node.meta, "val": torch.flip(val, dims)}
         node.args = (flipped,)
+
+
+def _exact_floats(node: fx.Node, operands: list[object]) -> list[torch.Tensor] | None:
+    """The metas of ``operands`` where they and ``node``'s are float32 or float64 tensors of one
+    dtype (under autocast a matrix product's is another: its kernel casts, a sum of products
+    would not), else None."""
+    vals = [n.meta.get("val") if isinstance(n, fx.Node) else None for n in (*operands, node)]
+    if not all(isinstance(v, torch.Tensor) for v in vals):
+        return None
+    dtype = vals[0].dtype
+    return vals[:-1] if dtype in (torch.float32, torch.float64) and all(v.dtype == dtype for v in vals) else None
 
 
 def _decompose_mms(graph: fx.Graph) -> None:
@@ -88,25 +99,20 @@ def _decompose_mms(graph: fx.Graph) -> None:
     for node in list(graph.nodes):
         if node.target is not _MM or node.kwargs or len(node.args) != 2:
             continue
+        vals = _exact_floats(node, list(node.args))
+        if vals is None:
+            continue
         a, b = node.args
-        if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)):
-            continue
-        va, vb = a.meta.get("val"), b.meta.get("val")
-        if not (
-            isinstance(va, torch.Tensor)
-            and isinstance(vb, torch.Tensor)
-            and va.dtype.is_floating_point
-            and va.dtype == vb.dtype
-        ):
-            continue
         with graph.inserting_before(node):
             left = graph.call_function(_UNSQUEEZE, (a, 2))
             right = graph.call_function(_UNSQUEEZE, (b, 0))
             product = graph.call_function(_MUL, (left, right))
             total = graph.call_function(_SUM_DIM, (product, [1]))
-        left.meta["val"] = va.unsqueeze(2)
-        right.meta["val"] = vb.unsqueeze(0)
-        product.meta["val"] = left.meta["val"] * right.meta["val"]
+        # Each new node keeps what the rewritten one carried (its nn_module_stack, which
+        # export's unflatten reads), with a value of its own.
+        left.meta = {**node.meta, "val": vals[0].unsqueeze(2)}
+        right.meta = {**node.meta, "val": vals[1].unsqueeze(0)}
+        product.meta = {**node.meta, "val": left.meta["val"] * right.meta["val"]}
         total.meta = {**node.meta, "val": product.meta["val"].sum(1)}
         node.replace_all_uses_with(total)
         graph.erase_node(node)
@@ -120,25 +126,19 @@ def _decompose_linears(graph: fx.Graph) -> None:
             continue
         x, w, *rest = node.args
         bias = rest[0] if rest else None
-        vals = [
-            n.meta.get("val") if isinstance(n, fx.Node) else None for n in (x, w, *([bias] if bias is not None else []))
-        ]
-        if not (
-            all(isinstance(v, torch.Tensor) for v in vals)
-            and vals[0].dtype.is_floating_point
-            and all(v.dtype == vals[0].dtype for v in vals)
-            and vals[1].dim() == 2
-        ):
+        vals = _exact_floats(node, [x, w, *([bias] if bias is not None else [])])
+        if vals is None or vals[1].dim() != 2:
             continue
         with graph.inserting_before(node):
             rows = graph.call_function(_UNSQUEEZE, (x, -2))
             product = graph.call_function(_MUL, (rows, w))
             total = graph.call_function(_SUM_DIM, (product, [-1]))
             out = graph.call_function(_ADD, (total, bias)) if bias is not None else total
-        rows.meta["val"] = vals[0].unsqueeze(-2)
-        product.meta["val"] = rows.meta["val"] * vals[1]
-        total.meta["val"] = product.meta["val"].sum(-1)
-        out.meta = {**node.meta, "val": total.meta["val"] + vals[2] if bias is not None else total.meta["val"]}
+        rows.meta = {**node.meta, "val": vals[0].unsqueeze(-2)}
+        product.meta = {**node.meta, "val": rows.meta["val"] * vals[1]}
+        total.meta = {**node.meta, "val": product.meta["val"].sum(-1)}
+        if bias is not None:
+            out.meta = {**node.meta, "val": total.meta["val"] + vals[2]}
         node.replace_all_uses_with(out)
         graph.erase_node(node)
 
