@@ -137,6 +137,15 @@ def _inert_flag(ref: Run, r: Any, g: Any) -> bool:
     )
 
 
+def _layout(t: torch.Tensor) -> tuple[Any, ...]:
+    """Where a view's elements lie in its storage: its offset and the strides of its dimensions
+    of more than one element (a dimension of one is never stepped along, so its stride places
+    nothing: torch's own ``check_significant_strides`` skips it too); nothing for an empty one."""
+    if t.numel() == 0:
+        return ()
+    return t.storage_offset(), tuple(s for s, n in zip(t.stride(), t.shape) if n > 1)
+
+
 def _compare_views(ref: Run, got: Run, identity: bool = True) -> list[Finding]:
     """Outputs that alias an input or another output must keep doing so, with the same layout,
     and (with ``identity``) an output that is an input itself must stay that input, or stay a
@@ -166,7 +175,7 @@ def _compare_views(ref: Run, got: Run, identity: bool = True) -> list[Finding]:
                 )
             )
         elif isinstance(r, torch.Tensor) and isinstance(g, torch.Tensor) and (r._is_view() or ra is not None):
-            if (r.stride(), r.storage_offset()) != (g.stride(), g.storage_offset()):
+            if _layout(r) != _layout(g):
                 findings.append(
                     Finding(
                         "equivalence",

@@ -383,3 +383,51 @@ def test_the_stages_run_without_torchs_own_notices():
         assert [m for m in notes.seen if "empty list" in m]
     finally:
         serde.removeHandler(notes)
+
+
+# --- view layout ---------------------------------------------------------------------------
+
+
+def _view_case(value: torch.Tensor, view):
+    """A graph returning ``view(x)`` of its one input ``x`` (``value``)."""
+    from fxfuzz.core.case import GraphCase
+    from fxfuzz.strategies.builder import GraphBuilder
+    from torch.export.graph_signature import InputKind
+
+    b = GraphBuilder(grad_mode=False)
+    x = b.placeholder("x", value, InputKind.USER_INPUT)
+    gm, sig = b.finish([view(b, x)])
+    return GraphCase(gm, sig, tuple(b.inputs), ambient_grad=False)
+
+
+def _returning(view):
+    """A pass whose result returns ``view(graph, x)`` of the input instead."""
+
+    def rewrite(gm, sig):
+        out, (x,) = gm.graph.output_node(), list(gm.graph.find_nodes(op="placeholder"))
+        with gm.graph.inserting_before(out):
+            out.args = ((view(gm.graph, x),),)
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+        return gm, sig
+
+    return rewrite
+
+
+def test_view_layout_fires_on_a_view_with_other_strides_of_the_same_values():
+    """``x.t()`` of a (2, 2) input of ones returned as ``x.view(2, 2)``: the same values, the
+    same input aliased, but its elements lie elsewhere in the storage."""
+    aten = torch.ops.aten
+    case = _view_case(torch.ones(2, 2), lambda b, x: b.call(aten.t.default, [x]))
+    found = verify(case, _returning(lambda g, x: g.call_function(aten.view.default, (x, [2, 2]))))
+    assert "view_layout_mismatch" in {f.kind for f in found}, found
+
+
+def test_view_layout_is_quiet_on_the_stride_of_a_dimension_of_one():
+    """``x.permute(1, 0)`` of a (1, 3) input has strides (1, 3); the same elements as
+    ``as_strided((3, 1), (1, 1))``: the stride of the dimension of one places nothing (a false
+    alarm of the quantizes false-alarm run: pt2e's dequantized copy had other strides there)."""
+    aten = torch.ops.aten
+    case = _view_case(torch.randn(1, 3), lambda b, x: b.call(aten.permute.default, [x, [1, 0]]))
+    result = _returning(lambda g, x: g.call_function(aten.as_strided.default, (x, [3, 1], [1, 1])))
+    assert [f for f in verify(case, result) if f.oracle == "equivalence"] == []
