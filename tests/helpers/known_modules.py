@@ -160,6 +160,17 @@ def integer_args():
     return torch.randn(3), torch.arange(3)
 
 
+class IntegerAddScalar(torch.nn.Module):
+    """``n + 2`` on an int64 tensor: an integer result."""
+
+    def forward(self, n):
+        return n + 2
+
+
+def integer_tensor_args():
+    return (torch.arange(6).reshape(3, 1, 2),)
+
+
 class LogLinear(torch.nn.Module):
     """A linear layer on ``x.log()``: a calibration batch of negative values gives it NaN
     activations."""

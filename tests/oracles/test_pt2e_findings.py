@@ -22,10 +22,12 @@ from fxfuzz.strategies import from_module
 from known_modules import (
     AddsIntoInput,
     CondInMap,
+    IntegerAddScalar,
     IntegerMul,
     LiteralUpdated,
     LogLinear,
     integer_args,
+    integer_tensor_args,
     negative_args,
     reread_constant_case,
 )
@@ -104,6 +106,33 @@ def test_the_integer_mul_found_by_the_oracles(row):
     assert (
         hm.unknown(verify(from_module(IntegerMul(), integer_args()), load_pass("pt2e_xnnpack")), "pt2e_xnnpack") == []
     )
+
+
+# --- convert_pt2e turns an integer add of a scalar into a float32 result --------------------
+
+
+def test_convert_pt2e_turns_an_integer_add_of_a_scalar_into_float():
+    """``export(...).module()`` of ``n + 2`` on an int64 tensor, through torchao's flow with
+    the XNNPACK-style quantizer: the converted module holds the scalar as a float32 tensor
+    constant and returns float32 where the model returns int64."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+
+    (n,) = integer_tensor_args()
+    model = torch.export.export(IntegerAddScalar(), (n,)).module()
+    prepared = prepare_pt2e(model, XNNPACKQuantizer().set_global(get_symmetric_quantization_config()))
+    prepared(n)
+    converted = convert_pt2e(prepared)
+    assert IntegerAddScalar()(n).dtype == torch.int64
+    assert converted(n).dtype == torch.float32, FIXED.format(known="docs/known/pt2e_xnnpack.txt")
+
+
+def test_the_integer_add_found_by_the_oracles():
+    """The bucket the row's false-alarm run drew (docs/history.md), listed known."""
+    found = verify(from_module(IntegerAddScalar(), integer_tensor_args()), load_pass("pt2e_xnnpack"))
+    meta = [f for f in found if f.kind == "meta_mismatch"]
+    assert meta and "torch.int64" in meta[0].message and "torch.float32" in meta[0].message, found
+    assert bucket_id(meta[0]) in known("pt2e_xnnpack")
 
 
 # --- convert_pt2e deletes the subgraphs of a HOP nested in a HOP's subgraph ------------------
