@@ -120,7 +120,10 @@ def test_a_worker_gets_its_start_through_a_private_file_not_its_command_line(tmp
     assert len(seen) == 2
     for s in seen:
         assert PASSWORD not in s["cmdline"] + s["argv"] and "crash-planted" not in s["cmdline"] + s["argv"]
-        assert len(s["cmdline"]) < 1000
+        # The ids alone are 3 MB. What is there is the forkserver's own command line (its
+        # preloaded modules and sys.path), as long as the paths of the checkout and the venv and
+        # the folders test modules put on sys.path make it: 1,003 bytes on CI's clone once.
+        assert len(s["cmdline"]) < 16 * 1024
         assert s["file_mode"] in (0o600, None)  # None: the worker had already read (and deleted) it
         assert s["folder_mode"] == 0o700
         assert not os.path.exists(s["folder"])  # removed with whatever a worker left unread
