@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from fxfuzz.core.calls import given_inputs
+from fxfuzz.core.calls import CallerRunRaised, given_inputs
 from fxfuzz.core.case import GraphCase
 from fxfuzz.core.choices import DEFAULT_STAGE_SHARE, DEVICES
 from fxfuzz.core.contract import PassContract, on_form
@@ -93,6 +93,8 @@ def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: st
     except BaseException as e:
         if not _blamed_on_pass(e):
             raise
+        if isinstance(e, CallerRunRaised):
+            return []  # the caller's own run of the model fails: no verdict on the pass
         if raised_by_fxfuzz(e):
             raise InternalError("the pass's run", e) from None
         return [crash_finding(release_frames(e))]

@@ -141,6 +141,13 @@ def on_program(
     return program.graph_module, program.graph_signature
 
 
+class CallerRunRaised(Exception):
+    """Raised by a pass's call where the run its caller makes of the model around the pass
+    (pt2e's calibration call) raises, and the model without the pass raises too: the caller
+    never gets to apply the pass to this case, so ``verify`` gives no verdict on it (not a
+    finding against the pass)."""
+
+
 @dataclass
 class ModuleForm:
     """``torch.export.export(...).module()`` of a case (``module_form``): the model, the user

@@ -108,6 +108,28 @@ def test_the_integer_mul_found_by_the_oracles(row):
     )
 
 
+# --- a model that cannot run is no verdict on the quantizer ---------------------------------
+
+
+def test_a_calibration_call_that_raises_as_the_model_does_is_no_finding():
+    """A ``map`` whose body makes a bfloat16 copy, in a float16 autocast region: the graph
+    itself raises when run (map's eager kernel under CPU autocast), and so does the flow's
+    calibration call, which runs the model as its caller would. No verdict on the quantizer
+    (a false alarm of quantizes' false-alarm run, tests/data/calibration_raises_as_the_model_does.json);
+    where only the prepared model raises (the NaN batch below), it is still the pass's."""
+    import os
+
+    from fxfuzz.oracles.execute import run_graph
+    from fxfuzz.repro.files import load_repro
+    from paths import DATA
+
+    case = load_repro(os.path.join(DATA, "calibration_raises_as_the_model_does.json")).case
+    assert run_graph(case.gm, case.inputs, case.ambient_grad).error is not None
+    assert verify(case, load_pass("pt2e_xnnpack")) == []
+    nan = {bucket_id(f) for f in verify(from_module(LogLinear(), negative_args()), load_pass("pt2e_xnnpack"))}
+    assert nan == {"crash-pass_raised-d828124b"}, nan
+
+
 # --- convert_pt2e turns an integer add of a scalar into a float32 result --------------------
 
 
