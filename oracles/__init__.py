@@ -16,7 +16,7 @@ from fxfuzz.core.passes import PassFn, contract_of
 from fxfuzz.oracles.checks import Observed, input_labels, run_checks
 from fxfuzz.oracles.crash import crash_finding
 from fxfuzz.oracles.equivalence import state_leak
-from fxfuzz.oracles.execute import StateChange, pass_isolated, release_frames
+from fxfuzz.oracles.execute import StateChange, pass_isolated, release_frames, run_graph
 from fxfuzz.oracles.finding import ORACLES, Finding, Oracle
 from fxfuzz.oracles.hop_checks import memoized_hop_checks
 from fxfuzz.oracles.structure import malformed, malformed_result
@@ -94,7 +94,10 @@ def _verify(case: GraphCase, pass_fn: PassFn, contract: PassContract, device: st
         if not _blamed_on_pass(e):
             raise
         if isinstance(e, CallerRunRaised):
-            return []  # the caller's own run of the model fails: no verdict on the pass
+            if run_graph(case.gm, case.inputs, case.ambient_grad).error is not None:
+                return []  # the caller's own run of the model fails as the graph does: no verdict
+            assert e.__cause__ is not None
+            e = e.__cause__
         if raised_by_fxfuzz(e):
             raise InternalError("the pass's run", e) from None
         return [crash_finding(release_frames(e))]

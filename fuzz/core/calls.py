@@ -142,10 +142,10 @@ def on_program(
 
 
 class CallerRunRaised(Exception):
-    """Raised by a pass's call where the run its caller makes of the model around the pass
-    (pt2e's calibration call) raises, and the model without the pass raises too: the caller
-    never gets to apply the pass to this case, so ``verify`` gives no verdict on it (not a
-    finding against the pass)."""
+    """Raised by a pass's call, from what the run its caller makes of the model around the pass
+    (pt2e's calibration call) raised. Where the case's graph raises too, the caller never gets
+    to apply the pass to this case, and ``verify`` gives no verdict on it; where it runs, the
+    error (``__cause__``) is the pass's, as if it had escaped the call."""
 
 
 @dataclass
