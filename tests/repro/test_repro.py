@@ -187,9 +187,9 @@ def test_a_downstream_finding_replays_through_its_stage_whatever_share_the_case_
     into the share. Its replay still runs the stage, so it is never "fixed" while the bug is
     there (``fxfuzz repro`` and the full script alike)."""
     case = no_grad_region_case(ambient=True)
-    assert verify(case, load_pass(f"{HELPERS}/broken_passes.py:unsaveable")) == []  # outside the share
-    finding = {"oracle": "downstream", "kind": "save_load_raised", "message": "m", "details": {}}
     spec = f"{HELPERS}/broken_passes.py:unsaveable"
+    assert verify(case, load_pass(spec)) == []  # outside the share
+    finding = {"oracle": "downstream", "kind": "save_load_raised", "message": "m", "details": {}}
     doc = repro_document("d", finding, case_to_dict(case), identify(spec))
     py = write_repro(str(tmp_path / "repros"), doc)
     capfd.readouterr()
